@@ -1,0 +1,9 @@
+//! The cluster layer: provider configuration, the lazily built Kubernetes client with errors that
+//! name their cause, and native readers of cluster state (Helm release records).
+
+mod client;
+mod config;
+pub mod helm_release;
+
+pub use client::{ClusterError, ClusterHandle, describe_cause};
+pub use config::{ConfigSource, ProviderConfig};

@@ -1,0 +1,177 @@
+//! The small abstraction every resource and data source implements: one request and one response
+//! type per operation, every response carrying diagnostics (and private state where it applies).
+//!
+//! Only `schema`, `plan`, `apply` and `read` are required of a resource; import, state upgrade and
+//! move-state have defaults that answer with a proper diagnostic, so an unimplemented feature is a
+//! message to the user, never a crash.
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::{Diagnostics, Schema};
+use crate::cluster::ClusterHandle;
+use crate::values::Value;
+
+/// What an operation may use: the lazily connected cluster, and a token that is cancelled when
+/// Terraform calls StopProvider (or the process shuts down).
+#[derive(Clone)]
+pub struct Ctx {
+    pub cluster: ClusterHandle,
+    pub cancel: CancellationToken,
+}
+
+pub struct PlanRequest {
+    /// Null when the resource is being created.
+    pub prior_state: Value,
+    /// Terraform's merge of config into prior state; null when the resource is being destroyed.
+    pub proposed_new_state: Value,
+    pub config: Value,
+    pub prior_private: Vec<u8>,
+}
+
+#[derive(Default)]
+pub struct PlanResponse {
+    pub planned_state: Value,
+    pub requires_replace: Vec<crate::values::AttributePath>,
+    pub private: Vec<u8>,
+    pub diagnostics: Diagnostics,
+}
+
+pub struct ApplyRequest {
+    pub prior_state: Value,
+    /// Null for destroy.
+    pub planned_state: Value,
+    pub config: Value,
+    pub planned_private: Vec<u8>,
+}
+
+#[derive(Default)]
+pub struct ApplyResponse {
+    /// On failure after the remote object exists, return the state that tells the truth (Terraform
+    /// then marks it tainted); return null only when nothing was created (or it was destroyed).
+    pub new_state: Value,
+    pub private: Vec<u8>,
+    pub diagnostics: Diagnostics,
+}
+
+pub struct ReadRequest {
+    pub current_state: Value,
+    pub private: Vec<u8>,
+}
+
+#[derive(Default)]
+pub struct ReadResponse {
+    /// Null means the remote object is gone: Terraform plans to create it again.
+    pub new_state: Value,
+    pub private: Vec<u8>,
+    pub diagnostics: Diagnostics,
+}
+
+pub struct ImportRequest {
+    pub id: String,
+}
+
+pub struct ImportedResource {
+    pub state: Value,
+    pub private: Vec<u8>,
+}
+
+#[derive(Default)]
+pub struct ImportResponse {
+    pub imported: Vec<ImportedResource>,
+    pub diagnostics: Diagnostics,
+}
+
+/// State stored by an older schema version (or an older provider), as JSON.
+pub struct UpgradeRequest {
+    pub version: i64,
+    pub raw_json: Vec<u8>,
+}
+
+#[derive(Default)]
+pub struct UpgradeResponse {
+    pub upgraded_state: Value,
+    pub diagnostics: Diagnostics,
+}
+
+/// `moved { from = other_provider_resource.x  to = talosboot_y.x }` (protocol 6.5+).
+pub struct MoveRequest {
+    pub source_provider_address: String,
+    pub source_type_name: String,
+    pub source_schema_version: i64,
+    pub source_state_json: Vec<u8>,
+    pub source_private: Vec<u8>,
+}
+
+#[derive(Default)]
+pub struct MoveResponse {
+    pub target_state: Value,
+    pub target_private: Vec<u8>,
+    pub diagnostics: Diagnostics,
+}
+
+#[async_trait]
+pub trait Resource: Send + Sync + 'static {
+    /// The full type name users write, e.g. `talosboot_cilium`.
+    fn type_name(&self) -> &'static str;
+    fn schema(&self) -> Schema;
+
+    /// Checks that need no I/O and no other resource: runs at `validate` and before every plan.
+    /// Config values may be unknown here; skip checks on unknowns.
+    fn validate(&self, _config: &Value, _diagnostics: &mut Diagnostics) {}
+
+    async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse;
+    async fn apply(&self, ctx: &Ctx, req: ApplyRequest) -> ApplyResponse;
+    async fn read(&self, ctx: &Ctx, req: ReadRequest) -> ReadResponse;
+
+    async fn import(&self, _ctx: &Ctx, _req: ImportRequest) -> ImportResponse {
+        let mut diagnostics = Diagnostics::new();
+        diagnostics.error(
+            "Import is not supported",
+            format!(
+                "{} cannot be imported; create it with `terraform apply` instead.",
+                self.type_name()
+            ),
+        );
+        ImportResponse {
+            imported: Vec::new(),
+            diagnostics,
+        }
+    }
+
+    /// Default: state of the current version is decoded as-is; any other version is an error naming
+    /// both versions, which is the honest answer when no upgrader was written.
+    async fn upgrade_state(&self, _ctx: &Ctx, req: UpgradeRequest) -> UpgradeResponse {
+        super::dispatcher::upgrade_same_version(&self.schema(), self.type_name(), req)
+    }
+
+    async fn move_state(&self, _ctx: &Ctx, req: MoveRequest) -> MoveResponse {
+        let mut diagnostics = Diagnostics::new();
+        diagnostics.error(
+            "Move is not supported",
+            format!(
+                "{} cannot be moved from {} ({}). Remove the old resource from state and import this one instead.",
+                self.type_name(),
+                req.source_type_name,
+                req.source_provider_address
+            ),
+        );
+        MoveResponse {
+            diagnostics,
+            ..Default::default()
+        }
+    }
+}
+
+pub struct DataReadResponse {
+    pub state: Value,
+    pub diagnostics: Diagnostics,
+}
+
+#[async_trait]
+pub trait DataSource: Send + Sync + 'static {
+    fn type_name(&self) -> &'static str;
+    fn schema(&self) -> Schema;
+    fn validate(&self, _config: &Value, _diagnostics: &mut Diagnostics) {}
+    async fn read(&self, ctx: &Ctx, config: Value) -> DataReadResponse;
+}

@@ -1,0 +1,130 @@
+//! Data source `talosboot_helm_release`: the current Helm release record, read natively.
+//!
+//! Useful on its own in `check` blocks and preconditions ("is cilium deployed?") and the decoder
+//! behind `talosboot_cilium`'s import from `helm_release`. Values are never exposed, only their hash.
+
+use async_trait::async_trait;
+
+use super::{cluster_diagnostic, object};
+use crate::cluster::helm_release::current_release;
+use crate::framework::{Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema};
+use crate::values::{AttributePath, Type, Value};
+
+pub struct HelmReleaseDataSource;
+
+// --- schema ---------------------------------------------------------------------------------------
+
+#[async_trait]
+impl DataSource for HelmReleaseDataSource {
+    fn type_name(&self) -> &'static str {
+        "talosboot_helm_release"
+    }
+
+    fn schema(&self) -> Schema {
+        let computed = |name, ty, doc| Attribute::computed(name, ty, doc);
+        Schema::new(
+            0,
+            Block::new(
+                "Reads the current record of a Helm release (the `sh.helm.release.v1.*` Secrets) without running Helm. The release's values are not exposed; `values_sha256` changes when they do.",
+                vec![
+                    Attribute::required("name", Type::String, "Release name, e.g. `cilium`."),
+                    Attribute::optional_computed("namespace", Type::String, "Namespace of the release. Defaults to `default`."),
+                    computed("id", Type::String, "`<namespace>/<name>`."),
+                    computed("exists", Type::Bool, "Whether any record of the release exists."),
+                    computed("status", Type::String, "Status of the current revision: `deployed`, `failed`, `pending-install`, `pending-upgrade`, `superseded`, ..."),
+                    computed("revision", Type::Number, "The current (highest) revision."),
+                    computed("chart", Type::String, "Chart name."),
+                    computed("chart_version", Type::String, "Chart version."),
+                    computed("app_version", Type::String, "The chart's app version."),
+                    computed("last_deployed", Type::String, "When the current revision was deployed (RFC 3339)."),
+                    computed("description", Type::String, "Helm's description of the last operation, e.g. `Install complete`."),
+                    computed("values_sha256", Type::String, "SHA-256 of the user-supplied values as canonical JSON."),
+                ],
+            ),
+        )
+    }
+
+    fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
+        for attr in ["name", "namespace"] {
+            if let Some(text) = config.attr(attr).and_then(Value::as_str) {
+                if !is_dns_label(text) {
+                    diagnostics.error_at(
+                        AttributePath::attr(attr),
+                        "Invalid name",
+                        format!("{attr} {text:?} is not a valid Kubernetes name: use lower-case letters, digits and '-', at most 63 characters (53 for Helm release names)."),
+                    );
+                }
+            }
+        }
+    }
+
+    // --- read ---------------------------------------------------------------------------------------
+
+    async fn read(&self, ctx: &Ctx, config: Value) -> DataReadResponse {
+        let name = config.attr("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let namespace = config
+            .attr("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+            .to_owned();
+        let what = format!("read Helm release {namespace}/{name}");
+        let mut diagnostics = Diagnostics::new();
+        let release = match ctx.cluster.client().await {
+            Ok((client, endpoint)) => current_release(client, &endpoint, &namespace, &name).await,
+            Err(e) => Err(e),
+        };
+        let release = match release {
+            Ok(release) => release,
+            Err(e) => {
+                diagnostics.push(cluster_diagnostic(&what, &e));
+                return DataReadResponse { state: Value::Null, diagnostics };
+            }
+        };
+        let text = |s: Option<&String>| s.cloned().map(Value::String).unwrap_or(Value::Null);
+        let state = object([
+            ("name", Value::from(name.as_str())),
+            ("namespace", Value::from(namespace.as_str())),
+            ("id", Value::from(format!("{namespace}/{name}"))),
+            ("exists", Value::from(release.is_some())),
+            ("status", text(release.as_ref().map(|r| &r.status))),
+            ("revision", release.as_ref().map_or(Value::Null, |r| Value::int(r.revision))),
+            ("chart", text(release.as_ref().map(|r| &r.chart))),
+            ("chart_version", text(release.as_ref().map(|r| &r.chart_version))),
+            ("app_version", text(release.as_ref().map(|r| &r.app_version))),
+            ("last_deployed", text(release.as_ref().map(|r| &r.last_deployed))),
+            ("description", text(release.as_ref().map(|r| &r.description))),
+            ("values_sha256", text(release.as_ref().map(|r| &r.values_sha256))),
+        ]);
+        DataReadResponse { state, diagnostics }
+    }
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_release_name_is_reported_on_its_attribute() {
+        let config = object([("name", Value::from("Cilium_1")), ("namespace", Value::Null)]);
+        let mut diagnostics = Diagnostics::new();
+        HelmReleaseDataSource.validate(&config, &mut diagnostics);
+        let d = diagnostics.iter().next().expect("one diagnostic");
+        assert_eq!(d.attribute, Some(AttributePath::attr("name")));
+    }
+
+    #[test]
+    fn unknown_name_is_not_judged_at_validate() {
+        let config = object([("name", Value::unknown()), ("namespace", Value::Null)]);
+        let mut diagnostics = Diagnostics::new();
+        HelmReleaseDataSource.validate(&config, &mut diagnostics);
+        assert!(diagnostics.is_empty());
+    }
+}

@@ -1,0 +1,147 @@
+//! `talosboot_test_object`: a resource with no remote side, registered only when
+//! `TALOSBOOT_ENABLE_TEST_RESOURCES=1`. It exercises every managed-resource path of the framework
+//! (plan with requires-replace and private state, apply incl. a failure after create, read, import,
+//! state upgrade from version 0, write-only values) without needing a cluster.
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+use super::object;
+use crate::framework::plan::{mark_unknown, mark_unset_computed_unknown};
+use crate::framework::*;
+use crate::values::{AttributePath, Type, Value, from_json};
+
+pub struct TestObject;
+
+const FAIL_AFTER_CREATE: &str = "fail-after-create";
+
+#[async_trait]
+impl Resource for TestObject {
+    fn type_name(&self) -> &'static str {
+        "talosboot_test_object"
+    }
+
+    // --- schema ---------------------------------------------------------------------------------
+    fn schema(&self) -> Schema {
+        Schema::new(
+            1,
+            Block::new(
+                "Test-only resource.",
+                vec![
+                    Attribute::computed("id", Type::String, "Same as `name`."),
+                    Attribute::required("name", Type::String, "Changing it replaces the object.")
+                        .requires_replace(),
+                    Attribute::optional("value", Type::String, "Free text. `fail-after-create` makes create fail after the object exists."),
+                    Attribute::optional("secret", Type::String, "Write-only; only its hash is stored.")
+                        .sensitive()
+                        .write_only(),
+                    Attribute::computed("secret_sha256", Type::String, "SHA-256 of `secret`."),
+                    Attribute::computed("revision", Type::Number, "Bumped on every update."),
+                ],
+            ),
+        )
+    }
+
+    fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
+        if config.attr("name").and_then(Value::as_str) == Some("") {
+            diagnostics.error_at(AttributePath::attr("name"), "Empty name", "`name` must not be empty.");
+        }
+    }
+
+    // --- plan -----------------------------------------------------------------------------------
+    async fn plan(&self, _ctx: &Ctx, req: PlanRequest) -> PlanResponse {
+        let mut planned = req.proposed_new_state;
+        mark_unset_computed_unknown(&self.schema().block, &mut planned, &req.config);
+        if let Some(attrs) = planned.attrs_mut() {
+            attrs.insert("secret_sha256".into(), secret_hash(&req.config));
+        }
+        if !req.prior_state.is_null() && req.prior_state.attr("value") != planned.attr("value") {
+            mark_unknown(&mut planned, &["revision"]);
+        }
+        PlanResponse {
+            planned_state: planned,
+            private: b"planned".to_vec(),
+            ..Default::default()
+        }
+    }
+
+    // --- apply ----------------------------------------------------------------------------------
+    async fn apply(&self, _ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
+        if req.planned_state.is_null() {
+            return ApplyResponse::default();
+        }
+        let mut state = req.planned_state;
+        let name = state.attr("name").cloned().unwrap_or_default();
+        let revision = match req.prior_state.attr("revision").and_then(Value::as_i64) {
+            Some(r) if state.attr("revision").is_some_and(Value::is_unknown) => r + 1,
+            Some(r) => r,
+            None => 1,
+        };
+        if let Some(attrs) = state.attrs_mut() {
+            attrs.insert("id".into(), name);
+            attrs.insert("revision".into(), Value::int(revision));
+            attrs.insert("secret_sha256".into(), secret_hash(&req.config));
+        }
+        let mut diagnostics = Diagnostics::new();
+        if req.prior_state.is_null() && state.attr("value").and_then(Value::as_str) == Some(FAIL_AFTER_CREATE) {
+            diagnostics.error("Create failed after the object was created", "Test failure: the object exists and is kept in state as tainted.");
+        }
+        ApplyResponse { new_state: state, private: b"applied".to_vec(), diagnostics }
+    }
+
+    // --- read -----------------------------------------------------------------------------------
+    async fn read(&self, _ctx: &Ctx, req: ReadRequest) -> ReadResponse {
+        ReadResponse { new_state: req.current_state, private: req.private, ..Default::default() }
+    }
+
+    // --- import ---------------------------------------------------------------------------------
+    async fn import(&self, _ctx: &Ctx, req: ImportRequest) -> ImportResponse {
+        let state = object([
+            ("id", Value::from(req.id.as_str())),
+            ("name", Value::from(req.id.as_str())),
+            ("value", Value::Null),
+            ("secret", Value::Null),
+            ("secret_sha256", Value::Null),
+            ("revision", Value::int(1)),
+        ]);
+        ImportResponse { imported: vec![ImportedResource { state, private: Vec::new() }], diagnostics: Diagnostics::new() }
+    }
+
+    // --- upgrade: version 0 called `value` `text` -----------------------------------------------
+    async fn upgrade_state(&self, _ctx: &Ctx, req: UpgradeRequest) -> UpgradeResponse {
+        if req.version != 0 {
+            return dispatcher::upgrade_same_version(&self.schema(), self.type_name(), req);
+        }
+        let v0 = Type::object([("id", Type::String), ("name", Type::String), ("text", Type::String)]);
+        let mut diagnostics = Diagnostics::new();
+        match from_json(&req.raw_json, &v0) {
+            Ok(old) => UpgradeResponse {
+                upgraded_state: object([
+                    ("id", old.attr("id").cloned().unwrap_or_default()),
+                    ("name", old.attr("name").cloned().unwrap_or_default()),
+                    ("value", old.attr("text").cloned().unwrap_or_default()),
+                    ("secret", Value::Null),
+                    ("secret_sha256", Value::Null),
+                    ("revision", Value::int(1)),
+                ]),
+                diagnostics,
+            },
+            Err(e) => {
+                diagnostics.error("Stored state could not be decoded", e.to_string());
+                UpgradeResponse { diagnostics, ..Default::default() }
+            }
+        }
+    }
+}
+
+fn secret_hash(config: &Value) -> Value {
+    match config.attr("secret") {
+        Some(Value::String(s)) => Value::String(hex(&Sha256::digest(s.as_bytes()))),
+        Some(Value::Unknown(_)) => Value::unknown(),
+        _ => Value::Null,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

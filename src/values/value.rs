@@ -1,0 +1,223 @@
+//! The value model. Collections keep their elements; the element type comes from the schema's [`Type`]
+//! when encoding, so a value never needs to repeat it.
+
+use std::collections::BTreeMap;
+
+/// A cty number. Terraform numbers are arbitrary precision; most fit an `i64` or an `f64`, the rest
+/// travel as their decimal text so that nothing is rounded on the way through the provider.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Number {
+    Int(i64),
+    Float(f64),
+    /// A number that fits neither exactly, kept as its canonical decimal text (e.g. `"18446744073709551616"`).
+    Big(String),
+}
+
+/// What Terraform already knows about an unknown value (cty "refinements", msgpack extension 12).
+/// Providers mostly pass these through; keeping them lets plans stay as precise as Terraform made them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Refinements {
+    /// The value is known not to be null.
+    pub not_null: bool,
+    /// For strings: a known prefix.
+    pub string_prefix: Option<String>,
+    /// For numbers: (bound, inclusive).
+    pub number_lower: Option<(Number, bool)>,
+    pub number_upper: Option<(Number, bool)>,
+    /// For collections: known length bounds.
+    pub length_lower: Option<u64>,
+    pub length_upper: Option<u64>,
+}
+
+/// A cty value.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Value {
+    #[default]
+    Null,
+    /// Not known until apply. `None` = a plain unknown (msgpack extension 0).
+    Unknown(Option<Box<Refinements>>),
+    Bool(bool),
+    Number(Number),
+    String(String),
+    List(Vec<Value>),
+    Set(Vec<Value>),
+    Map(BTreeMap<String, Value>),
+    Object(BTreeMap<String, Value>),
+    Tuple(Vec<Value>),
+    /// A value of a dynamically typed attribute, with the concrete type it was encoded with.
+    Dynamic(Type, Box<Value>),
+}
+
+impl Value {
+    pub fn unknown() -> Value {
+        Value::Unknown(None)
+    }
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+    pub fn is_unknown(&self) -> bool {
+        matches!(self, Value::Unknown(_))
+    }
+    /// True when this value and everything inside it is known.
+    pub fn is_wholly_known(&self) -> bool {
+        match self {
+            Value::Unknown(_) => false,
+            Value::List(items) | Value::Set(items) | Value::Tuple(items) => {
+                items.iter().all(Value::is_wholly_known)
+            }
+            Value::Map(items) | Value::Object(items) => items.values().all(Value::is_wholly_known),
+            Value::Dynamic(_, inner) => inner.is_wholly_known(),
+            _ => true,
+        }
+    }
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            Value::Dynamic(_, inner) => inner.as_str(),
+            _ => None,
+        }
+    }
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Number(Number::Int(i)) => Some(*i),
+            Value::Number(Number::Float(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => Some(*f as i64),
+            _ => None,
+        }
+    }
+    /// Attribute of an object value (`None` if not an object or absent).
+    pub fn attr(&self, name: &str) -> Option<&Value> {
+        match self {
+            Value::Object(attrs) => attrs.get(name),
+            _ => None,
+        }
+    }
+    pub fn attrs_mut(&mut self) -> Option<&mut BTreeMap<String, Value>> {
+        match self {
+            Value::Object(attrs) => Some(attrs),
+            _ => None,
+        }
+    }
+    pub fn string(s: impl Into<String>) -> Value {
+        Value::String(s.into())
+    }
+    pub fn int(i: i64) -> Value {
+        Value::Number(Number::Int(i))
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Value {
+        Value::String(s.to_owned())
+    }
+}
+impl From<String> for Value {
+    fn from(s: String) -> Value {
+        Value::String(s)
+    }
+}
+impl From<bool> for Value {
+    fn from(b: bool) -> Value {
+        Value::Bool(b)
+    }
+}
+impl From<i64> for Value {
+    fn from(i: i64) -> Value {
+        Value::int(i)
+    }
+}
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Value {
+        v.map(Into::into).unwrap_or(Value::Null)
+    }
+}
+
+impl Refinements {
+    /// True when nothing is refined (such an unknown is encoded as a plain unknown).
+    pub fn is_empty(&self) -> bool {
+        *self == Refinements::default()
+    }
+}
+
+impl Value {
+    /// The type this value would have on its own, used to encode a value for a dynamically typed
+    /// attribute: `Null`/`Unknown` → `Dynamic`, `List` → list of the elements' common type
+    /// (`Dynamic` when empty or mixed), `Object` → object of the attributes' types, and
+    /// `Dynamic(ty, _)` → `ty`.
+    pub fn implied_type(&self) -> super::Type {
+        use super::Type;
+        match self {
+            Value::Null | Value::Unknown(_) => Type::Dynamic,
+            Value::Bool(_) => Type::Bool,
+            Value::Number(_) => Type::Number,
+            Value::String(_) => Type::String,
+            Value::List(items) => Type::list(common_type(items.iter())),
+            Value::Set(items) => Type::set(common_type(items.iter())),
+            Value::Map(items) => Type::map(common_type(items.values())),
+            Value::Tuple(items) => Type::Tuple(items.iter().map(Value::implied_type).collect()),
+            Value::Object(attrs) => Type::object(attrs.iter().map(|(k, v)| (k.clone(), v.implied_type()))),
+            Value::Dynamic(super::Type::Dynamic, inner) => inner.implied_type(),
+            Value::Dynamic(ty, _) => ty.clone(),
+        }
+    }
+}
+
+/// The element type shared by all values (`Dynamic` stands in for null/unknown/empty parts).
+fn common_type<'a>(mut items: impl Iterator<Item = &'a Value>) -> super::Type {
+    let Some(first) = items.next() else {
+        return super::Type::Dynamic;
+    };
+    let mut acc = first.implied_type();
+    for item in items {
+        match unify(&acc, &item.implied_type()) {
+            Some(t) => acc = t,
+            None => return super::Type::Dynamic,
+        }
+    }
+    acc
+}
+
+fn unify(a: &super::Type, b: &super::Type) -> Option<super::Type> {
+    use super::Type;
+    match (a, b) {
+        _ if a == b => Some(a.clone()),
+        (Type::Dynamic, t) | (t, Type::Dynamic) => Some(t.clone()),
+        (Type::List(x), Type::List(y)) => Some(Type::list(unify(x, y)?)),
+        (Type::Set(x), Type::Set(y)) => Some(Type::set(unify(x, y)?)),
+        (Type::Map(x), Type::Map(y)) => Some(Type::map(unify(x, y)?)),
+        (Type::Tuple(xs), Type::Tuple(ys)) if xs.len() == ys.len() => Some(Type::Tuple(
+            xs.iter().zip(ys).map(|(x, y)| unify(x, y)).collect::<Option<_>>()?,
+        )),
+        (Type::Object { attributes: xs, .. }, Type::Object { attributes: ys, .. })
+            if xs.len() == ys.len() && xs.keys().eq(ys.keys()) =>
+        {
+            let attrs = xs.iter().zip(ys.values()).map(|((k, x), y)| Some((k.clone(), unify(x, y)?)));
+            Some(Type::object(attrs.collect::<Option<Vec<_>>>()?))
+        }
+        _ => None,
+    }
+}
+
+impl Value {
+    /// A short name of the value's kind for messages.
+    pub(crate) fn kind_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Unknown(_) => "unknown",
+            Value::Bool(_) => "bool",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::List(_) => "list",
+            Value::Set(_) => "set",
+            Value::Map(_) => "map",
+            Value::Object(_) => "object",
+            Value::Tuple(_) => "tuple",
+            Value::Dynamic(..) => "dynamic",
+        }
+    }
+}
