@@ -7,12 +7,16 @@
 
 mod json;
 mod msgpack;
+mod number;
 mod path;
 mod types;
 mod value;
 
+#[cfg(test)]
+mod testgen;
+
 pub use json::{JsonError, from_json, to_json};
-pub use msgpack::{MsgpackError, from_msgpack, to_msgpack};
+pub use msgpack::{MAX_DEPTH, MsgpackError, from_msgpack, to_msgpack};
 pub use path::{AttributePath, PathStep};
-pub use types::Type;
+pub use types::{MAX_TYPE_DEPTH, Type, TypeJsonError};
 pub use value::{Number, Refinements, Value};

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use super::Type;
+
 /// A cty number. Terraform numbers are arbitrary precision; most fit an `i64` or an `f64`, the rest
 /// travel as their decimal text so that nothing is rounded on the way through the provider.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,8 +151,7 @@ impl Value {
     /// attribute: `Null`/`Unknown` → `Dynamic`, `List` → list of the elements' common type
     /// (`Dynamic` when empty or mixed), `Object` → object of the attributes' types, and
     /// `Dynamic(ty, _)` → `ty`.
-    pub fn implied_type(&self) -> super::Type {
-        use super::Type;
+    pub fn implied_type(&self) -> Type {
         match self {
             Value::Null | Value::Unknown(_) => Type::Dynamic,
             Value::Bool(_) => Type::Bool,
@@ -161,29 +162,29 @@ impl Value {
             Value::Map(items) => Type::map(common_type(items.values())),
             Value::Tuple(items) => Type::Tuple(items.iter().map(Value::implied_type).collect()),
             Value::Object(attrs) => Type::object(attrs.iter().map(|(k, v)| (k.clone(), v.implied_type()))),
-            Value::Dynamic(super::Type::Dynamic, inner) => inner.implied_type(),
+            Value::Dynamic(Type::Dynamic, inner) => inner.implied_type(),
             Value::Dynamic(ty, _) => ty.clone(),
         }
     }
 }
 
 /// The element type shared by all values (`Dynamic` stands in for null/unknown/empty parts).
-fn common_type<'a>(mut items: impl Iterator<Item = &'a Value>) -> super::Type {
+fn common_type<'a>(mut items: impl Iterator<Item = &'a Value>) -> Type {
     let Some(first) = items.next() else {
-        return super::Type::Dynamic;
+        return Type::Dynamic;
     };
     let mut acc = first.implied_type();
     for item in items {
         match unify(&acc, &item.implied_type()) {
             Some(t) => acc = t,
-            None => return super::Type::Dynamic,
+            None => return Type::Dynamic,
         }
     }
     acc
 }
 
-fn unify(a: &super::Type, b: &super::Type) -> Option<super::Type> {
-    use super::Type;
+fn unify(a: &Type, b: &Type) -> Option<Type> {
+
     match (a, b) {
         _ if a == b => Some(a.clone()),
         (Type::Dynamic, t) | (t, Type::Dynamic) => Some(t.clone()),

@@ -1,0 +1,389 @@
+//! Admission: defaulting and validation per kind, on create and on update, with the real server's
+//! field paths and messages for the cases clients depend on (names, Job immutability, ...).
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use super::error::{ApiError, Cause, invalid_value, required};
+use super::types::ResourceType;
+
+const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+fn is_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_label)
+}
+
+/// Checks `metadata.name` for the resource's naming rule.
+pub fn validate_name(ty: &ResourceType, name: &str) -> Option<Cause> {
+    let v = json!(name);
+    match ty.resource.as_str() {
+        "namespaces" if !is_label(name) => Some(invalid_value("metadata.name", &v, LABEL_MSG)),
+        "services" if !(is_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase())) => {
+            Some(invalid_value("metadata.name", &v, DNS1035_MSG))
+        }
+        _ if ty.group == "rbac.authorization.k8s.io" => {
+            if name.contains('/') || name.contains('%') || name == "." || name == ".." {
+                Some(invalid_value("metadata.name", &v, "may not contain '/' or '%'"))
+            } else {
+                None
+            }
+        }
+        "namespaces" | "services" => None,
+        _ if !is_subdomain(name) => Some(invalid_value("metadata.name", &v, SUBDOMAIN_MSG)),
+        _ => None,
+    }
+}
+
+fn invalid(ty: &ResourceType, obj: &Value, causes: Vec<Cause>) -> Result<(), ApiError> {
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    Err(ApiError::invalid(&ty.kind, &ty.group_resource(), name, causes))
+}
+
+fn set_default(obj: &mut Value, pointer: &str, value: Value) {
+    if obj.pointer(pointer).is_some_and(|v| !v.is_null()) {
+        return;
+    }
+    let mut cur = obj;
+    for seg in pointer.trim_start_matches('/').split('/') {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        cur = cur
+            .as_object_mut()
+            .map(|m| m.entry(seg.to_string()).or_insert(Value::Null))
+            .expect("just made an object");
+    }
+    *cur = value;
+}
+
+/// Defaulting and validation on create. `metadata.uid` is already set.
+pub fn on_create(ty: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
+    default_and_validate(ty, obj, true)
+}
+
+/// Defaulting and validation on update, plus immutability rules against `old`.
+pub fn on_update(ty: &ResourceType, old: &Value, new: &mut Value) -> Result<(), ApiError> {
+    default_and_validate(ty, new, false)?;
+    let mut causes = Vec::new();
+    let immutable = |path: &str, causes: &mut Vec<Cause>| {
+        let (o, n) = (old.pointer(path), new.pointer(path));
+        if o != n {
+            let field = path.trim_start_matches('/').replace('/', ".");
+            causes.push(invalid_value(&field, n.unwrap_or(&Value::Null), "field is immutable"));
+        }
+    };
+    match (ty.group.as_str(), ty.resource.as_str()) {
+        ("batch", "jobs") => {
+            immutable("/spec/template", &mut causes);
+            immutable("/spec/selector", &mut causes);
+            immutable("/spec/completions", &mut causes);
+        }
+        ("", "secrets") | ("", "configmaps") => {
+            if old.get("immutable") == Some(&json!(true)) {
+                immutable("/data", &mut causes);
+                immutable("/binaryData", &mut causes);
+            }
+            if ty.resource == "secrets" {
+                immutable("/type", &mut causes);
+            }
+        }
+        ("", "services") => immutable("/spec/clusterIP", &mut causes),
+        ("apps", "deployments") | ("apps", "daemonsets") | ("apps", "replicasets") => {
+            immutable("/spec/selector", &mut causes)
+        }
+        ("", "pods") => {
+            let strip = |v: &Value| {
+                let mut s = v.get("spec").cloned().unwrap_or(Value::Null);
+                for c in s.get_mut("containers").and_then(Value::as_array_mut).into_iter().flatten() {
+                    if let Some(m) = c.as_object_mut() {
+                        m.remove("image");
+                    }
+                }
+                if let Some(m) = s.as_object_mut() {
+                    m.remove("activeDeadlineSeconds");
+                    m.remove("tolerations");
+                    if old.pointer("/spec/nodeName").is_none() {
+                        m.remove("nodeName");
+                    }
+                }
+                s
+            };
+            if strip(old) != strip(new) {
+                causes.push(Cause {
+                    reason: "FieldValueForbidden".into(),
+                    message: "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)".into(),
+                    field: "spec".into(),
+                });
+            }
+        }
+        _ => {}
+    }
+    invalid(ty, new, causes)
+}
+
+fn default_and_validate(ty: &ResourceType, obj: &mut Value, creating: bool) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    match (ty.group.as_str(), ty.resource.as_str()) {
+        ("", "namespaces") => {
+            set_default(obj, "/spec/finalizers", json!(["kubernetes"]));
+            if creating {
+                set_default(obj, "/status/phase", json!("Active"));
+            }
+            let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+            set_default(obj, "/metadata/labels/kubernetes.io~1metadata.name", name.clone());
+            if let Some(l) = obj.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
+                l.remove("kubernetes.io~1metadata.name");
+                l.insert("kubernetes.io/metadata.name".into(), name);
+            }
+        }
+        ("", "secrets") => secret(obj, &mut causes),
+        ("", "pods") => {
+            pod_spec(obj, "/spec", "spec", &mut causes);
+            if creating {
+                set_default(obj, "/status/phase", json!("Pending"));
+                set_default(obj, "/status/qosClass", json!("BestEffort"));
+            }
+        }
+        ("", "services") => {
+            set_default(obj, "/spec/type", json!("ClusterIP"));
+            set_default(obj, "/spec/sessionAffinity", json!("None"));
+            for p in obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut).into_iter().flatten() {
+                set_default(p, "/protocol", json!("TCP"));
+                let port = p.get("port").cloned().unwrap_or(Value::Null);
+                set_default(p, "/targetPort", port);
+            }
+        }
+        ("batch", "jobs") => job(obj, &mut causes),
+        ("apps", "deployments") | ("apps", "daemonsets") | ("apps", "replicasets") | ("apps", "statefulsets") => {
+            workload(ty, obj, &mut causes)
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => crd(obj, &mut causes),
+        _ => {}
+    }
+    invalid(ty, obj, causes)
+}
+
+fn secret(obj: &mut Value, causes: &mut Vec<Cause>) {
+    set_default(obj, "/type", json!("Opaque"));
+    let engine = base64::engine::general_purpose::STANDARD;
+    if let Some(Value::Object(sd)) = obj.as_object_mut().and_then(|m| m.remove("stringData")) {
+        for (k, v) in sd {
+            let text = v.as_str().unwrap_or("").to_string();
+            set_default(obj, "/data", json!({}));
+            if let Some(d) = obj.get_mut("data").and_then(Value::as_object_mut) {
+                d.insert(k, json!(engine.encode(text)));
+            }
+        }
+    }
+    for (k, v) in obj.get("data").and_then(Value::as_object).into_iter().flatten() {
+        if v.as_str().is_none_or(|s| engine.decode(s).is_err()) {
+            causes.push(invalid_value(&format!("data[{k}]"), v, "illegal base64 data"));
+        }
+    }
+}
+
+fn pod_spec(obj: &mut Value, at: &str, field: &str, causes: &mut Vec<Cause>) {
+    let Some(spec) = obj.pointer_mut(at) else {
+        causes.push(required(&format!("{field}.containers"), ""));
+        return;
+    };
+    set_default(spec, "/restartPolicy", json!("Always"));
+    set_default(spec, "/dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "/schedulerName", json!("default-scheduler"));
+    set_default(spec, "/terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "/securityContext", json!({}));
+    match spec.get_mut("containers").and_then(Value::as_array_mut) {
+        Some(cs) if !cs.is_empty() => {
+            for (i, c) in cs.iter_mut().enumerate() {
+                if c.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+                    causes.push(required(&format!("{field}.containers[{i}].name"), ""));
+                }
+                match c.get("image").and_then(Value::as_str) {
+                    Some(img) if !img.is_empty() => {
+                        let tagged = img.rsplit('/').next().is_some_and(|l| l.contains(':') || l.contains('@'));
+                        let policy = if !tagged || img.ends_with(":latest") { "Always" } else { "IfNotPresent" };
+                        set_default(c, "/imagePullPolicy", json!(policy));
+                    }
+                    _ => causes.push(required(&format!("{field}.containers[{i}].image"), "")),
+                }
+                set_default(c, "/terminationMessagePath", json!("/dev/termination-log"));
+                set_default(c, "/terminationMessagePolicy", json!("File"));
+            }
+        }
+        _ => causes.push(required(&format!("{field}.containers"), "")),
+    }
+}
+
+fn job(obj: &mut Value, causes: &mut Vec<Cause>) {
+    let uid = obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null);
+    let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+    set_default(obj, "/spec/backoffLimit", json!(6));
+    set_default(obj, "/spec/completions", json!(1));
+    set_default(obj, "/spec/parallelism", json!(1));
+    set_default(obj, "/spec/completionMode", json!("NonIndexed"));
+    set_default(obj, "/spec/suspend", json!(false));
+    set_default(obj, "/spec/podReplacementPolicy", json!("TerminatingOrFailed"));
+    if obj.pointer("/spec/manualSelector") != Some(&json!(true)) {
+        set_default(obj, "/spec/selector", json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}));
+        if let Some(labels) = obj.pointer_mut("/spec/template/metadata").map(|m| {
+            if !m.get("labels").is_some_and(Value::is_object) {
+                m["labels"] = json!({});
+            }
+            &mut m["labels"]
+        }) {
+            labels["batch.kubernetes.io/controller-uid"] = uid.clone();
+            labels["controller-uid"] = uid;
+            labels["batch.kubernetes.io/job-name"] = name.clone();
+            labels["job-name"] = name;
+        } else if obj.pointer("/spec/template").is_some() {
+            set_default(
+                obj,
+                "/spec/template/metadata/labels",
+                json!({"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid,
+                       "batch.kubernetes.io/job-name": name, "job-name": name}),
+            );
+        }
+    }
+    if obj.pointer("/spec/template").is_none() {
+        causes.push(required("spec.template", ""));
+        return;
+    }
+    let rp = obj.pointer("/spec/template/spec/restartPolicy").cloned();
+    pod_spec(obj, "/spec/template/spec", "spec.template.spec", causes);
+    match rp.as_ref().and_then(Value::as_str) {
+        Some("Never") | Some("OnFailure") => {}
+        Some(other) => causes.push(Cause {
+            reason: "FieldValueNotSupported".into(),
+            message: format!("Unsupported value: \"{other}\": supported values: \"OnFailure\", \"Never\""),
+            field: "spec.template.spec.restartPolicy".into(),
+        }),
+        None => causes.push(required("spec.template.spec.restartPolicy", "valid values: \"OnFailure\", \"Never\"")),
+    }
+}
+
+fn workload(ty: &ResourceType, obj: &mut Value, causes: &mut Vec<Cause>) {
+    if ty.resource == "deployments" || ty.resource == "replicasets" || ty.resource == "statefulsets" {
+        set_default(obj, "/spec/replicas", json!(1));
+    }
+    set_default(obj, "/spec/revisionHistoryLimit", json!(10));
+    match ty.resource.as_str() {
+        "deployments" => {
+            set_default(obj, "/spec/progressDeadlineSeconds", json!(600));
+            set_default(obj, "/spec/strategy", json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}));
+        }
+        "daemonsets" => {
+            set_default(obj, "/spec/updateStrategy", json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}));
+        }
+        _ => {}
+    }
+    let Some(match_labels) = obj.pointer("/spec/selector").cloned() else {
+        causes.push(required("spec.selector", ""));
+        return;
+    };
+    pod_spec(obj, "/spec/template/spec", "spec.template.spec", causes);
+    let labels = obj.pointer("/spec/template/metadata/labels").cloned().unwrap_or(json!({}));
+    let matches = match_labels
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .is_none_or(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    if !matches {
+        causes.push(invalid_value(
+            "spec.template.metadata.labels",
+            &labels,
+            "`selector` does not match template `labels`",
+        ));
+    }
+}
+
+fn crd(obj: &mut Value, causes: &mut Vec<Cause>) {
+    let group = obj.pointer("/spec/group").and_then(Value::as_str).unwrap_or("").to_string();
+    let plural = obj.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or("").to_string();
+    let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+    if group.is_empty() {
+        causes.push(required("spec.group", ""));
+    }
+    if plural.is_empty() {
+        causes.push(required("spec.names.plural", ""));
+    }
+    if obj.pointer("/spec/names/kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+        causes.push(required("spec.names.kind", ""));
+    }
+    if name.as_str() != Some(format!("{plural}.{group}").as_str()) {
+        causes.push(invalid_value("metadata.name", &name, "must be spec.names.plural+\".\"+spec.group"));
+    }
+    let versions = obj.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+    if versions.is_empty() {
+        causes.push(required("spec.versions", "must have exactly one version marked as storage version"));
+    }
+    if let Some(names) = obj.pointer("/spec/names").cloned() {
+        let mut accepted = names;
+        let kind = accepted.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        set_default(&mut accepted, "/singular", json!(kind.to_lowercase()));
+        set_default(&mut accepted, "/listKind", json!(format!("{kind}List")));
+        set_default(obj, "/spec/names/singular", accepted["singular"].clone());
+        set_default(obj, "/spec/names/listKind", accepted["listKind"].clone());
+        let stored: Vec<Value> = versions
+            .iter()
+            .filter(|v| v.get("storage") == Some(&json!(true)))
+            .filter_map(|v| v.get("name").cloned())
+            .collect();
+        let now = crate::util::now_rfc3339();
+        obj["status"] = json!({
+            "acceptedNames": accepted,
+            "storedVersions": stored,
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now},
+            ],
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::types::Registry;
+    use crate::store::types::GroupResource;
+
+    fn ty(g: &str, r: &str) -> ResourceType {
+        Registry::builtin().get(&GroupResource::new(g, r)).cloned().unwrap()
+    }
+
+    #[test]
+    fn names_follow_the_resource_rule() {
+        assert!(validate_name(&ty("", "configmaps"), "a.b-c").is_none());
+        let c = validate_name(&ty("", "configmaps"), "Bad_Name").unwrap();
+        assert!(c.message.starts_with("Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"));
+        assert!(validate_name(&ty("", "namespaces"), "a.b").is_some());
+        assert!(validate_name(&ty("rbac.authorization.k8s.io", "clusterroles"), "system:x").is_none());
+    }
+
+    #[test]
+    fn job_template_is_immutable_and_defaulted() {
+        let t = ty("batch", "jobs");
+        let mut job = json!({"metadata": {"name": "j", "uid": "u1"},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}}}});
+        on_create(&t, &mut job).unwrap();
+        assert_eq!(job.pointer("/spec/template/metadata/labels/job-name"), Some(&json!("j")));
+        assert_eq!(job.pointer("/spec/selector/matchLabels/batch.kubernetes.io~1controller-uid"), Some(&json!("u1")));
+        let mut changed = job.clone();
+        changed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("busybox:2");
+        let e = on_update(&t, &job, &mut changed).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert!(e.message.starts_with("Job.batch \"j\" is invalid: spec.template: Invalid value: "), "{}", e.message);
+        assert!(e.message.ends_with("field is immutable"));
+    }
+}

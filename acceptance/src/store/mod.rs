@@ -1,0 +1,445 @@
+//! The object store and its in-process API: the one place where Kubernetes semantics live.
+//!
+//! HTTP requests and in-process controllers go through the same functions, so a controller
+//! written against [`Store`] sees exactly what `kube`/`kubectl` see: resourceVersions, admission
+//! (defaulting, validation, immutability), managed fields, finalizers, watch events.
+//!
+//! # Objects
+//! Objects are `serde_json::Value`s in their JSON wire form, keyed by ([`GroupResource`],
+//! namespace, name); the namespace is `""` for cluster-scoped resources. The type table
+//! ([`types::Registry`]) says which resources exist; creating a CustomResourceDefinition adds one.
+//!
+//! # API for controllers (the cluster model)
+//! ```no_run
+//! # use talos_sim::store::{Store, GroupResource, WriteOptions, ListOptions, DeleteOptions, Patch};
+//! # use serde_json::json;
+//! # fn demo(store: &Store) -> Result<(), talos_sim::store::ApiError> {
+//! let pods = GroupResource::core("pods");
+//! let opts = WriteOptions::manager("kubelet");
+//! // read
+//! let pod = store.get(&pods, "kube-system", "cilium-abc")?;
+//! let list = store.list(&pods, Some("kube-system"), &ListOptions::default().labels("k8s-app=cilium"))?;
+//! // write (same admission and resourceVersion checks as HTTP)
+//! let created = store.create(&pods, "default", json!({"apiVersion": "v1", "kind": "Pod",
+//!     "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}), &opts)?;
+//! store.patch_status(&pods, "default", "p", Patch::Merge(json!({"status": {"phase": "Running"}})), &opts)?;
+//! store.delete(&pods, "default", "p", &DeleteOptions::default())?;
+//! # Ok(()) }
+//! ```
+//! - [`Store::update`] replaces an object; a `metadata.resourceVersion` in the body is a
+//!   precondition (409 Conflict when stale), no resourceVersion means unconditional.
+//! - For types with a status subresource (pods, nodes, namespaces, services, deployments,
+//!   daemonsets, replicasets, jobs, CRDs and CRs declaring it), writes to the main resource ignore
+//!   `.status`; use [`Store::update_status`] / [`Store::patch_status`], which only change `.status`.
+//! - A write that changes nothing is a no-op: no new resourceVersion, no event.
+//! - Errors are [`ApiError`]s (code, reason, message) exactly as HTTP clients receive them.
+//!
+//! # Events
+//! [`Store::subscribe`] gives every change of every type as a [`StoreEvent`] (a
+//! `tokio::sync::broadcast` receiver). A lagging receiver gets `RecvError::Lagged`: re-list and
+//! continue. [`Store::watch`] gives, atomically, the events to replay (all current objects as
+//! `Added`, or the history since a resourceVersion) plus a receiver for what follows.
+//!
+//! # Deletion and garbage collection
+//! [`Store::delete`] honours finalizers (`deletionTimestamp` set, object kept until
+//! `metadata.finalizers` is empty), `propagationPolicy` (Foreground/Background/Orphan, with the
+//! `foregroundDeletion`/`orphan` finalizers), namespace termination and pod grace periods.
+//! The asynchronous part (ownerReference GC, emptying terminating namespaces, ending pod grace
+//! periods) is [`Store::housekeeping`], run periodically by the built-in `gc` controller.
+//!
+//! # Pod logs
+//! [`Store::logs`] holds container output ([`PodLogs`]): the kubelet appends, `pods/log` reads.
+
+mod admission;
+mod delete;
+mod error;
+pub mod fields;
+mod logs;
+pub mod managed;
+mod patch;
+pub mod selector;
+pub mod types;
+mod write;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use base64::Engine;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, broadcast};
+
+use crate::config::Pace;
+pub use error::{ApiError, Cause};
+pub use logs::{PodLogs, tail_lines};
+pub use patch::Patch;
+use selector::{FieldSelector, LabelSelector};
+pub use types::{GroupResource, ResourceType};
+
+/// What happened to an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventKind {
+    /// `ADDED`, `MODIFIED`, `DELETED` as in watch streams.
+    pub fn as_watch_type(self) -> &'static str {
+        match self {
+            EventKind::Added => "ADDED",
+            EventKind::Modified => "MODIFIED",
+            EventKind::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as broadcast to subscribers.
+#[derive(Clone, Debug)]
+pub struct StoreEvent {
+    pub kind: EventKind,
+    pub gr: GroupResource,
+    pub namespace: String,
+    pub name: String,
+    /// The object after the change (for `Deleted`: the last state, with the deletion's RV).
+    pub object: Arc<Value>,
+    /// The object before the change (`None` for `Added`).
+    pub old: Option<Arc<Value>>,
+    pub resource_version: u64,
+}
+
+/// Options of a write (create, update, patch).
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    /// `fieldManager`; required for apply; defaults to `talos-sim` otherwise.
+    pub field_manager: Option<String>,
+    /// `force` for server-side apply conflicts.
+    pub force: bool,
+    /// `dryRun=All`: validate and return the result without storing it.
+    pub dry_run: bool,
+}
+
+impl WriteOptions {
+    pub fn manager(name: &str) -> Self {
+        WriteOptions {
+            field_manager: Some(name.into()),
+            ..Default::default()
+        }
+    }
+}
+
+/// Options of a list.
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+}
+
+impl ListOptions {
+    pub fn labels(mut self, selector: &str) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+    pub fn fields(mut self, selector: &str) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+}
+
+/// The result of a list.
+#[derive(Clone, Debug)]
+pub struct ObjectList {
+    pub items: Vec<Value>,
+    pub resource_version: u64,
+    pub continue_token: Option<String>,
+    pub remaining: Option<u64>,
+}
+
+/// `propagationPolicy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Propagation {
+    Foreground,
+    Background,
+    Orphan,
+}
+
+/// Options of a delete (the `DeleteOptions` body / query).
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    /// `None` = the resource's default (Background; Orphan for batch/v1 Jobs like the real server).
+    pub propagation: Option<Propagation>,
+    pub grace_period_seconds: Option<u64>,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+    pub dry_run: bool,
+}
+
+type Objects = BTreeMap<GroupResource, BTreeMap<(String, String), Value>>;
+
+pub(crate) struct State {
+    rv: u64,
+    objects: Objects,
+    history: VecDeque<StoreEvent>,
+    history_limit: usize,
+    /// Watches from a resourceVersion below this answer 410 Gone.
+    oldest_watchable: u64,
+    registry: types::Registry,
+    /// Scheduled pods in their grace period: removal deadline.
+    pod_deadlines: HashMap<(String, String), Instant>,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    events: broadcast::Sender<StoreEvent>,
+    logs: PodLogs,
+    pace: Pace,
+    /// Signalled on writes that may need housekeeping (deletions).
+    housekeeping: Notify,
+}
+
+/// The in-process API server store. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("resource_version", &self.resource_version()).finish()
+    }
+}
+
+impl Store {
+    /// An empty store with the built-in types (no namespaces: see `SimCluster::start` for seeding).
+    pub fn new(pace: Pace) -> Self {
+        let (events, _) = broadcast::channel(8192);
+        Store {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    rv: 0,
+                    objects: BTreeMap::new(),
+                    history: VecDeque::new(),
+                    history_limit: 10_000,
+                    oldest_watchable: 0,
+                    registry: types::Registry::builtin(),
+                    pod_deadlines: HashMap::new(),
+                }),
+                events,
+                logs: PodLogs::default(),
+                pace,
+                housekeeping: Notify::new(),
+            }),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn pace(&self) -> Pace {
+        self.inner.pace
+    }
+
+    /// The latest resourceVersion (a global counter, like etcd's revision).
+    pub fn resource_version(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Container log buffers.
+    pub fn logs(&self) -> &PodLogs {
+        &self.inner.logs
+    }
+
+    /// The type for a group/resource, if served.
+    pub fn resource_type(&self, gr: &GroupResource) -> Option<ResourceType> {
+        self.lock().registry.get(gr).cloned()
+    }
+
+    /// The type serving `apiVersion` + `kind` (e.g. `("batch/v1", "Job")`).
+    pub fn find_type(&self, api_version: &str, kind: &str) -> Option<ResourceType> {
+        self.lock().registry.by_kind(api_version, kind).cloned()
+    }
+
+    /// All served types.
+    pub fn resource_types(&self) -> Vec<ResourceType> {
+        self.lock().registry.all().cloned().collect()
+    }
+
+    /// Reads one object. Errors: 404 NotFound (also for unknown types).
+    pub fn get(&self, gr: &GroupResource, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        let st = self.lock();
+        let ty = st.registry.get(gr).ok_or_else(ApiError::no_route)?;
+        let ns = if ty.namespaced { namespace } else { "" };
+        st.objects
+            .get(gr)
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(gr, name))
+    }
+
+    /// Lists objects (all namespaces when `namespace` is `None`), sorted by namespace and name.
+    /// Errors: 400 for bad selectors or continue tokens, 404 for unknown types.
+    pub fn list(&self, gr: &GroupResource, namespace: Option<&str>, opts: &ListOptions) -> Result<ObjectList, ApiError> {
+        let labels = LabelSelector::parse(opts.label_selector.as_deref().unwrap_or(""))?;
+        let fields = FieldSelector::parse(opts.field_selector.as_deref().unwrap_or(""), &gr.resource)?;
+        let start = match &opts.continue_token {
+            Some(t) if !t.is_empty() => Some(decode_continue(t)?),
+            _ => None,
+        };
+        let st = self.lock();
+        st.registry.get(gr).ok_or_else(ApiError::no_route)?;
+        let mut items = Vec::new();
+        let mut last_key = None;
+        let mut remaining = 0u64;
+        for ((ns, name), obj) in st.objects.get(gr).into_iter().flatten() {
+            if namespace.is_some_and(|n| n != ns) || !labels.matches(obj) || !fields.matches(obj) {
+                continue;
+            }
+            if start.as_ref().is_some_and(|s| (ns, name) <= (&s.0, &s.1)) {
+                continue;
+            }
+            if opts.limit.is_some_and(|l| l > 0 && items.len() >= l) {
+                remaining += 1;
+                continue;
+            }
+            last_key = Some((ns.clone(), name.clone()));
+            items.push(obj.clone());
+        }
+        let continue_token = (remaining > 0).then(|| encode_continue(last_key.unwrap_or_default(), st.rv));
+        Ok(ObjectList {
+            items,
+            resource_version: st.rv,
+            continue_token,
+            remaining: (remaining > 0).then_some(remaining),
+        })
+    }
+
+    /// Every change from now on, of every type.
+    pub fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Atomically: the events a watch starts with, and a receiver for everything after them.
+    /// `since = None`: every current object of `gr` (in `namespace`) as `Added`. `Some(rv)`: the
+    /// recorded events of `gr` after `rv`; 410 Gone when `rv` is older than the history kept.
+    /// The receiver carries all types; filter by `gr`/namespace.
+    pub fn watch(&self, gr: &GroupResource, namespace: Option<&str>, since: Option<u64>) -> Result<(Vec<StoreEvent>, broadcast::Receiver<StoreEvent>), ApiError> {
+        let st = self.lock();
+        st.registry.get(gr).ok_or_else(ApiError::no_route)?;
+        let rx = self.inner.events.subscribe();
+        let in_ns = |ns: &str| namespace.is_none_or(|n| n == ns);
+        let initial = match since {
+            None => st
+                .objects
+                .get(gr)
+                .into_iter()
+                .flatten()
+                .filter(|((ns, _), _)| in_ns(ns))
+                .map(|((ns, name), obj)| StoreEvent {
+                    kind: EventKind::Added,
+                    gr: gr.clone(),
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                    object: Arc::new(obj.clone()),
+                    old: None,
+                    resource_version: rv_of(obj),
+                })
+                .collect(),
+            Some(rv) if rv < st.oldest_watchable => {
+                return Err(ApiError::gone(rv, st.oldest_watchable));
+            }
+            Some(rv) => st
+                .history
+                .iter()
+                .filter(|e| e.resource_version > rv && &e.gr == gr && in_ns(&e.namespace))
+                .cloned()
+                .collect(),
+        };
+        Ok((initial, rx))
+    }
+
+    /// Forgets the event history, like an etcd compaction: watches from an older
+    /// resourceVersion then get 410 Gone ("too old resource version").
+    pub fn compact(&self) {
+        let mut st = self.lock();
+        st.history.clear();
+        st.oldest_watchable = st.rv;
+    }
+
+    /// Waits until a write may need housekeeping, or `max` elapses.
+    pub async fn housekeeping_wanted(&self, max: std::time::Duration) {
+        let _ = tokio::time::timeout(max, self.inner.housekeeping.notified()).await;
+    }
+}
+
+pub(crate) fn rv_of(obj: &Value) -> u64 {
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str)
+}
+
+fn encode_continue(key: (String, String), rv: u64) -> String {
+    let raw = json!({"ns": key.0, "name": key.1, "rv": rv}).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
+    let bad = || ApiError::bad_request("continue key is not valid: illegal base64 data");
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    Ok((
+        v.get("ns").and_then(Value::as_str).unwrap_or("").into(),
+        v.get("name").and_then(Value::as_str).unwrap_or("").into(),
+    ))
+}
+
+impl State {
+    /// Stores a change: bumps the global resourceVersion, records and broadcasts the event.
+    fn commit(&mut self, tx: &broadcast::Sender<StoreEvent>, gr: &GroupResource, kind: EventKind, mut obj: Value, old: Option<Value>) -> Value {
+        self.rv += 1;
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), json!(self.rv.to_string()));
+        }
+        let ns = meta_str(&obj, "namespace").unwrap_or("").to_string();
+        let name = meta_str(&obj, "name").unwrap_or("").to_string();
+        let key = (ns.clone(), name.clone());
+        let objects = self.objects.entry(gr.clone()).or_default();
+        match kind {
+            EventKind::Deleted => {
+                objects.remove(&key);
+            }
+            _ => {
+                objects.insert(key, obj.clone());
+            }
+        }
+        let ev = StoreEvent {
+            kind,
+            gr: gr.clone(),
+            namespace: ns,
+            name,
+            object: Arc::new(obj.clone()),
+            old: old.map(Arc::new),
+            resource_version: self.rv,
+        };
+        self.history.push_back(ev.clone());
+        while self.history.len() > self.history_limit {
+            if let Some(e) = self.history.pop_front() {
+                self.oldest_watchable = e.resource_version;
+            }
+        }
+        let _ = tx.send(ev);
+        obj
+    }
+
+    fn object(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<&Value> {
+        self.objects.get(gr).and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+    }
+}

@@ -1,0 +1,277 @@
+//! Acceptance tests: the real Terraform CLI (1.0.3) drives the built provider, installed from a
+//! filesystem mirror, against the simulated Talos cluster (or a real one, see `harness`).
+//!
+//! Index:
+//! - `install_and_schema`: init writes the lock file; `providers schema -json` shows our schema.
+//! - `plan_without_cluster`: provider settings unknown at plan (fed from another resource) → plan works.
+//! - `validation`: bad configuration fails at validate/plan with the attribute's source line.
+//! - `helm_release`: the data source reads a Helm release record; values never reach state.
+//! - `connection_errors`: unreachable endpoint / wrong CA produce errors that name the cause.
+
+mod harness;
+
+use std::io::Write;
+
+use base64::Engine;
+use harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::ByteString;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{prefix}-{:x}{:x}", std::process::id(), nanos)
+}
+
+#[test]
+fn install_and_schema() {
+    let ws = Workspace::new(&format!(
+        "{REQUIRED_PROVIDERS}\nprovider \"talosboot\" {{}}\n"
+    ));
+    let init = ws.init();
+    assert!(
+        init.stdout.contains("talosboot/talosboot v0.1.0"),
+        "init should install our provider from the mirror:\n{}",
+        init.text()
+    );
+    let lock = std::fs::read_to_string(ws.path().join(".terraform.lock.hcl")).expect("lock file");
+    assert!(lock.contains("registry.terraform.io/talosboot/talosboot"), "{lock}");
+    assert!(lock.contains("h1:"), "lock file records a hash: {lock}");
+
+    let schema = ws.ok(&["providers", "schema", "-json"]);
+    let json: serde_json::Value = serde_json::from_str(&schema.stdout).expect("schema json");
+    let ours = &json["provider_schemas"]["registry.terraform.io/talosboot/talosboot"];
+    let provider_attrs = &ours["provider"]["block"]["attributes"];
+    assert_eq!(provider_attrs["kubeconfig_raw"]["sensitive"], true);
+    assert_eq!(provider_attrs["client_key"]["sensitive"], true);
+    let ds = &ours["data_source_schemas"]["talosboot_helm_release"]["block"]["attributes"];
+    assert_eq!(ds["name"]["required"], true);
+    assert_eq!(ds["values_sha256"]["computed"], true);
+    assert!(ds.get("values").is_none(), "release values must not be exposed");
+    assert_eq!(ds["status"]["description_kind"], "markdown");
+}
+
+#[test]
+fn plan_without_cluster() {
+    // The kubeconfig comes from a resource that does not exist yet, as with talos_cluster_kubeconfig.
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
+resource "null_resource" "cluster" {{}}
+
+provider "talosboot" {{
+  host                   = "https://${{null_resource.cluster.id}}.cluster.invalid:6443"
+  cluster_ca_certificate = "-----BEGIN CERTIFICATE-----\n${{null_resource.cluster.id}}\n-----END CERTIFICATE-----"
+  token                  = null_resource.cluster.id
+}}
+
+data "talosboot_helm_release" "cilium" {{
+  name       = "cilium"
+  namespace  = "kube-system"
+  depends_on = [null_resource.cluster]
+}}
+
+output "cilium_status" {{
+  value = data.talosboot_helm_release.cilium.status
+}}
+"#
+    ));
+    ws.init();
+    let plan = ws.run(&["plan", "-no-color", "-input=false"]);
+    assert!(plan.success, "plan must not need the cluster:\n{}", plan.text());
+    assert!(
+        plan.stdout.contains("data.talosboot_helm_release.cilium will be read during apply"),
+        "{}",
+        plan.text()
+    );
+}
+
+#[test]
+fn validation() {
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
+provider "talosboot" {{
+  config_path = "/nonexistent/kubeconfig"
+  host        = "https://10.5.0.2:6443"
+}}
+
+data "talosboot_helm_release" "bad" {{
+  name = "Cilium_1"
+}}
+"#
+    ));
+    ws.init();
+    let out = ws.run(&["validate", "-no-color"]);
+    assert!(!out.success, "validate must fail:\n{}", out.text());
+    let text = out.text();
+    assert!(text.contains("Conflicting connection settings"), "{text}");
+    // Terraform prints the offending source line when the diagnostic carries the attribute path.
+    assert!(text.contains(r#"host        = "https://10.5.0.2:6443""#), "{text}");
+    assert!(text.contains("Invalid name"), "{text}");
+    assert!(text.contains(r#"name = "Cilium_1""#), "{text}");
+
+    // plan reports the same, before touching anything.
+    let plan = ws.run(&["plan", "-no-color", "-input=false"]);
+    assert!(!plan.success);
+    assert!(plan.text().contains("Conflicting connection settings"));
+}
+
+fn release_secret(name: &str, namespace: &str, revision: i64, status: &str, values: serde_json::Value) -> Secret {
+    let record = serde_json::json!({
+        "name": name, "namespace": namespace, "version": revision,
+        "info": {"status": status, "last_deployed": "2026-11-29T10:00:00Z", "description": "Install complete"},
+        "chart": {"metadata": {"name": "cilium", "version": "1.18.4", "appVersion": "1.18.4"}},
+        "config": values,
+        "manifest": "---\n"
+    });
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&serde_json::to_vec(&record).expect("json")).expect("gzip");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(gz.finish().expect("gzip"));
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(format!("sh.helm.release.v1.{name}.v{revision}")),
+            namespace: Some(namespace.into()),
+            labels: Some(
+                [("owner", "helm"), ("name", name), ("status", status), ("version", &revision.to_string())]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        type_: Some("helm.sh/release.v1".into()),
+        data: Some([("release".to_owned(), ByteString(encoded.into_bytes()))].into()),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn helm_release() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let namespace = unique("tb-helm");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(&PostParams::default(), &Namespace {
+            metadata: ObjectMeta { name: Some(namespace.clone()), ..Default::default() },
+            ..Default::default()
+        })
+        .await
+        .expect("create namespace");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let secret_value = "hunter2-must-not-leak";
+    for (revision, status) in [(1, "superseded"), (2, "deployed")] {
+        let values = serde_json::json!({"k8sServicePort": 7445, "token": secret_value, "rev": revision});
+        secrets
+            .create(&PostParams::default(), &release_secret("cilium", &namespace, revision, status, values))
+            .await
+            .expect("seed release record");
+    }
+
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
+{provider}
+data "talosboot_helm_release" "cilium" {{
+  name      = "cilium"
+  namespace = "{namespace}"
+}}
+
+data "talosboot_helm_release" "absent" {{
+  name      = "flux-operator"
+  namespace = "{namespace}"
+}}
+
+output "status"   {{ value = data.talosboot_helm_release.cilium.status }}
+output "revision" {{ value = data.talosboot_helm_release.cilium.revision }}
+output "chart"    {{ value = "${{data.talosboot_helm_release.cilium.chart}}-${{data.talosboot_helm_release.cilium.chart_version}}" }}
+output "absent"   {{ value = data.talosboot_helm_release.absent.exists }}
+output "hash"     {{ value = data.talosboot_helm_release.cilium.values_sha256 }}
+"#,
+        provider = cluster.provider_block()
+    ));
+    ws.init();
+    let apply = ws.ok(&["apply", "-auto-approve", "-no-color", "-input=false"]);
+    let outputs: serde_json::Value =
+        serde_json::from_str(&ws.ok(&["output", "-json"]).stdout).expect("outputs json");
+    assert_eq!(outputs["status"]["value"], "deployed", "{}", apply.text());
+    assert_eq!(outputs["revision"]["value"], 2);
+    assert_eq!(outputs["chart"]["value"], "cilium-1.18.4");
+    assert_eq!(outputs["absent"]["value"], false);
+    assert_eq!(outputs["hash"]["value"].as_str().map(str::len), Some(64));
+    assert!(!ws.state_text().contains(secret_value), "release values leaked into state");
+    assert!(!apply.text().contains(secret_value), "release values leaked into output");
+
+    let _ = namespaces.delete(&namespace, &DeleteParams::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connection_errors() {
+    // A port nothing listens on: the error names the endpoint and "connection refused".
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    drop(listener);
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
+provider "talosboot" {{
+  host  = "https://127.0.0.1:{port}"
+  token = "abc"
+}}
+data "talosboot_helm_release" "cilium" {{
+  name      = "cilium"
+  namespace = "kube-system"
+}}
+"#
+    ));
+    ws.init();
+    let plan = ws.run(&["plan", "-no-color", "-input=false"]);
+    assert!(!plan.success);
+    let text = plan.text();
+    assert!(
+        text.contains(&format!("cannot reach the Kubernetes API at https://127.0.0.1:{port}: connection refused")),
+        "{text}"
+    );
+    assert!(!text.contains("deadline exceeded"), "{text}");
+
+    // The right endpoint with a CA that did not sign its certificate.
+    let cluster = TestCluster::start().await;
+    let Some(sim) = cluster.simulator() else {
+        return; // needs the simulator's endpoint; a real cluster is covered above
+    };
+    let other_ca = rcgen_ca_pem();
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
+provider "talosboot" {{
+  host                   = "{url}"
+  cluster_ca_certificate = <<-EOT
+{other_ca}
+EOT
+  token                  = "{token}"
+}}
+data "talosboot_helm_release" "cilium" {{
+  name      = "cilium"
+  namespace = "kube-system"
+}}
+"#,
+        url = sim.server_url(),
+        token = sim.admin_token(),
+    ));
+    ws.init();
+    let plan = ws.run(&["plan", "-no-color", "-input=false"]);
+    assert!(!plan.success);
+    assert!(
+        plan.text().contains("certificate signed by unknown authority"),
+        "{}",
+        plan.text()
+    );
+    assert!(!plan.text().contains(sim.admin_token()), "token leaked into output");
+}
+
+/// A CA certificate that did not sign anything the simulator serves.
+fn rcgen_ca_pem() -> String {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.self_signed(&key).expect("self-signed").pem()
+}

@@ -1,0 +1,19 @@
+# Wire the Talos provider's outputs straight in: they may be unknown at the first plan,
+# talosboot only connects when an operation needs the cluster.
+provider "talosboot" {
+  kubeconfig_raw = talos_cluster_kubeconfig.this.kubeconfig_raw
+}
+
+# Or a kubeconfig file (KUBE_CONFIG_PATH works too):
+# provider "talosboot" {
+#   config_path    = "~/.kube/talos"
+#   config_context = "admin@prod"
+# }
+
+# Or the endpoint and credentials one by one:
+# provider "talosboot" {
+#   host                   = talos_cluster_kubeconfig.this.kubernetes_client_configuration.host
+#   cluster_ca_certificate = base64decode(talos_cluster_kubeconfig.this.kubernetes_client_configuration.ca_certificate)
+#   client_certificate     = base64decode(talos_cluster_kubeconfig.this.kubernetes_client_configuration.client_certificate)
+#   client_key             = base64decode(talos_cluster_kubeconfig.this.kubernetes_client_configuration.client_key)
+# }

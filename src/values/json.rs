@@ -1,0 +1,613 @@
+//! cty's JSON encoding (go-cty `cty/json`), used for `UpgradeResourceState` raw state and tests.
+//!
+//! - Unknown values cannot be written as JSON ([`to_json`] fails on them).
+//! - Object attributes missing from the input decode as null; unknown attributes are refused.
+//! - A value of a `dynamic` attribute is `{"value": ..., "type": <type JSON>}` (plain `null` for a
+//!   null of unknown type).
+//! - Numbers are read from their literal text, never through `f64`, so `18446744073709551616` and
+//!   `0.1` stay exact. As in cty, a string is accepted for a number or bool, and a number or bool
+//!   for a string.
+//!
+//! The parser is a small hand-written one (serde_json without `arbitrary_precision` rounds big
+//! numbers), with nesting bounded and no allocation beyond the input's size.
+
+use std::collections::BTreeMap;
+
+use super::msgpack::MAX_DEPTH;
+use super::path::{AttributePath, PathStep};
+use super::types::{Type, TypeJsonError};
+use super::value::{Number, Value};
+
+/// JSON nesting accepted by the parser: every dynamic wrapper adds one level over [`MAX_DEPTH`].
+const MAX_JSON_DEPTH: usize = 2 * MAX_DEPTH + 2;
+
+/// A JSON value could not be decoded or encoded. `path` is where it happened.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    #[error("failed to parse JSON at byte {offset}: {reason}")]
+    Syntax { offset: usize, reason: String },
+    #[error("failed to decode JSON value at {}: {reason}", .path.describe())]
+    Decode { path: AttributePath, reason: String },
+    #[error("failed to decode JSON value at {}: invalid dynamic type: {source}", .path.describe())]
+    DynamicType {
+        path: AttributePath,
+        #[source]
+        source: TypeJsonError,
+    },
+    #[error("failed to encode JSON value at {}: {reason}", .path.describe())]
+    Encode { path: AttributePath, reason: String },
+}
+
+impl JsonError {
+    /// The attribute path the error refers to (the root for syntax errors).
+    pub fn path(&self) -> AttributePath {
+        match self {
+            JsonError::Syntax { .. } => AttributePath::root(),
+            JsonError::Decode { path, .. } | JsonError::DynamicType { path, .. } | JsonError::Encode { path, .. } => {
+                path.clone()
+            }
+        }
+    }
+}
+
+/// Decodes cty JSON `bytes` as a value of type `ty`.
+///
+/// # Errors
+/// [`JsonError::Syntax`] for malformed JSON (or nesting deeper than the codec allows),
+/// [`JsonError::Decode`] when the JSON does not hold a value of `ty`,
+/// [`JsonError::DynamicType`] when a dynamic value's `"type"` is not a cty type.
+pub fn from_json(bytes: &[u8], ty: &Type) -> Result<Value, JsonError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| JsonError::Syntax {
+        offset: e.valid_up_to(),
+        reason: "invalid UTF-8".into(),
+    })?;
+    let mut parser = Parser { src: text, pos: 0, depth: 0 };
+    parser.ws();
+    let tree = parser.value()?;
+    parser.ws();
+    if parser.pos != text.len() {
+        return Err(parser.err("trailing characters after the value"));
+    }
+    let mut dec = Decoder { path: AttributePath::root(), depth: 0 };
+    dec.value(tree, ty)
+}
+
+/// Encodes `value` as cty JSON for type `ty`.
+///
+/// # Errors
+/// [`JsonError::Encode`] when the value (or a part of it) is unknown, does not conform to `ty`,
+/// or holds a number JSON cannot carry (NaN, infinity, non-decimal `Big` text).
+pub fn to_json(value: &Value, ty: &Type) -> Result<Vec<u8>, JsonError> {
+    let mut enc = Encoder { out: Vec::new(), path: AttributePath::root(), depth: 0 };
+    enc.value(value, ty)?;
+    Ok(enc.out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing
+
+/// A parsed JSON value; numbers keep their literal text.
+enum Json<'a> {
+    Null,
+    Bool(bool),
+    Number(&'a str),
+    String(String),
+    Array(Vec<Json<'a>>),
+    Object(Vec<(String, Json<'a>)>),
+}
+
+impl Json<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Json::Null => "null",
+            Json::Bool(_) => "bool",
+            Json::Number(_) => "number",
+            Json::String(_) => "string",
+            Json::Array(_) => "array",
+            Json::Object(_) => "object",
+        }
+    }
+
+    /// For type descriptions, which serde_json reads (numbers never occur in a valid one).
+    fn to_serde(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match self {
+            Json::Null | Json::Number(_) => J::Null,
+            Json::Bool(b) => J::Bool(*b),
+            Json::String(s) => J::String(s.clone()),
+            Json::Array(items) => J::Array(items.iter().map(Json::to_serde).collect()),
+            Json::Object(items) => J::Object(items.iter().map(|(k, v)| (k.clone(), v.to_serde())).collect()),
+        }
+    }
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    pos: usize,
+    depth: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn err(&self, reason: impl Into<String>) -> JsonError {
+        JsonError::Syntax { offset: self.pos, reason: reason.into() }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.src.as_bytes().get(self.pos).copied()
+    }
+
+    fn ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.pos += 1;
+        }
+    }
+
+    fn literal(&mut self, word: &str, value: Json<'a>) -> Result<Json<'a>, JsonError> {
+        if self.src[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(value)
+        } else {
+            Err(self.err("invalid literal"))
+        }
+    }
+
+    fn value(&mut self) -> Result<Json<'a>, JsonError> {
+        match self.peek() {
+            None => Err(self.err("unexpected end of input")),
+            Some(b'n') => self.literal("null", Json::Null),
+            Some(b't') => self.literal("true", Json::Bool(true)),
+            Some(b'f') => self.literal("false", Json::Bool(false)),
+            Some(b'"') => Ok(Json::String(self.string()?)),
+            Some(b'[') => self.array(),
+            Some(b'{') => self.object(),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(_) => Err(self.err("unexpected character")),
+        }
+    }
+
+    fn enter(&mut self) -> Result<(), JsonError> {
+        if self.depth >= MAX_JSON_DEPTH {
+            return Err(self.err(format!("nested deeper than {MAX_JSON_DEPTH} levels")));
+        }
+        self.depth += 1;
+        self.pos += 1;
+        self.ws();
+        Ok(())
+    }
+
+    fn array(&mut self) -> Result<Json<'a>, JsonError> {
+        self.enter()?;
+        let mut items = Vec::new();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(Json::Array(items));
+        }
+        loop {
+            items.push(self.value()?);
+            self.ws();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.ws();
+                }
+                Some(b']') => break,
+                _ => return Err(self.err("expected ',' or ']'")),
+            }
+        }
+        self.pos += 1;
+        self.depth -= 1;
+        Ok(Json::Array(items))
+    }
+
+    fn object(&mut self) -> Result<Json<'a>, JsonError> {
+        self.enter()?;
+        let mut items = Vec::new();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(Json::Object(items));
+        }
+        loop {
+            if self.peek() != Some(b'"') {
+                return Err(self.err("expected a string key"));
+            }
+            let key = self.string()?;
+            self.ws();
+            if self.peek() != Some(b':') {
+                return Err(self.err("expected ':'"));
+            }
+            self.pos += 1;
+            self.ws();
+            items.push((key, self.value()?));
+            self.ws();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.ws();
+                }
+                Some(b'}') => break,
+                _ => return Err(self.err("expected ',' or '}'")),
+            }
+        }
+        self.pos += 1;
+        self.depth -= 1;
+        Ok(Json::Object(items))
+    }
+
+    fn number(&mut self) -> Result<Json<'a>, JsonError> {
+        let start = self.pos;
+        let bytes = self.src.as_bytes();
+        let digits = |p: &mut usize| {
+            let from = *p;
+            while bytes.get(*p).is_some_and(u8::is_ascii_digit) {
+                *p += 1;
+            }
+            *p - from
+        };
+        let mut p = self.pos;
+        if bytes.get(p) == Some(&b'-') {
+            p += 1;
+        }
+        let int_start = p;
+        let n = digits(&mut p);
+        if n == 0 || (n > 1 && bytes[int_start] == b'0') {
+            self.pos = p;
+            return Err(self.err("invalid number"));
+        }
+        if bytes.get(p) == Some(&b'.') {
+            p += 1;
+            if digits(&mut p) == 0 {
+                self.pos = p;
+                return Err(self.err("invalid number"));
+            }
+        }
+        if matches!(bytes.get(p), Some(b'e' | b'E')) {
+            p += 1;
+            if matches!(bytes.get(p), Some(b'+' | b'-')) {
+                p += 1;
+            }
+            if digits(&mut p) == 0 {
+                self.pos = p;
+                return Err(self.err("invalid number"));
+            }
+        }
+        self.pos = p;
+        Ok(Json::Number(&self.src[start..p]))
+    }
+
+    fn hex4(&mut self) -> Result<u32, JsonError> {
+        let text = self.src.get(self.pos..self.pos + 4).ok_or_else(|| self.err("truncated \\u escape"))?;
+        let code = u32::from_str_radix(text, 16).map_err(|_| self.err("invalid \\u escape"))?;
+        if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(self.err("invalid \\u escape"));
+        }
+        self.pos += 4;
+        Ok(code)
+    }
+
+    fn string(&mut self) -> Result<String, JsonError> {
+        self.pos += 1; // opening quote
+        let mut out = String::new();
+        loop {
+            let rest = &self.src[self.pos..];
+            let plain = rest.find(|c: char| c == '"' || c == '\\' || c < ' ').unwrap_or(rest.len());
+            out.push_str(&rest[..plain]);
+            self.pos += plain;
+            match self.peek() {
+                None => return Err(self.err("unterminated string")),
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    let escape = self.peek().ok_or_else(|| self.err("unterminated string"))?;
+                    self.pos += 1;
+                    match escape {
+                        b'"' => out.push('"'),
+                        b'\\' => out.push('\\'),
+                        b'/' => out.push('/'),
+                        b'b' => out.push('\u{8}'),
+                        b'f' => out.push('\u{c}'),
+                        b'n' => out.push('\n'),
+                        b'r' => out.push('\r'),
+                        b't' => out.push('\t'),
+                        b'u' => out.push(self.unicode_escape()?),
+                        _ => return Err(self.err("invalid escape")),
+                    }
+                }
+                Some(_) => return Err(self.err("control character in string")),
+            }
+        }
+    }
+
+    /// `\uXXXX`, joining surrogate pairs; a lone surrogate becomes U+FFFD (as Go's decoder does).
+    fn unicode_escape(&mut self) -> Result<char, JsonError> {
+        let first = self.hex4()?;
+        if (0xD800..0xDC00).contains(&first) && self.src[self.pos..].starts_with("\\u") {
+            let save = self.pos;
+            self.pos += 2;
+            let second = self.hex4()?;
+            if (0xDC00..0xE000).contains(&second) {
+                let code = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
+                return Ok(char::from_u32(code).unwrap_or('\u{FFFD}'));
+            }
+            self.pos = save;
+        }
+        Ok(char::from_u32(first).unwrap_or('\u{FFFD}'))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding values
+
+struct Decoder {
+    path: AttributePath,
+    depth: usize,
+}
+
+impl Decoder {
+    fn err(&self, reason: impl Into<String>) -> JsonError {
+        JsonError::Decode { path: self.path.clone(), reason: reason.into() }
+    }
+
+    fn enter(&mut self) -> Result<(), JsonError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(self.err(format!("nested deeper than {MAX_DEPTH} levels")));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    fn nested(&mut self, step: PathStep, json: Json<'_>, ty: &Type) -> Result<Value, JsonError> {
+        self.path.push(step);
+        let out = self.value(json, ty);
+        self.path.pop();
+        out
+    }
+
+    fn value(&mut self, json: Json<'_>, ty: &Type) -> Result<Value, JsonError> {
+        if let Json::Null = json {
+            return Ok(Value::Null);
+        }
+        let mismatch = |d: &Self, json: &Json<'_>| {
+            d.err(format!("{} is required, found {}", ty.friendly_name(), json.name()))
+        };
+        match (ty, json) {
+            (Type::Dynamic, json) => self.dynamic(json),
+            (Type::Bool, Json::Bool(b)) => Ok(Value::Bool(b)),
+            (Type::Bool, Json::String(s)) => match s.as_str() {
+                "true" => Ok(Value::Bool(true)),
+                "false" => Ok(Value::Bool(false)),
+                _ => Err(self.err(format!("bool is required, found string {s:?}"))),
+            },
+            (Type::Number, Json::Number(text)) => Number::parse_decimal(text)
+                .map(Value::Number)
+                .ok_or_else(|| self.err(format!("invalid number {text:?}"))),
+            (Type::Number, Json::String(s)) => Number::parse_decimal(s.trim())
+                .map(Value::Number)
+                .ok_or_else(|| self.err(format!("number is required, found string {s:?}"))),
+            (Type::String, Json::String(s)) => Ok(Value::String(s)),
+            (Type::String, Json::Number(text)) => Ok(Value::String(text.to_owned())),
+            (Type::String, Json::Bool(b)) => Ok(Value::String(b.to_string())),
+            (Type::List(ety) | Type::Set(ety), Json::Array(items)) => {
+                self.enter()?;
+                let mut out = Vec::with_capacity(items.len());
+                for (i, item) in items.into_iter().enumerate() {
+                    out.push(self.nested(PathStep::ElementKeyInt(i as i64), item, ety)?);
+                }
+                self.depth -= 1;
+                Ok(if matches!(ty, Type::Set(_)) { Value::Set(out) } else { Value::List(out) })
+            }
+            (Type::Tuple(etys), Json::Array(items)) => {
+                if items.len() != etys.len() {
+                    return Err(self.err(format!(
+                        "a tuple of length {} is required, found {} elements",
+                        etys.len(),
+                        items.len()
+                    )));
+                }
+                self.enter()?;
+                let mut out = Vec::with_capacity(items.len());
+                for (i, (item, ety)) in items.into_iter().zip(etys).enumerate() {
+                    out.push(self.nested(PathStep::ElementKeyInt(i as i64), item, ety)?);
+                }
+                self.depth -= 1;
+                Ok(Value::Tuple(out))
+            }
+            (Type::Map(ety), Json::Object(items)) => {
+                self.enter()?;
+                let mut out = BTreeMap::new();
+                for (key, item) in items {
+                    let v = self.nested(PathStep::ElementKeyString(key.clone()), item, ety)?;
+                    out.insert(key, v);
+                }
+                self.depth -= 1;
+                Ok(Value::Map(out))
+            }
+            (Type::Object { attributes, .. }, Json::Object(items)) => {
+                self.enter()?;
+                let mut out = BTreeMap::new();
+                for (key, item) in items {
+                    let Some(aty) = attributes.get(&key) else {
+                        return Err(self.err(format!("unsupported attribute {key:?}")));
+                    };
+                    let v = self.nested(PathStep::Attribute(key.clone()), item, aty)?;
+                    out.insert(key, v);
+                }
+                for name in attributes.keys() {
+                    if !out.contains_key(name) {
+                        out.insert(name.clone(), Value::Null);
+                    }
+                }
+                self.depth -= 1;
+                Ok(Value::Object(out))
+            }
+            (_, json) => Err(mismatch(self, &json)),
+        }
+    }
+
+    fn dynamic(&mut self, json: Json<'_>) -> Result<Value, JsonError> {
+        let Json::Object(items) = json else {
+            return Err(self.err(format!(
+                "a dynamic value must be an object with \"value\" and \"type\", found {}",
+                json.name()
+            )));
+        };
+        let (mut value, mut ty) = (None, None);
+        for (key, item) in items {
+            match key.as_str() {
+                "value" => value = Some(item),
+                "type" => ty = Some(item),
+                other => return Err(self.err(format!("invalid key {other:?} in dynamically-typed value"))),
+            }
+        }
+        let ty = ty.ok_or_else(|| self.err("missing type in dynamically-typed value"))?;
+        let value = value.ok_or_else(|| self.err("missing value in dynamically-typed value"))?;
+        let ty = Type::from_json(&ty.to_serde())
+            .map_err(|source| JsonError::DynamicType { path: self.path.clone(), source })?;
+        self.enter()?;
+        let inner = self.value(value, &ty)?;
+        self.depth -= 1;
+        Ok(match ty {
+            Type::Dynamic => inner,
+            ty => Value::Dynamic(ty, Box::new(inner)),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding values
+
+struct Encoder {
+    out: Vec<u8>,
+    path: AttributePath,
+    depth: usize,
+}
+
+impl Encoder {
+    fn err(&self, reason: impl Into<String>) -> JsonError {
+        JsonError::Encode { path: self.path.clone(), reason: reason.into() }
+    }
+
+    fn nested(&mut self, value: &Value, ty: &Type) -> Result<(), JsonError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(self.err(format!("nested deeper than {MAX_DEPTH} levels")));
+        }
+        self.depth += 1;
+        self.value(value, ty)?;
+        self.depth -= 1;
+        Ok(())
+    }
+
+    fn string(&mut self, s: &str) {
+        // Writing a &str into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut self.out, s);
+    }
+
+    fn value(&mut self, value: &Value, ty: &Type) -> Result<(), JsonError> {
+        if *ty == Type::Dynamic {
+            return self.dynamic(value);
+        }
+        match (value, ty) {
+            (Value::Dynamic(_, inner), _) => self.nested(inner, ty),
+            (Value::Null, _) => {
+                self.out.extend_from_slice(b"null");
+                Ok(())
+            }
+            (Value::Unknown(_), _) => Err(self.err("value is not known, and JSON cannot carry unknown values")),
+            (Value::Bool(b), Type::Bool) => {
+                self.out.extend_from_slice(if *b { b"true" } else { b"false" });
+                Ok(())
+            }
+            (Value::Number(n), Type::Number) => {
+                let text = n.to_decimal_string().ok_or_else(|| self.err(format!("{n:?} cannot be written as JSON")))?;
+                self.out.extend_from_slice(text.as_bytes());
+                Ok(())
+            }
+            (Value::String(s), Type::String) => {
+                self.string(s);
+                Ok(())
+            }
+            (Value::List(items) | Value::Set(items) | Value::Tuple(items), Type::List(ety) | Type::Set(ety)) => {
+                self.array(items, |_| ety)
+            }
+            (Value::List(items) | Value::Tuple(items), Type::Tuple(etys)) => {
+                if items.len() != etys.len() {
+                    return Err(self.err(format!(
+                        "a tuple of length {} is required, found {} elements",
+                        etys.len(),
+                        items.len()
+                    )));
+                }
+                self.array(items, |i| &etys[i])
+            }
+            (Value::Map(items) | Value::Object(items), Type::Map(ety)) => {
+                self.object(items.iter().map(|(k, v)| (k, v, &**ety)), false)
+            }
+            (Value::Map(items) | Value::Object(items), Type::Object { attributes, .. }) => {
+                if let Some(extra) = items.keys().find(|k| !attributes.contains_key(*k)) {
+                    return Err(self.err(format!("unsupported attribute {extra:?}")));
+                }
+                let attrs = attributes.iter().map(|(k, t)| (k, items.get(k).unwrap_or(&Value::Null), t));
+                self.object(attrs, true)
+            }
+            _ => Err(self.err(format!("{} is required, found {}", ty.friendly_name(), value.kind_name()))),
+        }
+    }
+
+    fn array<'t>(&mut self, items: &[Value], ety: impl Fn(usize) -> &'t Type) -> Result<(), JsonError> {
+        self.out.push(b'[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.path.push(PathStep::ElementKeyInt(i as i64));
+            self.nested(item, ety(i))?;
+            self.path.pop();
+        }
+        self.out.push(b']');
+        Ok(())
+    }
+
+    fn object<'v>(
+        &mut self,
+        entries: impl Iterator<Item = (&'v String, &'v Value, &'v Type)>,
+        is_object: bool,
+    ) -> Result<(), JsonError> {
+        self.out.push(b'{');
+        for (i, (key, item, ty)) in entries.enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.string(key);
+            self.out.push(b':');
+            let step = if is_object { PathStep::Attribute(key.clone()) } else { PathStep::ElementKeyString(key.clone()) };
+            self.path.push(step);
+            self.nested(item, ty)?;
+            self.path.pop();
+        }
+        self.out.push(b'}');
+        Ok(())
+    }
+
+    fn dynamic(&mut self, value: &Value) -> Result<(), JsonError> {
+        let (ty, inner) = match value {
+            Value::Null => {
+                self.out.extend_from_slice(b"null");
+                return Ok(());
+            }
+            Value::Unknown(_) => return Err(self.err("value is not known, and JSON cannot carry unknown values")),
+            Value::Dynamic(Type::Dynamic, inner) => return self.nested(inner, &Type::Dynamic),
+            Value::Dynamic(ty, inner) => (ty.clone(), &**inner),
+            other => (other.implied_type(), other),
+        };
+        self.out.extend_from_slice(b"{\"value\":");
+        self.nested(inner, &ty)?;
+        self.out.extend_from_slice(b",\"type\":");
+        self.out.extend_from_slice(&ty.to_json_bytes());
+        self.out.push(b'}');
+        Ok(())
+    }
+}
