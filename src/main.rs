@@ -3,6 +3,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // TODO(lead): switch to talosboot::protocol::routes
-    talosboot::plugin::run(|_ctx| tonic::service::Routes::default())
+    talosboot::plugin::run(talosboot::protocol::routes)
 }

@@ -112,8 +112,8 @@ fn refinements_for(ty: &Type) -> BoxedStrategy<Refinements> {
             .prop_map(|(not_null, string_prefix)| Refinements { not_null, string_prefix, ..Default::default() })
             .boxed(),
         Type::Number => {
-            let bound = proptest::option::of((any_number(), any::<bool>()));
-            (not_null, bound.clone(), bound)
+            let bound = || proptest::option::of((any_number(), any::<bool>()));
+            (not_null, bound(), bound())
                 .prop_map(|(not_null, number_lower, number_upper)| Refinements {
                     not_null,
                     number_lower,
@@ -185,7 +185,10 @@ fn known_value(ty: &Type, depth: u32, known: bool) -> BoxedStrategy<Value> {
             .boxed(),
         Type::Object { attributes, .. } => attributes
             .iter()
-            .map(|(k, t)| value_with(t, depth + 1, known).prop_map(move |v| (k.clone(), v)))
+            .map(|(k, t)| {
+                let k = k.clone();
+                value_with(t, depth + 1, known).prop_map(move |v| (k.clone(), v))
+            })
             .collect::<Vec<_>>()
             .prop_map(|attrs| Value::Object(attrs.into_iter().collect::<BTreeMap<_, _>>()))
             .boxed(),
