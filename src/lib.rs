@@ -8,9 +8,11 @@
 //! - [`values`]: cty values, their msgpack/JSON codecs and attribute paths;
 //! - [`cluster`]: provider configuration, the lazy Kubernetes client, Helm release records;
 //! - [`resources`]: one module per resource or data source;
-//! - [`provider`]: the assembly of all of the above.
+//! - [`provider`]: the assembly of all of the above;
+//! - [`docs`]: registry docs rendered from the schema.
 
 pub mod cluster;
+pub mod docs;
 pub mod framework;
 pub mod plugin;
 pub mod protocol;

@@ -46,12 +46,12 @@ async fn handshake_line_announces_protocol_6_over_tcp_grpc_with_a_cert() -> anyh
 
 #[tokio::test]
 async fn stdout_carries_nothing_but_the_handshake_for_a_whole_run() -> anyhow::Result<()> {
-    let mut provider = Launch::terraform().env("TF_LOG_PROVIDER", "trace").start().await?;
-    assert_eq!(provider.health().await?, ServingStatus::Serving);
-    provider
-        .controller_client()
-        .shutdown(Empty {})
+    let mut provider = Launch::terraform()
+        .env("TF_LOG_PROVIDER", "trace")
+        .start()
         .await?;
+    assert_eq!(provider.health().await?, ServingStatus::Serving);
+    provider.controller_client().shutdown(Empty {}).await?;
     assert!(provider.wait_exit(support::EXIT_TIMEOUT).await?.success());
     assert_eq!(provider.stdout_after_handshake(), Vec::<String>::new());
     Ok(())
@@ -62,8 +62,18 @@ async fn run_by_hand_explains_itself_and_fails() -> anyhow::Result<()> {
     let finished = Launch::by_hand().run_to_exit().await?;
     assert_eq!(finished.status.code(), Some(1));
     assert!(finished.stdout.is_empty(), "stdout: {:?}", finished.stdout);
-    for needle in ["Terraform", "OpenTofu", "dev_overrides", "filesystem", "--debug"] {
-        assert!(finished.stderr.contains(needle), "{needle} missing from: {}", finished.stderr);
+    for needle in [
+        "Terraform",
+        "OpenTofu",
+        "dev_overrides",
+        "filesystem",
+        "--debug",
+    ] {
+        assert!(
+            finished.stderr.contains(needle),
+            "{needle} missing from: {}",
+            finished.stderr
+        );
     }
     Ok(())
 }
@@ -76,7 +86,11 @@ async fn wrong_magic_cookie_is_treated_as_run_by_hand() -> anyhow::Result<()> {
         .await?;
     assert_eq!(finished.status.code(), Some(1));
     assert!(finished.stdout.is_empty());
-    assert!(finished.stderr.contains("dev_overrides"), "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains("dev_overrides"),
+        "{}",
+        finished.stderr
+    );
     Ok(())
 }
 
@@ -87,9 +101,21 @@ async fn protocol_versions_without_6_are_refused() -> anyhow::Result<()> {
         .run_to_exit()
         .await?;
     assert!(!finished.status.success());
-    assert!(finished.stdout.is_empty(), "no handshake expected: {:?}", finished.stdout);
-    assert!(finished.stderr.contains("failed to negotiate"), "{}", finished.stderr);
-    assert!(finished.stderr.contains("protocol 6"), "{}", finished.stderr);
+    assert!(
+        finished.stdout.is_empty(),
+        "no handshake expected: {:?}",
+        finished.stdout
+    );
+    assert!(
+        finished.stderr.contains("failed to negotiate"),
+        "{}",
+        finished.stderr
+    );
+    assert!(
+        finished.stderr.contains("protocol 6"),
+        "{}",
+        finished.stderr
+    );
     Ok(())
 }
 
@@ -99,7 +125,10 @@ async fn protocol_6_is_picked_from_a_list() -> anyhow::Result<()> {
         .env("PLUGIN_PROTOCOL_VERSIONS", "5,6")
         .start()
         .await?;
-    assert_eq!(provider.handshake.as_ref().map(|h| h.protocol_version), Some(6));
+    assert_eq!(
+        provider.handshake.as_ref().map(|h| h.protocol_version),
+        Some(6)
+    );
     assert!(provider.shutdown().await?.success());
     Ok(())
 }
@@ -130,7 +159,11 @@ async fn invalid_port_range_is_refused() -> anyhow::Result<()> {
         .await?;
     assert!(!finished.status.success());
     assert!(finished.stdout.is_empty());
-    assert!(finished.stderr.contains("failed to read PLUGIN_MIN_PORT"), "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains("failed to read PLUGIN_MIN_PORT"),
+        "{}",
+        finished.stderr
+    );
     Ok(())
 }
 
@@ -176,11 +209,17 @@ async fn refused(provider: &ProviderProcess, identity: Option<&ClientIdentity>) 
 async fn mtls_with_another_cert_is_refused() -> anyhow::Result<()> {
     let provider = ProviderProcess::start().await?;
     let stranger = ClientIdentity::generate()?;
-    assert!(refused(&provider, Some(&stranger)).await, "a stranger's certificate was accepted");
+    assert!(
+        refused(&provider, Some(&stranger)).await,
+        "a stranger's certificate was accepted"
+    );
     // The listener survives refused handshakes.
     assert_eq!(provider.health().await?, ServingStatus::Serving);
     let fresh = provider.connect_as(provider.identity.as_ref()).await?;
-    assert_eq!(ProviderProcess::health_of(fresh, "plugin").await?, ServingStatus::Serving);
+    assert_eq!(
+        ProviderProcess::health_of(fresh, "plugin").await?,
+        ServingStatus::Serving
+    );
     assert!(provider.shutdown().await?.success());
     Ok(())
 }
@@ -188,7 +227,10 @@ async fn mtls_with_another_cert_is_refused() -> anyhow::Result<()> {
 #[tokio::test]
 async fn mtls_without_a_cert_is_refused() -> anyhow::Result<()> {
     let provider = ProviderProcess::start().await?;
-    assert!(refused(&provider, None).await, "a client without certificate was accepted");
+    assert!(
+        refused(&provider, None).await,
+        "a client without certificate was accepted"
+    );
     assert_eq!(provider.health().await?, ServingStatus::Serving);
     assert!(provider.shutdown().await?.success());
     Ok(())
@@ -251,7 +293,11 @@ async fn stdio_and_broker_streams_are_accepted_and_end_on_shutdown() -> anyhow::
     let started = std::time::Instant::now();
     let status = provider.shutdown().await?;
     assert!(status.success(), "{status:?}");
-    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
 
     // Both streams end (cleanly or with a transport error), never with data.
     let end = tokio::time::timeout(Duration::from_secs(5), stdio.next()).await?;
@@ -268,7 +314,11 @@ async fn controller_shutdown_exits_zero_promptly() -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let status = provider.shutdown().await?;
     assert_eq!(status.code(), Some(0));
-    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
     Ok(())
 }
 
@@ -344,10 +394,13 @@ async fn stderr_lines_are_hclog_json() -> anyhow::Result<()> {
     let lines = provider.stderr_lines();
     assert!(!lines.is_empty(), "no log lines at debug level");
     for line in &lines {
-        let value: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| anyhow::anyhow!("not JSON ({e}): {line}"))?;
+        let value: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| anyhow::anyhow!("not JSON ({e}): {line}"))?;
         for key in ["@level", "@message", "@module", "@timestamp"] {
-            assert!(value[key].is_string(), "{key} missing or not a string: {line}");
+            assert!(
+                value[key].is_string(),
+                "{key} missing or not a string: {line}"
+            );
         }
         let level = value["@level"].as_str().unwrap_or_default();
         assert!(
@@ -375,5 +428,61 @@ async fn tf_log_off_silences_stderr() -> anyhow::Result<()> {
     provider.controller_client().shutdown(Empty {}).await?;
     assert!(provider.wait_exit(support::EXIT_TIMEOUT).await?.success());
     assert_eq!(provider.stderr_lines(), Vec::<String>::new());
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Orphan protection
+// ---------------------------------------------------------------------------
+
+/// True once `pid` has exited (gone, or a zombie nobody reaps yet).
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+#[tokio::test]
+async fn provider_exits_when_terraform_is_killed() -> anyhow::Result<()> {
+    use tokio::io::AsyncBufReadExt as _;
+
+    // `sh` plays Terraform: it starts the provider and is then killed outright.
+    let mut terraform = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" & echo $!; wait")
+        .arg(support::BINARY)
+        .env("TF_PLUGIN_MAGIC_COOKIE", support::MAGIC_COOKIE)
+        .env("PLUGIN_PROTOCOL_VERSIONS", "6")
+        .env_remove("PLUGIN_CLIENT_CERT")
+        .env_remove("PLUGIN_MIN_PORT")
+        .env_remove("PLUGIN_MAX_PORT")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = terraform.stdout.take().expect("stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let read = |lines: &mut tokio::io::Lines<_>| {
+        let next = lines.next_line();
+        async move { tokio::time::timeout(support::STARTUP_TIMEOUT, next).await }
+    };
+    let pid: u32 = read(&mut lines).await??.expect("pid line").trim().parse()?;
+    let handshake = read(&mut lines).await??.expect("handshake line");
+    support::Handshake::parse(&handshake)?;
+    assert!(!exited(pid));
+
+    terraform.kill().await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !exited(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "orphaned provider {pid} still running"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     Ok(())
 }

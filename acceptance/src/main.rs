@@ -1,1 +1,56 @@
-fn main() {}
+//! `talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism]
+//! [--kube-proxy] [--pace fast|human] [--listen ADDR]`: runs a simulated cluster until
+//! SIGINT/SIGTERM, after writing an admin kubeconfig to PATH.
+
+use std::path::PathBuf;
+
+use talos_sim::{Pace, SimCluster, SimConfig};
+
+const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--pace fast|human] [--listen ADDR]";
+
+fn parse(args: &[String]) -> anyhow::Result<(SimConfig, PathBuf)> {
+    let mut config = SimConfig { pace: Pace::Human, ..SimConfig::default() };
+    let mut kubeconfig = None;
+    let mut it = args.iter();
+    match it.next().map(String::as_str) {
+        Some("serve") => {}
+        _ => anyhow::bail!("{USAGE}"),
+    }
+    while let Some(a) = it.next() {
+        let mut value = || it.next().cloned().ok_or_else(|| anyhow::anyhow!("{a} needs a value\n{USAGE}"));
+        match a.as_str() {
+            "--kubeconfig" => kubeconfig = Some(PathBuf::from(value()?)),
+            "--workers" => config.workers = value()?.parse()?,
+            "--control-planes" => config.control_planes = value()?.parse()?,
+            "--no-kubeprism" => config.kubeprism_port = None,
+            "--kube-proxy" => config.kube_proxy = true,
+            "--pace" => config.pace = value()?.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+            "--listen" => config.listen = Some(value()?.parse()?),
+            "-h" | "--help" => anyhow::bail!("{USAGE}"),
+            other => anyhow::bail!("unknown argument {other:?}\n{USAGE}"),
+        }
+    }
+    let kubeconfig = kubeconfig.ok_or_else(|| anyhow::anyhow!("--kubeconfig is required\n{USAGE}"))?;
+    Ok((config, kubeconfig))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (config, path) = parse(&args)?;
+    let sim = SimCluster::start(config).await?;
+    sim.write_kubeconfig(&path)?;
+    tracing::info!(url = %sim.server_url(), kubeconfig = %path.display(), "ready");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
+    sim.shutdown().await;
+    Ok(())
+}

@@ -113,7 +113,11 @@ impl Env {
 /// `CORE|APP|tcp|ADDR|grpc|CERT`, CERT being the server certificate DER in
 /// unpadded standard base64, or empty without AutoMTLS (go-plugin prints the
 /// trailing separator in that case too).
-pub(crate) fn handshake_line(protocol: u32, addr: SocketAddr, server_cert_der: Option<&[u8]>) -> String {
+pub(crate) fn handshake_line(
+    protocol: u32,
+    addr: SocketAddr,
+    server_cert_der: Option<&[u8]>,
+) -> String {
     let cert = server_cert_der
         .map(|der| base64::engine::general_purpose::STANDARD_NO_PAD.encode(der))
         .unwrap_or_default();
@@ -185,7 +189,10 @@ mod tests {
             .port_range()
         };
         assert_eq!(range(None, None).ok(), Some((0, 0)));
-        assert_eq!(range(Some("10000"), Some("25000")).ok(), Some((10000, 25000)));
+        assert_eq!(
+            range(Some("10000"), Some("25000")).ok(),
+            Some((10000, 25000))
+        );
         assert_eq!(range(Some("10000"), None).ok(), Some((10000, 65535)));
         assert_eq!(range(None, Some("2000")).ok(), Some((1024, 2000)));
         assert!(range(Some("abc"), None).is_err());
@@ -196,7 +203,10 @@ mod tests {
     #[test]
     fn handshake_line_shape() {
         let addr: SocketAddr = "127.0.0.1:4567".parse().unwrap();
-        assert_eq!(handshake_line(6, addr, None), "1|6|tcp|127.0.0.1:4567|grpc|");
+        assert_eq!(
+            handshake_line(6, addr, None),
+            "1|6|tcp|127.0.0.1:4567|grpc|"
+        );
         // 0xfb 0xff encodes to "+/8" with padding; unpadded must drop the '='.
         assert_eq!(
             handshake_line(6, addr, Some(&[0xfb, 0xff])),

@@ -59,7 +59,11 @@ const NOISY: &[&str] = &[
 /// The level chosen from the environment (see the module docs).
 pub(crate) fn level_from_env() -> LevelFilter {
     let pick = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    parse_level(pick("TF_LOG_PROVIDER").or_else(|| pick("TF_LOG")).as_deref())
+    parse_level(
+        pick("TF_LOG_PROVIDER")
+            .or_else(|| pick("TF_LOG"))
+            .as_deref(),
+    )
 }
 
 fn parse_level(value: Option<&str>) -> LevelFilter {
@@ -122,12 +126,20 @@ pub(crate) fn install_panic_hook() {
 }
 
 /// Builds one hclog JSON object (without the trailing newline).
-pub(crate) fn hclog_line(level: Level, message: &str, target: &str, fields: Map<String, Value>) -> String {
+pub(crate) fn hclog_line(
+    level: Level,
+    message: &str,
+    target: &str,
+    fields: Map<String, Value>,
+) -> String {
     let mut line = Map::new();
     line.insert("@level".into(), Value::String(hclog_level(level).into()));
     line.insert("@message".into(), Value::String(message.to_owned()));
     line.insert("@module".into(), Value::String(MODULE.into()));
-    line.insert("@timestamp".into(), Value::String(Utc::now().rfc3339_micros()));
+    line.insert(
+        "@timestamp".into(),
+        Value::String(Utc::now().rfc3339_micros()),
+    );
     line.insert("target".into(), Value::String(target.to_owned()));
     for (key, value) in fields {
         // Never let a field shadow the hclog keys go-plugin type-asserts.

@@ -10,7 +10,8 @@
 //! 4. AutoMTLS when `PLUGIN_CLIENT_CERT` is set ([`tls`]), plaintext otherwise;
 //! 5. the provider's routes plus the go-plugin services ([`services`]);
 //! 6. the handshake line on stdout — the only thing ever written there;
-//! 7. serving until `GRPCController.Shutdown` or SIGTERM, then exit 0.
+//! 7. serving until `GRPCController.Shutdown`, SIGTERM, or the parent process
+//!    disappearing (Terraform killed), then exit 0.
 //!
 //! `--debug` skips the cookie and TLS and prints a `TF_REATTACH_PROVIDERS` value
 //! instead of the handshake ([`debug`]).
@@ -55,6 +56,9 @@ pub const MAX_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
 /// How long in-flight RPCs get to finish after shutdown is requested before the
 /// process exits anyway (Terraform kills the plugin 2 s after `Shutdown`).
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
+
+/// How often to check that the parent process is still there.
+const PARENT_POLL: Duration = Duration::from_secs(2);
 
 /// What the runtime gives the provider while building its routes.
 #[derive(Debug, Clone, Default)]
@@ -186,6 +190,9 @@ async fn prepare(
 ) -> Result<Ready, Error> {
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone(), debug_mode)?;
+    if !debug_mode {
+        watch_parent(shutdown.clone());
+    }
 
     let (protocol, ports, client_certs) = if debug_mode {
         (handshake::APP_PROTOCOL_VERSION, (0, 0), None)
@@ -324,6 +331,32 @@ fn watch_signals(shutdown: CancellationToken, debug: bool) -> Result<(), Error> 
     Ok(())
 }
 
+/// Shuts down if the process that started us (Terraform) goes away without calling
+/// `Shutdown` (e.g. it was killed): an orphaned provider would otherwise keep its
+/// port and cluster connections forever.
+fn watch_parent(shutdown: CancellationToken) {
+    #[cfg(unix)]
+    {
+        let parent = std::os::unix::process::parent_id();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(PARENT_POLL);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                if std::os::unix::process::parent_id() != parent {
+                    tracing::warn!(parent, "the parent process is gone, shutting down");
+                    shutdown.cancel();
+                    break;
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = shutdown;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,7 +378,9 @@ mod tests {
         let listener = bind((0, 0)).await.expect("any port");
         let taken = listener.local_addr().expect("addr").port();
         // The taken port is skipped in favour of the next free one.
-        let next = bind((taken, taken.saturating_add(20))).await.expect("range");
+        let next = bind((taken, taken.saturating_add(20)))
+            .await
+            .expect("range");
         assert_ne!(next.local_addr().expect("addr").port(), taken);
         assert!(bind((taken, taken)).await.is_err());
     }

@@ -151,7 +151,10 @@ pub(crate) struct PinnedClientCertVerifier {
 }
 
 impl PinnedClientCertVerifier {
-    pub(crate) fn new(allowed: Vec<CertificateDer<'static>>, provider: Arc<CryptoProvider>) -> Self {
+    pub(crate) fn new(
+        allowed: Vec<CertificateDer<'static>>,
+        provider: Arc<CryptoProvider>,
+    ) -> Self {
         Self { allowed, provider }
     }
 }
@@ -236,8 +239,16 @@ mod tests {
         let a = generate_server_identity().expect("a").cert;
         let b = generate_server_identity().expect("b").cert;
         let verifier = PinnedClientCertVerifier::new(vec![a.clone()], crypto_provider());
-        assert!(verifier.verify_client_cert(&a, &[], UnixTime::now()).is_ok());
-        assert!(verifier.verify_client_cert(&b, &[], UnixTime::now()).is_err());
+        assert!(
+            verifier
+                .verify_client_cert(&a, &[], UnixTime::now())
+                .is_ok()
+        );
+        assert!(
+            verifier
+                .verify_client_cert(&b, &[], UnixTime::now())
+                .is_err()
+        );
         assert!(verifier.client_auth_mandatory());
         assert!(
             verifier

@@ -13,6 +13,12 @@
 
 use std::collections::BTreeMap;
 
+mod parse;
+#[cfg(test)]
+mod tests;
+
+use parse::{Json, Parser};
+
 use super::msgpack::MAX_DEPTH;
 use super::path::{AttributePath, PathStep};
 use super::types::{Type, TypeJsonError};
@@ -43,9 +49,9 @@ impl JsonError {
     pub fn path(&self) -> AttributePath {
         match self {
             JsonError::Syntax { .. } => AttributePath::root(),
-            JsonError::Decode { path, .. } | JsonError::DynamicType { path, .. } | JsonError::Encode { path, .. } => {
-                path.clone()
-            }
+            JsonError::Decode { path, .. }
+            | JsonError::DynamicType { path, .. }
+            | JsonError::Encode { path, .. } => path.clone(),
         }
     }
 }
@@ -61,14 +67,17 @@ pub fn from_json(bytes: &[u8], ty: &Type) -> Result<Value, JsonError> {
         offset: e.valid_up_to(),
         reason: "invalid UTF-8".into(),
     })?;
-    let mut parser = Parser { src: text, pos: 0, depth: 0 };
+    let mut parser = Parser::new(text);
     parser.ws();
     let tree = parser.value()?;
     parser.ws();
     if parser.pos != text.len() {
         return Err(parser.err("trailing characters after the value"));
     }
-    let mut dec = Decoder { path: AttributePath::root(), depth: 0 };
+    let mut dec = Decoder {
+        path: AttributePath::root(),
+        depth: 0,
+    };
     dec.value(tree, ty)
 }
 
@@ -78,265 +87,13 @@ pub fn from_json(bytes: &[u8], ty: &Type) -> Result<Value, JsonError> {
 /// [`JsonError::Encode`] when the value (or a part of it) is unknown, does not conform to `ty`,
 /// or holds a number JSON cannot carry (NaN, infinity, non-decimal `Big` text).
 pub fn to_json(value: &Value, ty: &Type) -> Result<Vec<u8>, JsonError> {
-    let mut enc = Encoder { out: Vec::new(), path: AttributePath::root(), depth: 0 };
+    let mut enc = Encoder {
+        out: Vec::new(),
+        path: AttributePath::root(),
+        depth: 0,
+    };
     enc.value(value, ty)?;
     Ok(enc.out)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Parsing
-
-/// A parsed JSON value; numbers keep their literal text.
-enum Json<'a> {
-    Null,
-    Bool(bool),
-    Number(&'a str),
-    String(String),
-    Array(Vec<Json<'a>>),
-    Object(Vec<(String, Json<'a>)>),
-}
-
-impl Json<'_> {
-    fn name(&self) -> &'static str {
-        match self {
-            Json::Null => "null",
-            Json::Bool(_) => "bool",
-            Json::Number(_) => "number",
-            Json::String(_) => "string",
-            Json::Array(_) => "array",
-            Json::Object(_) => "object",
-        }
-    }
-
-    /// For type descriptions, which serde_json reads (numbers never occur in a valid one).
-    fn to_serde(&self) -> serde_json::Value {
-        use serde_json::Value as J;
-        match self {
-            Json::Null | Json::Number(_) => J::Null,
-            Json::Bool(b) => J::Bool(*b),
-            Json::String(s) => J::String(s.clone()),
-            Json::Array(items) => J::Array(items.iter().map(Json::to_serde).collect()),
-            Json::Object(items) => J::Object(items.iter().map(|(k, v)| (k.clone(), v.to_serde())).collect()),
-        }
-    }
-}
-
-struct Parser<'a> {
-    src: &'a str,
-    pos: usize,
-    depth: usize,
-}
-
-impl<'a> Parser<'a> {
-    fn err(&self, reason: impl Into<String>) -> JsonError {
-        JsonError::Syntax { offset: self.pos, reason: reason.into() }
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.src.as_bytes().get(self.pos).copied()
-    }
-
-    fn ws(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.pos += 1;
-        }
-    }
-
-    fn literal(&mut self, word: &str, value: Json<'a>) -> Result<Json<'a>, JsonError> {
-        if self.src[self.pos..].starts_with(word) {
-            self.pos += word.len();
-            Ok(value)
-        } else {
-            Err(self.err("invalid literal"))
-        }
-    }
-
-    fn value(&mut self) -> Result<Json<'a>, JsonError> {
-        match self.peek() {
-            None => Err(self.err("unexpected end of input")),
-            Some(b'n') => self.literal("null", Json::Null),
-            Some(b't') => self.literal("true", Json::Bool(true)),
-            Some(b'f') => self.literal("false", Json::Bool(false)),
-            Some(b'"') => Ok(Json::String(self.string()?)),
-            Some(b'[') => self.array(),
-            Some(b'{') => self.object(),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            Some(_) => Err(self.err("unexpected character")),
-        }
-    }
-
-    fn enter(&mut self) -> Result<(), JsonError> {
-        if self.depth >= MAX_JSON_DEPTH {
-            return Err(self.err(format!("nested deeper than {MAX_JSON_DEPTH} levels")));
-        }
-        self.depth += 1;
-        self.pos += 1;
-        self.ws();
-        Ok(())
-    }
-
-    fn array(&mut self) -> Result<Json<'a>, JsonError> {
-        self.enter()?;
-        let mut items = Vec::new();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            self.depth -= 1;
-            return Ok(Json::Array(items));
-        }
-        loop {
-            items.push(self.value()?);
-            self.ws();
-            match self.peek() {
-                Some(b',') => {
-                    self.pos += 1;
-                    self.ws();
-                }
-                Some(b']') => break,
-                _ => return Err(self.err("expected ',' or ']'")),
-            }
-        }
-        self.pos += 1;
-        self.depth -= 1;
-        Ok(Json::Array(items))
-    }
-
-    fn object(&mut self) -> Result<Json<'a>, JsonError> {
-        self.enter()?;
-        let mut items = Vec::new();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            self.depth -= 1;
-            return Ok(Json::Object(items));
-        }
-        loop {
-            if self.peek() != Some(b'"') {
-                return Err(self.err("expected a string key"));
-            }
-            let key = self.string()?;
-            self.ws();
-            if self.peek() != Some(b':') {
-                return Err(self.err("expected ':'"));
-            }
-            self.pos += 1;
-            self.ws();
-            items.push((key, self.value()?));
-            self.ws();
-            match self.peek() {
-                Some(b',') => {
-                    self.pos += 1;
-                    self.ws();
-                }
-                Some(b'}') => break,
-                _ => return Err(self.err("expected ',' or '}'")),
-            }
-        }
-        self.pos += 1;
-        self.depth -= 1;
-        Ok(Json::Object(items))
-    }
-
-    fn number(&mut self) -> Result<Json<'a>, JsonError> {
-        let start = self.pos;
-        let bytes = self.src.as_bytes();
-        let digits = |p: &mut usize| {
-            let from = *p;
-            while bytes.get(*p).is_some_and(u8::is_ascii_digit) {
-                *p += 1;
-            }
-            *p - from
-        };
-        let mut p = self.pos;
-        if bytes.get(p) == Some(&b'-') {
-            p += 1;
-        }
-        let int_start = p;
-        let n = digits(&mut p);
-        if n == 0 || (n > 1 && bytes[int_start] == b'0') {
-            self.pos = p;
-            return Err(self.err("invalid number"));
-        }
-        if bytes.get(p) == Some(&b'.') {
-            p += 1;
-            if digits(&mut p) == 0 {
-                self.pos = p;
-                return Err(self.err("invalid number"));
-            }
-        }
-        if matches!(bytes.get(p), Some(b'e' | b'E')) {
-            p += 1;
-            if matches!(bytes.get(p), Some(b'+' | b'-')) {
-                p += 1;
-            }
-            if digits(&mut p) == 0 {
-                self.pos = p;
-                return Err(self.err("invalid number"));
-            }
-        }
-        self.pos = p;
-        Ok(Json::Number(&self.src[start..p]))
-    }
-
-    fn hex4(&mut self) -> Result<u32, JsonError> {
-        let text = self.src.get(self.pos..self.pos + 4).ok_or_else(|| self.err("truncated \\u escape"))?;
-        let code = u32::from_str_radix(text, 16).map_err(|_| self.err("invalid \\u escape"))?;
-        if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(self.err("invalid \\u escape"));
-        }
-        self.pos += 4;
-        Ok(code)
-    }
-
-    fn string(&mut self) -> Result<String, JsonError> {
-        self.pos += 1; // opening quote
-        let mut out = String::new();
-        loop {
-            let rest = &self.src[self.pos..];
-            let plain = rest.find(|c: char| c == '"' || c == '\\' || c < ' ').unwrap_or(rest.len());
-            out.push_str(&rest[..plain]);
-            self.pos += plain;
-            match self.peek() {
-                None => return Err(self.err("unterminated string")),
-                Some(b'"') => {
-                    self.pos += 1;
-                    return Ok(out);
-                }
-                Some(b'\\') => {
-                    self.pos += 1;
-                    let escape = self.peek().ok_or_else(|| self.err("unterminated string"))?;
-                    self.pos += 1;
-                    match escape {
-                        b'"' => out.push('"'),
-                        b'\\' => out.push('\\'),
-                        b'/' => out.push('/'),
-                        b'b' => out.push('\u{8}'),
-                        b'f' => out.push('\u{c}'),
-                        b'n' => out.push('\n'),
-                        b'r' => out.push('\r'),
-                        b't' => out.push('\t'),
-                        b'u' => out.push(self.unicode_escape()?),
-                        _ => return Err(self.err("invalid escape")),
-                    }
-                }
-                Some(_) => return Err(self.err("control character in string")),
-            }
-        }
-    }
-
-    /// `\uXXXX`, joining surrogate pairs; a lone surrogate becomes U+FFFD (as Go's decoder does).
-    fn unicode_escape(&mut self) -> Result<char, JsonError> {
-        let first = self.hex4()?;
-        if (0xD800..0xDC00).contains(&first) && self.src[self.pos..].starts_with("\\u") {
-            let save = self.pos;
-            self.pos += 2;
-            let second = self.hex4()?;
-            if (0xDC00..0xE000).contains(&second) {
-                let code = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
-                return Ok(char::from_u32(code).unwrap_or('\u{FFFD}'));
-            }
-            self.pos = save;
-        }
-        Ok(char::from_u32(first).unwrap_or('\u{FFFD}'))
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -349,7 +106,10 @@ struct Decoder {
 
 impl Decoder {
     fn err(&self, reason: impl Into<String>) -> JsonError {
-        JsonError::Decode { path: self.path.clone(), reason: reason.into() }
+        JsonError::Decode {
+            path: self.path.clone(),
+            reason: reason.into(),
+        }
     }
 
     fn enter(&mut self) -> Result<(), JsonError> {
@@ -372,7 +132,11 @@ impl Decoder {
             return Ok(Value::Null);
         }
         let mismatch = |d: &Self, json: &Json<'_>| {
-            d.err(format!("{} is required, found {}", ty.friendly_name(), json.name()))
+            d.err(format!(
+                "{} is required, found {}",
+                ty.friendly_name(),
+                json.name()
+            ))
         };
         match (ty, json) {
             (Type::Dynamic, json) => self.dynamic(json),
@@ -398,7 +162,11 @@ impl Decoder {
                     out.push(self.nested(PathStep::ElementKeyInt(i as i64), item, ety)?);
                 }
                 self.depth -= 1;
-                Ok(if matches!(ty, Type::Set(_)) { Value::Set(out) } else { Value::List(out) })
+                Ok(if matches!(ty, Type::Set(_)) {
+                    Value::Set(out)
+                } else {
+                    Value::List(out)
+                })
             }
             (Type::Tuple(etys), Json::Array(items)) => {
                 if items.len() != etys.len() {
@@ -460,13 +228,19 @@ impl Decoder {
             match key.as_str() {
                 "value" => value = Some(item),
                 "type" => ty = Some(item),
-                other => return Err(self.err(format!("invalid key {other:?} in dynamically-typed value"))),
+                other => {
+                    return Err(
+                        self.err(format!("invalid key {other:?} in dynamically-typed value"))
+                    );
+                }
             }
         }
         let ty = ty.ok_or_else(|| self.err("missing type in dynamically-typed value"))?;
         let value = value.ok_or_else(|| self.err("missing value in dynamically-typed value"))?;
-        let ty = Type::from_json(&ty.to_serde())
-            .map_err(|source| JsonError::DynamicType { path: self.path.clone(), source })?;
+        let ty = Type::from_json(&ty.to_serde()).map_err(|source| JsonError::DynamicType {
+            path: self.path.clone(),
+            source,
+        })?;
         self.enter()?;
         let inner = self.value(value, &ty)?;
         self.depth -= 1;
@@ -488,7 +262,10 @@ struct Encoder {
 
 impl Encoder {
     fn err(&self, reason: impl Into<String>) -> JsonError {
-        JsonError::Encode { path: self.path.clone(), reason: reason.into() }
+        JsonError::Encode {
+            path: self.path.clone(),
+            reason: reason.into(),
+        }
     }
 
     fn nested(&mut self, value: &Value, ty: &Type) -> Result<(), JsonError> {
@@ -516,13 +293,18 @@ impl Encoder {
                 self.out.extend_from_slice(b"null");
                 Ok(())
             }
-            (Value::Unknown(_), _) => Err(self.err("value is not known, and JSON cannot carry unknown values")),
+            (Value::Unknown(_), _) => {
+                Err(self.err("value is not known, and JSON cannot carry unknown values"))
+            }
             (Value::Bool(b), Type::Bool) => {
-                self.out.extend_from_slice(if *b { b"true" } else { b"false" });
+                self.out
+                    .extend_from_slice(if *b { b"true" } else { b"false" });
                 Ok(())
             }
             (Value::Number(n), Type::Number) => {
-                let text = n.to_decimal_string().ok_or_else(|| self.err(format!("{n:?} cannot be written as JSON")))?;
+                let text = n
+                    .to_decimal_string()
+                    .ok_or_else(|| self.err(format!("{n:?} cannot be written as JSON")))?;
                 self.out.extend_from_slice(text.as_bytes());
                 Ok(())
             }
@@ -530,9 +312,10 @@ impl Encoder {
                 self.string(s);
                 Ok(())
             }
-            (Value::List(items) | Value::Set(items) | Value::Tuple(items), Type::List(ety) | Type::Set(ety)) => {
-                self.array(items, |_| ety)
-            }
+            (
+                Value::List(items) | Value::Set(items) | Value::Tuple(items),
+                Type::List(ety) | Type::Set(ety),
+            ) => self.array(items, |_| ety),
             (Value::List(items) | Value::Tuple(items), Type::Tuple(etys)) => {
                 if items.len() != etys.len() {
                     return Err(self.err(format!(
@@ -550,14 +333,24 @@ impl Encoder {
                 if let Some(extra) = items.keys().find(|k| !attributes.contains_key(*k)) {
                     return Err(self.err(format!("unsupported attribute {extra:?}")));
                 }
-                let attrs = attributes.iter().map(|(k, t)| (k, items.get(k).unwrap_or(&Value::Null), t));
+                let attrs = attributes
+                    .iter()
+                    .map(|(k, t)| (k, items.get(k).unwrap_or(&Value::Null), t));
                 self.object(attrs, true)
             }
-            _ => Err(self.err(format!("{} is required, found {}", ty.friendly_name(), value.kind_name()))),
+            _ => Err(self.err(format!(
+                "{} is required, found {}",
+                ty.friendly_name(),
+                value.kind_name()
+            ))),
         }
     }
 
-    fn array<'t>(&mut self, items: &[Value], ety: impl Fn(usize) -> &'t Type) -> Result<(), JsonError> {
+    fn array<'t>(
+        &mut self,
+        items: &[Value],
+        ety: impl Fn(usize) -> &'t Type,
+    ) -> Result<(), JsonError> {
         self.out.push(b'[');
         for (i, item) in items.iter().enumerate() {
             if i > 0 {
@@ -583,7 +376,11 @@ impl Encoder {
             }
             self.string(key);
             self.out.push(b':');
-            let step = if is_object { PathStep::Attribute(key.clone()) } else { PathStep::ElementKeyString(key.clone()) };
+            let step = if is_object {
+                PathStep::Attribute(key.clone())
+            } else {
+                PathStep::ElementKeyString(key.clone())
+            };
             self.path.push(step);
             self.nested(item, ty)?;
             self.path.pop();
@@ -598,7 +395,9 @@ impl Encoder {
                 self.out.extend_from_slice(b"null");
                 return Ok(());
             }
-            Value::Unknown(_) => return Err(self.err("value is not known, and JSON cannot carry unknown values")),
+            Value::Unknown(_) => {
+                return Err(self.err("value is not known, and JSON cannot carry unknown values"));
+            }
             Value::Dynamic(Type::Dynamic, inner) => return self.nested(inner, &Type::Dynamic),
             Value::Dynamic(ty, inner) => (ty.clone(), &**inner),
             other => (other.implied_type(), other),

@@ -127,7 +127,11 @@ fn exponent_text(text: &str) -> String {
         _ => (false, e),
     };
     let body = body.trim_start_matches('0');
-    if neg { format!("-{body}") } else { body.to_owned() }
+    if neg {
+        format!("-{body}")
+    } else {
+        body.to_owned()
+    }
 }
 
 impl Number {
@@ -184,31 +188,50 @@ mod tests {
     #[test]
     fn everything_else_stays_exact() {
         let big = |s: &str| Some(Number::Big(s.to_owned()));
-        assert_eq!(Number::parse_decimal("9223372036854775808"), big("9223372036854775808"));
-        assert_eq!(Number::parse_decimal("18446744073709551616"), big("18446744073709551616"));
+        assert_eq!(
+            Number::parse_decimal("9223372036854775808"),
+            big("9223372036854775808")
+        );
+        assert_eq!(
+            Number::parse_decimal("18446744073709551616"),
+            big("18446744073709551616")
+        );
         assert_eq!(Number::parse_decimal("0.1"), big("0.1"));
         assert_eq!(Number::parse_decimal("-0.10"), big("-0.1"));
         assert_eq!(Number::parse_decimal("1e400"), big("1e400"));
         assert_eq!(Number::parse_decimal("1E+0400"), big("1e400"));
         assert_eq!(Number::parse_decimal("25e-1"), big("25e-1"));
-        assert_eq!(Number::parse_decimal("1e99999999999999999999"), big("1e99999999999999999999"));
+        assert_eq!(
+            Number::parse_decimal("1e99999999999999999999"),
+            big("1e99999999999999999999")
+        );
     }
 
     #[test]
     fn rejects_non_decimal_text() {
-        for text in ["", "-", ".5", "5.", "1e", "1e+", "inf", "NaN", "0x10", "1_000", " 1", "1 "] {
+        for text in [
+            "", "-", ".5", "5.", "1e", "1e+", "inf", "NaN", "0x10", "1_000", " 1", "1 ",
+        ] {
             assert_eq!(Number::parse_decimal(text), None, "{text:?}");
         }
     }
 
     #[test]
     fn canonical_text_is_stable() {
-        for text in ["0.1", "-2.5e-300", "1e400", "123456789012345678901234567890"] {
+        for text in [
+            "0.1",
+            "-2.5e-300",
+            "1e400",
+            "123456789012345678901234567890",
+        ] {
             let n = Number::parse_decimal(text).unwrap();
             let again = Number::parse_decimal(&n.to_decimal_string().unwrap()).unwrap();
             assert_eq!(n, again);
         }
-        assert_eq!(Number::Float(0.5).to_decimal_string().as_deref(), Some("0.5"));
+        assert_eq!(
+            Number::Float(0.5).to_decimal_string().as_deref(),
+            Some("0.5")
+        );
         assert_eq!(Number::Float(f64::INFINITY).to_decimal_string(), None);
     }
 }

@@ -59,7 +59,11 @@ impl AttributePath {
     }
     /// The path as text for messages, `(root)` for the whole value.
     pub fn describe(&self) -> String {
-        if self.is_root() { "(root)".to_owned() } else { self.to_string() }
+        if self.is_root() {
+            "(root)".to_owned()
+        } else {
+            self.to_string()
+        }
     }
     pub(crate) fn push(&mut self, step: PathStep) {
         self.steps.push(step);

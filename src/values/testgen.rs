@@ -24,15 +24,22 @@ pub fn any_type() -> impl Strategy<Value = Type> {
             inner.clone().prop_map(Type::set),
             inner.clone().prop_map(Type::map),
             prop::collection::vec(inner.clone(), 0..4).prop_map(Type::Tuple),
-            (prop::collection::btree_map(attr_name(), inner, 0..4), any::<u8>()).prop_map(|(attributes, bits)| {
-                let optional = attributes
-                    .keys()
-                    .enumerate()
-                    .filter(|(i, _)| bits & (1 << i) != 0)
-                    .map(|(_, k)| k.clone())
-                    .collect();
-                Type::Object { attributes, optional }
-            }),
+            (
+                prop::collection::btree_map(attr_name(), inner, 0..4),
+                any::<u8>()
+            )
+                .prop_map(|(attributes, bits)| {
+                    let optional = attributes
+                        .keys()
+                        .enumerate()
+                        .filter(|(i, _)| bits & (1 << i) != 0)
+                        .map(|(_, k)| k.clone())
+                        .collect();
+                    Type::Object {
+                        attributes,
+                        optional,
+                    }
+                }),
         ]
     })
 }
@@ -109,7 +116,11 @@ fn refinements_for(ty: &Type) -> BoxedStrategy<Refinements> {
     let not_null = any::<bool>();
     match ty {
         Type::String => (not_null, proptest::option::of("[a-z/]{1,8}"))
-            .prop_map(|(not_null, string_prefix)| Refinements { not_null, string_prefix, ..Default::default() })
+            .prop_map(|(not_null, string_prefix)| Refinements {
+                not_null,
+                string_prefix,
+                ..Default::default()
+            })
             .boxed(),
         Type::Number => {
             let bound = || proptest::option::of((any_number(), any::<bool>()));
@@ -133,7 +144,12 @@ fn refinements_for(ty: &Type) -> BoxedStrategy<Refinements> {
                 })
                 .boxed()
         }
-        _ => not_null.prop_map(|not_null| Refinements { not_null, ..Default::default() }).boxed(),
+        _ => not_null
+            .prop_map(|not_null| Refinements {
+                not_null,
+                ..Default::default()
+            })
+            .boxed(),
     }
 }
 
@@ -142,7 +158,13 @@ fn unknown_for(ty: &Type) -> BoxedStrategy<Value> {
         return Just(Value::Unknown(None)).boxed();
     }
     refinements_for(ty)
-        .prop_map(|r| if r.is_empty() { Value::Unknown(None) } else { Value::Unknown(Some(Box::new(r))) })
+        .prop_map(|r| {
+            if r.is_empty() {
+                Value::Unknown(None)
+            } else {
+                Value::Unknown(Some(Box::new(r)))
+            }
+        })
         .boxed()
 }
 
@@ -172,11 +194,17 @@ fn known_value(ty: &Type, depth: u32, known: bool) -> BoxedStrategy<Value> {
         Type::Number if known => decimal_number().prop_map(Value::Number).boxed(),
         Type::Number => any_number().prop_map(Value::Number).boxed(),
         Type::String => any_string().prop_map(Value::String).boxed(),
-        Type::List(e) => prop::collection::vec(value_with(e, depth + 1, known), n).prop_map(Value::List).boxed(),
-        Type::Set(e) => prop::collection::vec(value_with(e, depth + 1, known), n).prop_map(Value::Set).boxed(),
-        Type::Map(e) => prop::collection::btree_map(any_string(), value_with(e, depth + 1, known), n)
-            .prop_map(Value::Map)
+        Type::List(e) => prop::collection::vec(value_with(e, depth + 1, known), n)
+            .prop_map(Value::List)
             .boxed(),
+        Type::Set(e) => prop::collection::vec(value_with(e, depth + 1, known), n)
+            .prop_map(Value::Set)
+            .boxed(),
+        Type::Map(e) => {
+            prop::collection::btree_map(any_string(), value_with(e, depth + 1, known), n)
+                .prop_map(Value::Map)
+                .boxed()
+        }
         Type::Tuple(etys) => etys
             .iter()
             .map(|t| value_with(t, depth + 1, known))
@@ -192,10 +220,13 @@ fn known_value(ty: &Type, depth: u32, known: bool) -> BoxedStrategy<Value> {
             .collect::<Vec<_>>()
             .prop_map(|attrs| Value::Object(attrs.into_iter().collect::<BTreeMap<_, _>>()))
             .boxed(),
-        Type::Dynamic if depth > 4 => Just(Value::Dynamic(Type::Bool, Box::new(Value::Bool(true)))).boxed(),
+        Type::Dynamic if depth > 4 => {
+            Just(Value::Dynamic(Type::Bool, Box::new(Value::Bool(true)))).boxed()
+        }
         Type::Dynamic => concrete_type()
             .prop_flat_map(move |t| {
-                value_with(&t, depth + 1, known).prop_map(move |v| Value::Dynamic(t.clone(), Box::new(v)))
+                value_with(&t, depth + 1, known)
+                    .prop_map(move |v| Value::Dynamic(t.clone(), Box::new(v)))
             })
             .boxed(),
     }
@@ -209,4 +240,16 @@ pub fn typed_value() -> impl Strategy<Value = (Type, Value)> {
 /// A type with a wholly known value of it (numbers in JSON's normal form).
 pub fn typed_known_value() -> impl Strategy<Value = (Type, Value)> {
     any_type().prop_flat_map(|t| known_value_for(&t, 0).prop_map(move |v| (t.clone(), v)))
+}
+
+/// `cases` unless `PROPTEST_CASES` asks for more (or fewer), for longer runs in place of fuzzing.
+pub fn config(cases: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(cases);
+    ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    }
 }

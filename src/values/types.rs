@@ -70,15 +70,25 @@ impl Type {
             Type::List(e) => kind("list", e.to_json()),
             Type::Set(e) => kind("set", e.to_json()),
             Type::Map(e) => kind("map", e.to_json()),
-            Type::Tuple(elems) => kind("tuple", J::Array(elems.iter().map(Type::to_json).collect())),
-            Type::Object { attributes, optional } => {
-                let attrs = attributes.iter().map(|(k, t)| (k.clone(), t.to_json())).collect();
+            Type::Tuple(elems) => {
+                kind("tuple", J::Array(elems.iter().map(Type::to_json).collect()))
+            }
+            Type::Object {
+                attributes,
+                optional,
+            } => {
+                let attrs = attributes
+                    .iter()
+                    .map(|(k, t)| (k.clone(), t.to_json()))
+                    .collect();
                 let mut out = vec![J::String("object".into()), J::Object(attrs)];
                 if !optional.is_empty() {
                     let mut names: Vec<&String> = optional.iter().collect();
                     names.sort();
                     names.dedup();
-                    out.push(J::Array(names.into_iter().map(|n| J::String(n.clone())).collect()));
+                    out.push(J::Array(
+                        names.into_iter().map(|n| J::String(n.clone())).collect(),
+                    ));
                 }
                 J::Array(out)
             }
@@ -105,7 +115,8 @@ impl Type {
     /// # Errors
     /// [`TypeJsonError::Syntax`] when the bytes are not JSON, otherwise as [`Type::from_json`].
     pub fn from_json_bytes(bytes: &[u8]) -> Result<Type, TypeJsonError> {
-        let json: serde_json::Value = serde_json::from_slice(bytes).map_err(TypeJsonError::Syntax)?;
+        let json: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(TypeJsonError::Syntax)?;
         Type::from_json(&json)
     }
 
@@ -127,7 +138,9 @@ fn type_from_json(json: &serde_json::Value, depth: usize) -> Result<Type, TypeJs
             "number" => Ok(Type::Number),
             "string" => Ok(Type::String),
             "dynamic" => Ok(Type::Dynamic),
-            other => Err(TypeJsonError::Invalid(format!("invalid primitive type name {other:?}"))),
+            other => Err(TypeJsonError::Invalid(format!(
+                "invalid primitive type name {other:?}"
+            ))),
         },
         J::Array(items) => {
             let Some(J::String(kind)) = items.first() else {
@@ -136,7 +149,9 @@ fn type_from_json(json: &serde_json::Value, depth: usize) -> Result<Type, TypeJs
             let args = &items[1..];
             let element = || match args {
                 [e] => type_from_json(e, depth + 1),
-                _ => Err(TypeJsonError::Invalid(format!("{kind} type takes exactly one element type"))),
+                _ => Err(TypeJsonError::Invalid(format!(
+                    "{kind} type takes exactly one element type"
+                ))),
             };
             match kind.as_str() {
                 "list" => Ok(Type::list(element()?)),
@@ -144,12 +159,17 @@ fn type_from_json(json: &serde_json::Value, depth: usize) -> Result<Type, TypeJs
                 "map" => Ok(Type::map(element()?)),
                 "tuple" => match args {
                     [J::Array(elems)] => Ok(Type::Tuple(
-                        elems.iter().map(|e| type_from_json(e, depth + 1)).collect::<Result<_, _>>()?,
+                        elems
+                            .iter()
+                            .map(|e| type_from_json(e, depth + 1))
+                            .collect::<Result<_, _>>()?,
                     )),
                     _ => Err(invalid("tuple type takes an array of element types")),
                 },
                 "object" => object_from_json(args, depth),
-                other => Err(TypeJsonError::Invalid(format!("invalid complex type kind name {other:?}"))),
+                other => Err(TypeJsonError::Invalid(format!(
+                    "invalid complex type kind name {other:?}"
+                ))),
             }
         }
         _ => Err(invalid("invalid type description")),
@@ -161,7 +181,11 @@ fn object_from_json(args: &[serde_json::Value], depth: usize) -> Result<Type, Ty
     let (attrs, optional) = match args {
         [J::Object(attrs)] => (attrs, &[][..]),
         [J::Object(attrs), J::Array(optional)] => (attrs, &optional[..]),
-        _ => return Err(TypeJsonError::Invalid("object type takes an attribute map and optional names".into())),
+        _ => {
+            return Err(TypeJsonError::Invalid(
+                "object type takes an attribute map and optional names".into(),
+            ));
+        }
     };
     let mut attributes = BTreeMap::new();
     for (name, ty) in attrs {
@@ -172,14 +196,23 @@ fn object_from_json(args: &[serde_json::Value], depth: usize) -> Result<Type, Ty
         match name {
             J::String(n) if attributes.contains_key(n) => names.push(n.clone()),
             J::String(n) => {
-                return Err(TypeJsonError::Invalid(format!("optional attribute {n:?} is not an attribute")));
+                return Err(TypeJsonError::Invalid(format!(
+                    "optional attribute {n:?} is not an attribute"
+                )));
             }
-            _ => return Err(TypeJsonError::Invalid("optional attribute names must be strings".into())),
+            _ => {
+                return Err(TypeJsonError::Invalid(
+                    "optional attribute names must be strings".into(),
+                ));
+            }
         }
     }
     names.sort();
     names.dedup();
-    Ok(Type::Object { attributes, optional: names })
+    Ok(Type::Object {
+        attributes,
+        optional: names,
+    })
 }
 
 impl Type {
@@ -195,6 +228,106 @@ impl Type {
             Type::Map(e) => format!("map of {}", e.friendly_name()),
             Type::Object { .. } => "object".into(),
             Type::Tuple(_) => "tuple".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::values::testgen;
+    use proptest::prelude::*;
+
+    fn parse(text: &str) -> Result<Type, TypeJsonError> {
+        Type::from_json_bytes(text.as_bytes())
+    }
+
+    #[test]
+    fn reads_the_types_terraform_sends() {
+        assert_eq!(parse(r#""string""#).unwrap(), Type::String);
+        assert_eq!(parse(r#""dynamic""#).unwrap(), Type::Dynamic);
+        assert_eq!(
+            parse(r#"["map","string"]"#).unwrap(),
+            Type::map(Type::String)
+        );
+        assert_eq!(
+            parse(r#"["set",["list","bool"]]"#).unwrap(),
+            Type::set(Type::list(Type::Bool))
+        );
+        assert_eq!(
+            parse(r#"["tuple",["string","number"]]"#).unwrap(),
+            Type::Tuple(vec![Type::String, Type::Number])
+        );
+        assert_eq!(
+            parse(r#"["object",{"name":"string","count":"number"}]"#).unwrap(),
+            Type::object([("name", Type::String), ("count", Type::Number)])
+        );
+        let with_optional = parse(r#"["object",{"a":"bool","b":"string"},["b"]]"#).unwrap();
+        assert_eq!(
+            with_optional,
+            Type::Object {
+                attributes: [
+                    ("a".to_string(), Type::Bool),
+                    ("b".to_string(), Type::String)
+                ]
+                .into(),
+                optional: vec!["b".to_string()],
+            }
+        );
+    }
+
+    #[test]
+    fn writes_cty_json() {
+        let ty = Type::Object {
+            attributes: [
+                ("z".to_string(), Type::list(Type::String)),
+                (
+                    "a".to_string(),
+                    Type::Tuple(vec![Type::Bool, Type::Dynamic]),
+                ),
+            ]
+            .into(),
+            optional: vec!["z".to_string(), "a".to_string()],
+        };
+        assert_eq!(
+            String::from_utf8(ty.to_json_bytes()).unwrap(),
+            r#"["object",{"a":["tuple",["bool","dynamic"]],"z":["list","string"]},["a","z"]]"#
+        );
+        assert_eq!(
+            Type::map(Type::Number).to_json_bytes(),
+            br#"["map","number"]"#
+        );
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_type() {
+        for bad in [
+            r#""str""#,
+            "5",
+            "null",
+            r#"[]"#,
+            r#"["list"]"#,
+            r#"["list","string","string"]"#,
+            r#"["object",{"a":"x"}]"#,
+            r#"["object",{"a":"bool"},["b"]]"#,
+            r#"["object",{"a":"bool"},[1]]"#,
+            r#"["tuple","string"]"#,
+            r#"["pair","string"]"#,
+        ] {
+            assert!(
+                matches!(parse(bad), Err(TypeJsonError::Invalid(_))),
+                "{bad}"
+            );
+        }
+        assert!(matches!(parse("[\"list\""), Err(TypeJsonError::Syntax(_))));
+        let deep = r#"["list","#.repeat(100) + r#""string""# + &"]".repeat(100);
+        assert!(matches!(parse(&deep), Err(TypeJsonError::TooDeep)));
+    }
+
+    proptest! {
+        #[test]
+        fn json_round_trip(ty in testgen::any_type()) {
+            prop_assert_eq!(Type::from_json_bytes(&ty.to_json_bytes()).unwrap(), ty);
         }
     }
 }

@@ -88,7 +88,9 @@ impl Value {
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             Value::Number(Number::Int(i)) => Some(*i),
-            Value::Number(Number::Float(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => Some(*f as i64),
+            Value::Number(Number::Float(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => {
+                Some(*f as i64)
+            }
             _ => None,
         }
     }
@@ -161,7 +163,9 @@ impl Value {
             Value::Set(items) => Type::set(common_type(items.iter())),
             Value::Map(items) => Type::map(common_type(items.values())),
             Value::Tuple(items) => Type::Tuple(items.iter().map(Value::implied_type).collect()),
-            Value::Object(attrs) => Type::object(attrs.iter().map(|(k, v)| (k.clone(), v.implied_type()))),
+            Value::Object(attrs) => {
+                Type::object(attrs.iter().map(|(k, v)| (k.clone(), v.implied_type())))
+            }
             Value::Dynamic(Type::Dynamic, inner) => inner.implied_type(),
             Value::Dynamic(ty, _) => ty.clone(),
         }
@@ -184,7 +188,6 @@ fn common_type<'a>(mut items: impl Iterator<Item = &'a Value>) -> Type {
 }
 
 fn unify(a: &Type, b: &Type) -> Option<Type> {
-
     match (a, b) {
         _ if a == b => Some(a.clone()),
         (Type::Dynamic, t) | (t, Type::Dynamic) => Some(t.clone()),
@@ -192,12 +195,18 @@ fn unify(a: &Type, b: &Type) -> Option<Type> {
         (Type::Set(x), Type::Set(y)) => Some(Type::set(unify(x, y)?)),
         (Type::Map(x), Type::Map(y)) => Some(Type::map(unify(x, y)?)),
         (Type::Tuple(xs), Type::Tuple(ys)) if xs.len() == ys.len() => Some(Type::Tuple(
-            xs.iter().zip(ys).map(|(x, y)| unify(x, y)).collect::<Option<_>>()?,
+            xs.iter()
+                .zip(ys)
+                .map(|(x, y)| unify(x, y))
+                .collect::<Option<_>>()?,
         )),
         (Type::Object { attributes: xs, .. }, Type::Object { attributes: ys, .. })
             if xs.len() == ys.len() && xs.keys().eq(ys.keys()) =>
         {
-            let attrs = xs.iter().zip(ys.values()).map(|((k, x), y)| Some((k.clone(), unify(x, y)?)));
+            let attrs = xs
+                .iter()
+                .zip(ys.values())
+                .map(|((k, x), y)| Some((k.clone(), unify(x, y)?)));
             Some(Type::object(attrs.collect::<Option<Vec<_>>>()?))
         }
         _ => None,

@@ -34,8 +34,12 @@ impl ClientIdentity {
     pub fn generate() -> anyhow::Result<Self> {
         let key = KeyPair::generate_for(&PKCS_ECDSA_P521_SHA512).context("generate P-521 key")?;
         let mut params = CertificateParams::new(vec!["localhost".to_owned()])?;
-        params.distinguished_name.push(DnType::CommonName, "localhost");
-        params.distinguished_name.push(DnType::OrganizationName, "HashiCorp");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "localhost");
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "HashiCorp");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
@@ -46,7 +50,9 @@ impl ClientIdentity {
             ExtendedKeyUsagePurpose::ClientAuth,
             ExtendedKeyUsagePurpose::ServerAuth,
         ];
-        let cert = params.self_signed(&key).context("self-sign client certificate")?;
+        let cert = params
+            .self_signed(&key)
+            .context("self-sign client certificate")?;
         Ok(Self {
             cert_der: cert.der().clone(),
             cert_pem: cert.pem(),

@@ -39,9 +39,9 @@ use talosboot::plugin::proto::grpc_broker_client::GrpcBrokerClient;
 use talosboot::plugin::proto::grpc_controller_client::GrpcControllerClient;
 use talosboot::plugin::proto::grpc_stdio_client::GrpcStdioClient;
 use talosboot::protocol::proto::provider_client::ProviderClient;
+use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
 
 pub use certs::ClientIdentity;
 
@@ -157,7 +157,10 @@ impl Launch {
     /// Runs the binary to completion (for launches expected to fail fast).
     pub async fn run_to_exit(&self) -> anyhow::Result<Finished> {
         let identity = self.auto_mtls.then(ClientIdentity::generate).transpose()?;
-        let child = self.command(identity.as_ref()).spawn().context("spawn provider")?;
+        let child = self
+            .command(identity.as_ref())
+            .spawn()
+            .context("spawn provider")?;
         let output = tokio::time::timeout(STARTUP_TIMEOUT, child.wait_with_output())
             .await
             .context("provider did not exit")??;
@@ -172,7 +175,10 @@ impl Launch {
     pub async fn start(self) -> anyhow::Result<ProviderProcess> {
         let identity = self.auto_mtls.then(ClientIdentity::generate).transpose()?;
         let debug = self.args.iter().any(|a| a == "--debug");
-        let mut child = self.command(identity.as_ref()).spawn().context("spawn provider")?;
+        let mut child = self
+            .command(identity.as_ref())
+            .spawn()
+            .context("spawn provider")?;
         let stderr = capture(child.stderr.take().context("stderr pipe")?);
         let mut stdout = BufReader::new(child.stdout.take().context("stdout pipe")?).lines();
 
@@ -192,7 +198,10 @@ impl Launch {
         let first = match first {
             Ok(Ok(line)) => line,
             Ok(Err(e)) => bail!("{e}; stderr:\n{}", lines(&stderr).join("\n")),
-            Err(_) => bail!("no handshake within {STARTUP_TIMEOUT:?}; stderr:\n{}", lines(&stderr).join("\n")),
+            Err(_) => bail!(
+                "no handshake within {STARTUP_TIMEOUT:?}; stderr:\n{}",
+                lines(&stderr).join("\n")
+            ),
         };
 
         let (handshake, reattach, addr) = if debug {
@@ -207,14 +216,31 @@ impl Launch {
         let stdout_rest = capture_lines(stdout);
 
         let channel = match (&handshake, &identity) {
-            (Some(Handshake { server_cert: Some(cert), .. }), Some(identity)) => {
+            (
+                Some(Handshake {
+                    server_cert: Some(cert),
+                    ..
+                }),
+                Some(identity),
+            ) => {
                 let config = certs::client_config(cert.clone(), Some(identity))?;
                 connect::connect_tls(addr, config).await?
             }
-            (Some(Handshake { server_cert: Some(_), .. }), None) => {
+            (
+                Some(Handshake {
+                    server_cert: Some(_),
+                    ..
+                }),
+                None,
+            ) => {
                 bail!("provider announced a certificate although no PLUGIN_CLIENT_CERT was given")
             }
-            (Some(Handshake { server_cert: None, .. }), Some(_)) => {
+            (
+                Some(Handshake {
+                    server_cert: None, ..
+                }),
+                Some(_),
+            ) => {
                 bail!("provider announced no certificate although PLUGIN_CLIENT_CERT was given")
             }
             _ => connect::connect_plaintext(addr).await?,
@@ -267,7 +293,9 @@ impl Handshake {
             b64 => Some(CertificateDer::from(
                 base64::engine::general_purpose::STANDARD_NO_PAD
                     .decode(b64)
-                    .with_context(|| format!("certificate field of {line:?} is not unpadded base64"))?,
+                    .with_context(|| {
+                        format!("certificate field of {line:?} is not unpadded base64")
+                    })?,
             )),
         };
         Ok(Self {
@@ -284,9 +312,14 @@ impl Handshake {
 
 /// Extracts and parses the JSON of a `TF_REATTACH_PROVIDERS='...'` line.
 pub fn parse_reattach(line: &str) -> anyhow::Result<serde_json::Value> {
-    let start = line.find("TF_REATTACH_PROVIDERS='").context("no TF_REATTACH_PROVIDERS")?
+    let start = line
+        .find("TF_REATTACH_PROVIDERS='")
+        .context("no TF_REATTACH_PROVIDERS")?
         + "TF_REATTACH_PROVIDERS='".len();
-    let end = line.rfind('\'').filter(|&end| end > start).context("unterminated quote")?;
+    let end = line
+        .rfind('\'')
+        .filter(|&end| end > start)
+        .context("unterminated quote")?;
     serde_json::from_str(&line[start..end]).context("TF_REATTACH_PROVIDERS is not JSON")
 }
 

@@ -310,7 +310,7 @@ impl Store {
         }
         let finished = result.pointer("/metadata/deletionTimestamp").is_some()
             && result.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty())
-            && !st.pod_deadlines.contains_key(&(ns.to_string(), name.to_string()))
+            && !(gr == GroupResource::core("pods") && st.pod_deadlines.contains_key(&(ns.to_string(), name.to_string())))
             && !(gr == GroupResource::core("namespaces"));
         let kind = if finished { EventKind::Deleted } else { EventKind::Modified };
         let stored = st.commit(&self.inner.events, &gr, kind, result, Some(old));

@@ -1,0 +1,260 @@
+//! Resource endpoints: list/get/create/update/patch/delete/deletecollection, `/status`,
+//! `pods/log`, and the hand-off to watch streams.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, header};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use super::response::{self, Body};
+use super::{ServerState, discovery, parse_body, read_body, watch};
+use crate::store::{ApiError, DeleteOptions, GroupResource, ListOptions, Patch, Propagation, ResourceType, WriteOptions, tail_lines};
+use crate::util::parse_query;
+
+/// Query parameters, decoded.
+pub(crate) struct Query(Vec<(String, String)>);
+
+impl Query {
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str())
+    }
+    pub fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true") | Some("1") | Some(""))
+    }
+    pub fn num(&self, k: &str) -> Result<Option<u64>, ApiError> {
+        self.get(k)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid value for {k}: {v:?}"))))
+            .transpose()
+    }
+    pub fn list_options(&self) -> Result<ListOptions, ApiError> {
+        Ok(ListOptions {
+            label_selector: self.get("labelSelector").map(String::from),
+            field_selector: self.get("fieldSelector").map(String::from),
+            limit: self.num("limit")?.map(|l| l as usize),
+            continue_token: self.get("continue").map(String::from),
+        })
+    }
+}
+
+/// A parsed resource path.
+struct Target<'a> {
+    namespace: Option<&'a str>,
+    resource: &'a str,
+    name: Option<&'a str>,
+    sub: Option<&'a str>,
+}
+
+fn parse_target<'a>(group: &str, rest: &[&'a str]) -> Option<Target<'a>> {
+    let t = |namespace, resource, name, sub| Some(Target { namespace, resource, name, sub });
+    match rest {
+        ["namespaces", ns, sub @ ("status" | "finalize")] if group.is_empty() => t(None, "namespaces", Some(*ns), Some(*sub)),
+        ["namespaces", ns, res] => t(Some(*ns), res, None, None),
+        ["namespaces", ns, res, name] => t(Some(*ns), res, Some(*name), None),
+        ["namespaces", ns, res, name, sub] => t(Some(*ns), res, Some(*name), Some(*sub)),
+        [res] => t(None, res, None, None),
+        [res, name] => t(None, res, Some(*name), None),
+        [res, name, sub] => t(None, res, Some(*name), Some(*sub)),
+        _ => None,
+    }
+}
+
+pub(crate) async fn dispatch(state: &Arc<ServerState>, group: &str, version: &str, rest: &[&str], req: Request<Incoming>) -> Response<Body> {
+    if rest.is_empty() {
+        return match discovery::resource_list(&state.store, group, version) {
+            Some(v) => response::ok(&v),
+            None => response::error(&ApiError::no_route()),
+        };
+    }
+    match handle(state, group, version, rest, req).await {
+        Ok(r) => r,
+        Err(e) => response::error(&e),
+    }
+}
+
+/// Sets the apiVersion a client asked for (objects are stored once for all served versions).
+pub(crate) fn present(mut obj: Value, ty: &ResourceType, version: &str) -> Value {
+    if obj.is_object() {
+        obj["apiVersion"] = json!(ty.api_version_for(version));
+    }
+    obj
+}
+
+async fn handle(state: &Arc<ServerState>, group: &str, version: &str, rest: &[&str], req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let target = parse_target(group, rest).ok_or_else(ApiError::no_route)?;
+    let store = &state.store;
+    let gr = GroupResource::new(group, target.resource);
+    let ty = store.resource_type(&gr).filter(|t| t.serves(version)).ok_or_else(ApiError::no_route)?;
+    if (ty.namespaced && target.namespace.is_none() && target.name.is_some()) || (!ty.namespaced && target.namespace.is_some()) {
+        return Err(ApiError::no_route());
+    }
+    let ns = target.namespace.unwrap_or("");
+    let query = Query(parse_query(req.uri().query()));
+    let method = req.method().clone();
+    match (&method, target.name, target.sub) {
+        (&Method::GET, None, None) if query.flag("watch") => watch::serve(state, ty, version, target.namespace, &query),
+        (&Method::GET, None, None) => list(state, &ty, version, target.namespace, &query),
+        (&Method::GET, Some(name), None | Some("status")) => Ok(response::ok(&present(store.get(&gr, ns, name)?, &ty, version))),
+        (&Method::GET, Some(name), Some("log")) if gr == GroupResource::core("pods") => logs(state, ns, name, &query),
+        (&Method::POST, None, None) => {
+            let opts = write_options(&query, &req);
+            let (parts, body) = read_body(req).await?;
+            let obj = parse_body(content_type(&parts.headers), &body)?;
+            let created = store.create(&gr, ns, obj, &opts)?;
+            Ok(response::json_response(201, &present(created, &ty, version)))
+        }
+        (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
+            let opts = write_options(&query, &req);
+            let (parts, body) = read_body(req).await?;
+            let obj = parse_body(content_type(&parts.headers), &body)?;
+            let updated = store.update_named(&gr, ns, name, obj, &opts, sub)?;
+            Ok(response::ok(&present(updated, &ty, version)))
+        }
+        (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
+            let opts = write_options(&query, &req);
+            let (parts, body) = read_body(req).await?;
+            let ct = content_type(&parts.headers).to_string();
+            let value = parse_body(if ct.contains("apply-patch") { "application/yaml" } else { &ct }, &body)?;
+            let patch = Patch::from_content_type(&ct, value)?;
+            let existed = store.get(&gr, ns, name).is_ok();
+            let out = store.patch_sub(&gr, ns, name, patch, &opts, sub)?;
+            Ok(response::json_response(if existed { 200 } else { 201 }, &present(out, &ty, version)))
+        }
+        (&Method::DELETE, Some(name), None) => {
+            let (_, body) = read_body(req).await?;
+            let opts = delete_options(&query, &body)?;
+            let out = store.delete(&gr, ns, name, &opts)?;
+            let still_there = store.get(&gr, ns, name).is_ok();
+            if still_there || gr == GroupResource::core("pods") {
+                Ok(response::ok(&present(out, &ty, version)))
+            } else {
+                let mut details = json!({"name": name, "kind": ty.resource, "uid": out.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)});
+                if !group.is_empty() {
+                    details["group"] = json!(group);
+                }
+                Ok(response::ok(&response::success_status(details)))
+            }
+        }
+        (&Method::DELETE, None, None) => {
+            let (_, body) = read_body(req).await?;
+            let opts = delete_options(&query, &body)?;
+            let listed = store.list(&gr, target.namespace, &query.list_options()?)?;
+            let mut deleted = Vec::new();
+            for item in listed.items {
+                let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+                let item_ns = item.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
+                match store.delete(&gr, &item_ns, &name, &opts) {
+                    Ok(o) => deleted.push(present(o, &ty, version)),
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(response::ok(&list_body(&ty, version, deleted, store.resource_version(), None, None)))
+        }
+        (_, _, Some(_)) => Err(ApiError::no_route()),
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+fn content_type(headers: &http::HeaderMap) -> &str {
+    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json")
+}
+
+fn write_options(query: &Query, req: &Request<Incoming>) -> WriteOptions {
+    let from_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(|ua| ua.split('/').next().unwrap_or(ua).to_string());
+    let explicit = query.get("fieldManager").filter(|m| !m.is_empty()).map(String::from);
+    let is_apply = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.contains("apply-patch"));
+    WriteOptions {
+        field_manager: if is_apply { explicit } else { explicit.or(from_agent) },
+        force: query.flag("force"),
+        dry_run: query.get("dryRun").is_some_and(|v| v == "All"),
+    }
+}
+
+fn delete_options(query: &Query, body: &Bytes) -> Result<DeleteOptions, ApiError> {
+    let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
+    };
+    let policy = query
+        .get("propagationPolicy")
+        .map(String::from)
+        .or_else(|| body.get("propagationPolicy").and_then(Value::as_str).map(String::from));
+    let orphan = query.get("orphanDependents").map(|v| v == "true").or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
+    let propagation = match policy.as_deref() {
+        Some("Foreground") => Some(Propagation::Foreground),
+        Some("Background") => Some(Propagation::Background),
+        Some("Orphan") => Some(Propagation::Orphan),
+        Some(other) => return Err(ApiError::bad_request(format!("propagationPolicy: Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""))),
+        None => orphan.map(|o| if o { Propagation::Orphan } else { Propagation::Background }),
+    };
+    let dry_run = query.get("dryRun").is_some_and(|v| v == "All")
+        || body.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All"));
+    Ok(DeleteOptions {
+        propagation,
+        grace_period_seconds: query.num("gracePeriodSeconds")?.or_else(|| body.get("gracePeriodSeconds").and_then(Value::as_u64)),
+        precondition_uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),
+        precondition_resource_version: body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from),
+        dry_run,
+    })
+}
+
+pub(crate) fn list_body(ty: &ResourceType, version: &str, items: Vec<Value>, rv: u64, cont: Option<String>, remaining: Option<u64>) -> Value {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = json!(c);
+    }
+    if let Some(r) = remaining {
+        meta["remainingItemCount"] = json!(r);
+    }
+    json!({"kind": format!("{}List", ty.kind), "apiVersion": ty.api_version_for(version), "metadata": meta, "items": items})
+}
+
+fn list(state: &Arc<ServerState>, ty: &ResourceType, version: &str, ns: Option<&str>, query: &Query) -> Result<Response<Body>, ApiError> {
+    let l = state.store.list(&ty.group_resource(), ns, &query.list_options()?)?;
+    let items = l.items.into_iter().map(|o| present(o, ty, version)).collect();
+    Ok(response::ok(&list_body(ty, version, items, l.resource_version, l.continue_token, l.remaining)))
+}
+
+fn logs(state: &Arc<ServerState>, ns: &str, name: &str, query: &Query) -> Result<Response<Body>, ApiError> {
+    let pod = state.store.get(&GroupResource::core("pods"), ns, name)?;
+    let names: Vec<String> = ["/spec/initContainers", "/spec/containers"]
+        .iter()
+        .filter_map(|p| pod.pointer(p).and_then(Value::as_array))
+        .flatten()
+        .filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from))
+        .collect();
+    let regular: Vec<String> = pod.pointer("/spec/containers").and_then(Value::as_array).into_iter().flatten().filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from)).collect();
+    let default_container = pod.pointer("/metadata/annotations/kubectl.kubernetes.io~1default-container").and_then(Value::as_str);
+    let container = match query.get("container").filter(|c| !c.is_empty()).or(default_container) {
+        Some(c) if names.iter().any(|n| n == c) => c.to_string(),
+        Some(c) => return Err(ApiError::bad_request(format!("container {c} is not valid for pod {name}"))),
+        None if regular.len() == 1 => regular[0].clone(),
+        None => return Err(ApiError::bad_request(format!("a container name must be specified for pod {name}, choose one of: [{}]", names.join(" ")))),
+    };
+    let logs = state.store.logs();
+    let data = logs.read(ns, name, &container);
+    let mut start = data.len() - tail_lines(&data, usize::MAX).len();
+    if let Some(n) = query.num("tailLines")? {
+        start = data.len() - tail_lines(&data, n as usize).len();
+    }
+    let mut first = data[start..].to_vec();
+    if let Some(limit) = query.num("limitBytes")? {
+        first.truncate(limit as usize);
+    }
+    let ct = "text/plain";
+    if !query.flag("follow") {
+        let mut resp = Response::new(response::full(first));
+        resp.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
+        return Ok(resp);
+    }
+    let stream = logs.follow(ns, name, &container, data.len());
+    Ok(watch::stream_response(ct, Bytes::from(first), stream, state.shutdown.clone()))
+}
