@@ -48,12 +48,17 @@ fn start(plugin: &Plugin, cert: &str) -> (Duration, Child) {
         .read_line(&mut line)
         .expect("read handshake");
     let elapsed = started.elapsed();
-    assert!(line.starts_with("1|"), "{}: unexpected handshake {line:?}", plugin.name);
+    assert!(
+        line.starts_with("1|"),
+        "{}: unexpected handshake {line:?}",
+        plugin.name
+    );
     (elapsed, child)
 }
 
 fn rss_kib(child: &Child) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -75,10 +80,22 @@ fn main() {
     let null = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
         ".tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4",
     );
-    assert!(null.exists(), "run scripts/install-tools.sh first ({} missing)", null.display());
+    assert!(
+        null.exists(),
+        "run scripts/install-tools.sh first ({} missing)",
+        null.display()
+    );
     let plugins = [
-        Plugin { name: "talosboot", binary: env!("CARGO_BIN_EXE_terraform-provider-talosboot").into(), protocol: "6" },
-        Plugin { name: "go-null-2.1.2", binary: null, protocol: "5" },
+        Plugin {
+            name: "talosboot",
+            binary: env!("CARGO_BIN_EXE_terraform-provider-talosboot").into(),
+            protocol: "6",
+        },
+        Plugin {
+            name: "go-null-2.1.2",
+            binary: null,
+            protocol: "5",
+        },
     ];
     let cert = client_cert_pem();
 
@@ -104,8 +121,8 @@ fn main() {
 
     // Summary: interleaved runs so both see the same machine load.
     let runs = 15;
-    let mut times = vec![Vec::new(), Vec::new()];
-    let mut memory = vec![Vec::new(), Vec::new()];
+    let mut times = [Vec::new(), Vec::new()];
+    let mut memory = [Vec::new(), Vec::new()];
     for _ in 0..runs {
         for (i, plugin) in plugins.iter().enumerate() {
             let (elapsed, child) = start(plugin, &cert);
@@ -121,6 +138,10 @@ fn main() {
     println!("  {:<14} {:>10} {:>12}", "plugin", "handshake", "RSS after");
     println!("  {:<14} {:>8.1}ms {:>9.0} KiB", plugins[0].name, t0, m0);
     println!("  {:<14} {:>8.1}ms {:>9.0} KiB", plugins[1].name, t1, m1);
-    println!("  ratio talosboot/null: time {:.2}, memory {:.2} (target: <= 0.50 each)", t0 / t1, m0 / m1);
+    println!(
+        "  ratio talosboot/null: time {:.2}, memory {:.2} (target: <= 0.50 each)",
+        t0 / t1,
+        m0 / m1
+    );
     criterion.final_summary();
 }

@@ -11,16 +11,29 @@ use crate::values::Type;
 /// `docs/index.md`.
 pub fn provider_page(schema: &Schema, example: &str, guide: &str) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "---\npage_title: \"talosboot Provider\"\ndescription: |-\n  Bootstraps Cilium and Flux on a fresh Talos cluster.\n---\n");
+    let _ = writeln!(
+        out,
+        "---\npage_title: \"talosboot Provider\"\ndescription: |-\n  Bootstraps Cilium and Flux on a fresh Talos cluster.\n---\n"
+    );
     let _ = writeln!(out, "# talosboot Provider\n\n{guide}\n");
     let _ = writeln!(out, "{}\n", schema.block.description);
-    let _ = writeln!(out, "## Example Usage\n\n```terraform\n{}\n```\n", example.trim_end());
+    let _ = writeln!(
+        out,
+        "## Example Usage\n\n```terraform\n{}\n```\n",
+        example.trim_end()
+    );
     render_attributes(&mut out, &schema.block.attributes);
     out
 }
 
 /// `docs/resources/<name>.md` or `docs/data-sources/<name>.md`.
-pub fn type_page(kind: &str, type_name: &str, schema: &Schema, example: &str, import: Option<&str>) -> String {
+pub fn type_page(
+    kind: &str,
+    type_name: &str,
+    schema: &Schema,
+    example: &str,
+    import: Option<&str>,
+) -> String {
     let subcategory = "";
     let mut out = String::new();
     let _ = writeln!(
@@ -28,25 +41,44 @@ pub fn type_page(kind: &str, type_name: &str, schema: &Schema, example: &str, im
         "---\npage_title: \"{type_name} {kind} - talosboot\"\nsubcategory: \"{subcategory}\"\ndescription: |-\n  {}\n---\n",
         first_sentence(&schema.block.description)
     );
-    let _ = writeln!(out, "# {type_name} ({kind})\n\n{}\n", schema.block.description);
-    let _ = writeln!(out, "## Example Usage\n\n```terraform\n{}\n```\n", example.trim_end());
+    let _ = writeln!(
+        out,
+        "# {type_name} ({kind})\n\n{}\n",
+        schema.block.description
+    );
+    let _ = writeln!(
+        out,
+        "## Example Usage\n\n```terraform\n{}\n```\n",
+        example.trim_end()
+    );
     render_attributes(&mut out, &schema.block.attributes);
     if let Some(import) = import {
-        let _ = writeln!(out, "## Import\n\nImport is supported using the following syntax:\n\n```shell\n{}\n```", import.trim_end());
+        let _ = writeln!(
+            out,
+            "## Import\n\nImport is supported using the following syntax:\n\n```shell\n{}\n```",
+            import.trim_end()
+        );
     }
     out
 }
 
 fn first_sentence(text: &str) -> &str {
-    text.split(". ").next().unwrap_or(text).trim_end_matches('.')
+    text.split(". ")
+        .next()
+        .unwrap_or(text)
+        .trim_end_matches('.')
 }
 
 fn render_attributes(out: &mut String, attributes: &[Attribute]) {
-    let _ = writeln!(out, "<!-- schema generated from the provider's schema; edit the descriptions in src/ -->\n## Schema\n");
-    let sections: [(&str, &dyn Fn(&Attribute) -> bool); 3] = [
-        ("Required", &|a| a.required),
-        ("Optional", &|a| a.optional),
-        ("Read-Only", &|a| a.computed && !a.optional),
+    let _ = writeln!(
+        out,
+        "<!-- schema generated from the provider's schema; edit the descriptions in src/ -->\n## Schema\n"
+    );
+    type Filter = fn(&Attribute) -> bool;
+    let sections: [(&str, Filter); 3] = [
+        ("Required", |a| a.required),
+        ("Optional", |a| a.optional),
+        ("Read-Only", |a| a.computed && !a.optional),
     ];
     for (title, pred) in sections {
         let selected: Vec<&Attribute> = attributes.iter().filter(|a| pred(a)).collect();
@@ -65,8 +97,18 @@ fn render_attributes(out: &mut String, attributes: &[Attribute]) {
             if a.deprecated.is_some() {
                 flags.push("Deprecated");
             }
-            let flags = if flags.is_empty() { String::new() } else { format!(", {}", flags.join(", ")) };
-            let _ = writeln!(out, "- `{}` ({}{flags}) {}", a.name, type_label(a), a.description);
+            let flags = if flags.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", flags.join(", "))
+            };
+            let _ = writeln!(
+                out,
+                "- `{}` ({}{flags}) {}",
+                a.name,
+                type_label(a),
+                a.description
+            );
         }
         out.push('\n');
     }

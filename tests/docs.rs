@@ -22,12 +22,17 @@ fn check(path: &Path, expected: &str, stale: &mut Vec<String>) {
 #[test]
 fn registry_docs_match_the_schema() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let read =
+        |p: &str| std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
     let dispatcher = talosboot::provider::dispatcher(Default::default());
     let mut stale = Vec::new();
     check(
         &root.join("docs/index.md"),
-        &provider_page(dispatcher.provider_schema(), &read("examples/provider/provider.tf"), GUIDE),
+        &provider_page(
+            dispatcher.provider_schema(),
+            &read("examples/provider/provider.tf"),
+            GUIDE,
+        ),
         &mut stale,
     );
     for (name, schema) in dispatcher.data_source_schemas() {
@@ -42,7 +47,8 @@ fn registry_docs_match_the_schema() {
     for (name, schema) in dispatcher.resource_schemas() {
         let short = name.trim_start_matches("talosboot_");
         let example = read(&format!("examples/resources/{name}/resource.tf"));
-        let import = std::fs::read_to_string(root.join(format!("examples/resources/{name}/import.sh"))).ok();
+        let import =
+            std::fs::read_to_string(root.join(format!("examples/resources/{name}/import.sh"))).ok();
         check(
             &root.join(format!("docs/resources/{short}.md")),
             &type_page("Resource", name, schema, &example, import.as_deref()),

@@ -466,12 +466,14 @@ async fn provider_exits_when_terraform_is_killed() -> anyhow::Result<()> {
         .spawn()?;
     let stdout = terraform.stdout.take().expect("stdout");
     let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let read = |lines: &mut tokio::io::Lines<_>| {
-        let next = lines.next_line();
-        async move { tokio::time::timeout(support::STARTUP_TIMEOUT, next).await }
-    };
-    let pid: u32 = read(&mut lines).await??.expect("pid line").trim().parse()?;
-    let handshake = read(&mut lines).await??.expect("handshake line");
+    let pid: u32 = tokio::time::timeout(support::STARTUP_TIMEOUT, lines.next_line())
+        .await??
+        .expect("pid line")
+        .trim()
+        .parse()?;
+    let handshake = tokio::time::timeout(support::STARTUP_TIMEOUT, lines.next_line())
+        .await??
+        .expect("handshake line");
     support::Handshake::parse(&handshake)?;
     assert!(!exited(pid));
 

@@ -29,12 +29,18 @@ async fn start() -> (ProviderProcess, Client) {
 /// The object type of a schema block, built from what the provider *told* us (as Terraform does).
 fn block_type(block: &pb::schema::Block) -> Type {
     Type::object(block.attributes.iter().map(|a| {
-        (a.name.clone(), Type::from_json_bytes(&a.r#type).expect("attribute type JSON"))
+        (
+            a.name.clone(),
+            Type::from_json_bytes(&a.r#type).expect("attribute type JSON"),
+        )
     }))
 }
 
 fn dv(value: &Value, ty: &Type) -> Option<pb::DynamicValue> {
-    Some(pb::DynamicValue { msgpack: to_msgpack(value, ty).expect("encode"), json: Vec::new() })
+    Some(pb::DynamicValue {
+        msgpack: to_msgpack(value, ty).expect("encode"),
+        json: Vec::new(),
+    })
 }
 
 fn decode(value: &Option<pb::DynamicValue>, ty: &Type) -> Value {
@@ -42,7 +48,12 @@ fn decode(value: &Option<pb::DynamicValue>, ty: &Type) -> Value {
 }
 
 fn object(pairs: &[(&str, Value)]) -> Value {
-    Value::Object(pairs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect::<BTreeMap<_, _>>())
+    Value::Object(
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect::<BTreeMap<_, _>>(),
+    )
 }
 
 fn test_object(name: &str, value: Option<&str>, secret: Option<&str>) -> Value {
@@ -77,24 +88,54 @@ fn attr_path(diag: &pb::Diagnostic) -> Vec<String> {
 }
 
 async fn schemas(client: &mut Client) -> pb::get_provider_schema::Response {
-    client.get_provider_schema(pb::get_provider_schema::Request {}).await.expect("schema").into_inner()
+    client
+        .get_provider_schema(pb::get_provider_schema::Request {})
+        .await
+        .expect("schema")
+        .into_inner()
 }
 
 #[tokio::test]
 async fn metadata_and_schema_describe_the_provider() {
     let (provider, mut client) = start().await;
-    let meta = client.get_metadata(pb::get_metadata::Request {}).await.expect("metadata").into_inner();
+    let meta = client
+        .get_metadata(pb::get_metadata::Request {})
+        .await
+        .expect("metadata")
+        .into_inner();
     assert!(meta.resources.iter().any(|r| r.type_name == TEST_OBJECT));
-    assert!(meta.data_sources.iter().any(|d| d.type_name == "talosboot_helm_release"));
-    assert!(meta.server_capabilities.expect("capabilities").move_resource_state);
+    assert!(
+        meta.data_sources
+            .iter()
+            .any(|d| d.type_name == "talosboot_helm_release")
+    );
+    assert!(
+        meta.server_capabilities
+            .expect("capabilities")
+            .move_resource_state
+    );
 
     let schema = schemas(&mut client).await;
-    let provider_block = schema.provider.and_then(|s| s.block).expect("provider schema");
-    let raw = provider_block.attributes.iter().find(|a| a.name == "kubeconfig_raw").expect("kubeconfig_raw");
+    let provider_block = schema
+        .provider
+        .and_then(|s| s.block)
+        .expect("provider schema");
+    let raw = provider_block
+        .attributes
+        .iter()
+        .find(|a| a.name == "kubeconfig_raw")
+        .expect("kubeconfig_raw");
     assert!(raw.sensitive && raw.optional);
     let test = &schema.resource_schemas[TEST_OBJECT];
     assert_eq!(test.version, 1);
-    let secret = test.block.as_ref().expect("block").attributes.iter().find(|a| a.name == "secret").expect("secret");
+    let secret = test
+        .block
+        .as_ref()
+        .expect("block")
+        .attributes
+        .iter()
+        .find(|a| a.name == "secret")
+        .expect("secret");
     assert!(secret.write_only && secret.sensitive);
     assert!(provider.shutdown().await.expect("exit").success());
 }
@@ -103,22 +144,44 @@ async fn metadata_and_schema_describe_the_provider() {
 async fn provider_config_is_validated_with_paths_and_unknowns_accepted() {
     let (provider, mut client) = start().await;
     let schema = schemas(&mut client).await;
-    let ty = block_type(schema.provider.as_ref().and_then(|s| s.block.as_ref()).expect("block"));
-    let nulls: Vec<(&str, Value)> = ["kubeconfig_raw", "config_path", "config_context", "host", "cluster_ca_certificate", "client_certificate", "client_key", "token"]
-        .into_iter()
-        .map(|n| (n, Value::Null))
-        .collect();
+    let ty = block_type(
+        schema
+            .provider
+            .as_ref()
+            .and_then(|s| s.block.as_ref())
+            .expect("block"),
+    );
+    let nulls: Vec<(&str, Value)> = [
+        "kubeconfig_raw",
+        "config_path",
+        "config_context",
+        "host",
+        "cluster_ca_certificate",
+        "client_certificate",
+        "client_key",
+        "token",
+    ]
+    .into_iter()
+    .map(|n| (n, Value::Null))
+    .collect();
     let with = |overrides: &[(&str, Value)]| {
         let mut v = object(&nulls);
         for (k, x) in overrides {
-            v.attrs_mut().expect("object").insert((*k).to_owned(), x.clone());
+            v.attrs_mut()
+                .expect("object")
+                .insert((*k).to_owned(), x.clone());
         }
         v
     };
 
-    let conflicting = with(&[("config_path", "/kc".into()), ("host", "https://10.5.0.2:6443".into())]);
+    let conflicting = with(&[
+        ("config_path", "/kc".into()),
+        ("host", "https://10.5.0.2:6443".into()),
+    ]);
     let resp = client
-        .validate_provider_config(pb::validate_provider_config::Request { config: dv(&conflicting, &ty) })
+        .validate_provider_config(pb::validate_provider_config::Request {
+            config: dv(&conflicting, &ty),
+        })
         .await
         .expect("rpc")
         .into_inner();
@@ -127,14 +190,22 @@ async fn provider_config_is_validated_with_paths_and_unknowns_accepted() {
 
     let unknown = with(&[("kubeconfig_raw", Value::unknown())]);
     let resp = client
-        .configure_provider(pb::configure_provider::Request { config: dv(&unknown, &ty), ..Default::default() })
+        .configure_provider(pb::configure_provider::Request {
+            config: dv(&unknown, &ty),
+            ..Default::default()
+        })
         .await
         .expect("rpc")
         .into_inner();
     assert!(resp.diagnostics.is_empty(), "{:?}", resp.diagnostics);
 
     // With the configuration unknown, a data source read is deferred when Terraform allows it …
-    let ds_ty = block_type(schema.data_source_schemas["talosboot_helm_release"].block.as_ref().expect("block"));
+    let ds_ty = block_type(
+        schema.data_source_schemas["talosboot_helm_release"]
+            .block
+            .as_ref()
+            .expect("block"),
+    );
     let mut ds_config = BTreeMap::new();
     if let Type::Object { attributes, .. } = &ds_ty {
         for name in attributes.keys() {
@@ -147,13 +218,19 @@ async fn provider_config_is_validated_with_paths_and_unknowns_accepted() {
         .read_data_source(pb::read_data_source::Request {
             type_name: "talosboot_helm_release".into(),
             config: dv(&ds_config, &ds_ty),
-            client_capabilities: Some(pb::ClientCapabilities { deferral_allowed: true, write_only_attributes_allowed: true }),
+            client_capabilities: Some(pb::ClientCapabilities {
+                deferral_allowed: true,
+                write_only_attributes_allowed: true,
+            }),
             ..Default::default()
         })
         .await
         .expect("rpc")
         .into_inner();
-    assert_eq!(deferred.deferred.map(|d| d.reason), Some(pb::deferred::Reason::ProviderConfigUnknown as i32));
+    assert_eq!(
+        deferred.deferred.map(|d| d.reason),
+        Some(pb::deferred::Reason::ProviderConfigUnknown as i32)
+    );
     // … and otherwise explained, without touching any network.
     let failed = client
         .read_data_source(pb::read_data_source::Request {
@@ -164,7 +241,13 @@ async fn provider_config_is_validated_with_paths_and_unknowns_accepted() {
         .await
         .expect("rpc")
         .into_inner();
-    assert!(errors(&failed.diagnostics).iter().any(|e| e.contains("not known yet")), "{:?}", failed.diagnostics);
+    assert!(
+        errors(&failed.diagnostics)
+            .iter()
+            .any(|e| e.contains("not known yet")),
+        "{:?}",
+        failed.diagnostics
+    );
     assert!(provider.shutdown().await.expect("exit").success());
 }
 
@@ -172,14 +255,21 @@ async fn provider_config_is_validated_with_paths_and_unknowns_accepted() {
 async fn managed_resource_lifecycle() {
     let (provider, mut client) = start().await;
     let schema = schemas(&mut client).await;
-    let ty = block_type(schema.resource_schemas[TEST_OBJECT].block.as_ref().expect("block"));
-    let plan = |prior: Value, proposed: Value, config: Value, private: Vec<u8>| pb::plan_resource_change::Request {
-        type_name: TEST_OBJECT.into(),
-        prior_state: dv(&prior, &ty),
-        proposed_new_state: dv(&proposed, &ty),
-        config: dv(&config, &ty),
-        prior_private: private,
-        ..Default::default()
+    let ty = block_type(
+        schema.resource_schemas[TEST_OBJECT]
+            .block
+            .as_ref()
+            .expect("block"),
+    );
+    let plan = |prior: Value, proposed: Value, config: Value, private: Vec<u8>| {
+        pb::plan_resource_change::Request {
+            type_name: TEST_OBJECT.into(),
+            prior_state: dv(&prior, &ty),
+            proposed_new_state: dv(&proposed, &ty),
+            config: dv(&config, &ty),
+            prior_private: private,
+            ..Default::default()
+        }
     };
 
     // validate: bad input is reported on its attribute
@@ -192,16 +282,35 @@ async fn managed_resource_lifecycle() {
         .await
         .expect("rpc")
         .into_inner();
-    assert_eq!(attr_path(invalid.diagnostics.first().expect("diagnostic")), vec!["name"]);
+    assert_eq!(
+        attr_path(invalid.diagnostics.first().expect("diagnostic")),
+        vec!["name"]
+    );
 
     // create
     let config = test_object("a", Some("one"), Some("s3cret"));
-    let planned = client.plan_resource_change(plan(Value::Null, config.clone(), config.clone(), vec![])).await.expect("plan").into_inner();
-    assert!(errors(&planned.diagnostics).is_empty(), "{:?}", planned.diagnostics);
+    let planned = client
+        .plan_resource_change(plan(Value::Null, config.clone(), config.clone(), vec![]))
+        .await
+        .expect("plan")
+        .into_inner();
+    assert!(
+        errors(&planned.diagnostics).is_empty(),
+        "{:?}",
+        planned.diagnostics
+    );
     let planned_state = decode(&planned.planned_state, &ty);
     assert!(planned_state.attr("id").is_some_and(Value::is_unknown));
-    assert_eq!(planned_state.attr("secret"), Some(&Value::Null), "write-only values never leave in a plan");
-    let hash = planned_state.attr("secret_sha256").and_then(Value::as_str).expect("hash").to_owned();
+    assert_eq!(
+        planned_state.attr("secret"),
+        Some(&Value::Null),
+        "write-only values never leave in a plan"
+    );
+    let hash = planned_state
+        .attr("secret_sha256")
+        .and_then(Value::as_str)
+        .expect("hash")
+        .to_owned();
     assert_eq!(hash.len(), 64);
     assert_eq!(planned.planned_private, b"planned");
 
@@ -221,7 +330,11 @@ async fn managed_resource_lifecycle() {
     let state = decode(&applied.new_state, &ty);
     assert_eq!(state.attr("id"), Some(&Value::from("a")));
     assert_eq!(state.attr("revision").and_then(Value::as_i64), Some(1));
-    assert_eq!(state.attr("secret"), Some(&Value::Null), "write-only values are never stored");
+    assert_eq!(
+        state.attr("secret"),
+        Some(&Value::Null),
+        "write-only values are never stored"
+    );
 
     // read keeps state and private state
     let read = client
@@ -241,18 +354,62 @@ async fn managed_resource_lifecycle() {
     let changed = test_object("a", Some("two"), Some("s3cret"));
     let mut proposed = changed.clone();
     for keep in ["id", "secret_sha256", "revision"] {
-        proposed.attrs_mut().expect("object").insert(keep.into(), state.attr(keep).cloned().expect("attr"));
+        proposed
+            .attrs_mut()
+            .expect("object")
+            .insert(keep.into(), state.attr(keep).cloned().expect("attr"));
     }
-    let update = client.plan_resource_change(plan(state.clone(), proposed.clone(), changed.clone(), read.private.clone())).await.expect("plan").into_inner();
-    assert!(decode(&update.planned_state, &ty).attr("revision").is_some_and(Value::is_unknown));
+    let update = client
+        .plan_resource_change(plan(
+            state.clone(),
+            proposed.clone(),
+            changed.clone(),
+            read.private.clone(),
+        ))
+        .await
+        .expect("plan")
+        .into_inner();
+    assert!(
+        decode(&update.planned_state, &ty)
+            .attr("revision")
+            .is_some_and(Value::is_unknown)
+    );
     assert!(update.requires_replace.is_empty());
     let mut renamed = proposed.clone();
-    renamed.attrs_mut().expect("object").insert("name".into(), "b".into());
-    let replace = client.plan_resource_change(plan(state.clone(), renamed.clone(), renamed, read.private.clone())).await.expect("plan").into_inner();
-    assert_eq!(replace.requires_replace.iter().map(|p| p.steps.len()).collect::<Vec<_>>(), vec![1]);
+    renamed
+        .attrs_mut()
+        .expect("object")
+        .insert("name".into(), "b".into());
+    let replace = client
+        .plan_resource_change(plan(
+            state.clone(),
+            renamed.clone(),
+            renamed,
+            read.private.clone(),
+        ))
+        .await
+        .expect("plan")
+        .into_inner();
+    assert_eq!(
+        replace
+            .requires_replace
+            .iter()
+            .map(|p| p.steps.len())
+            .collect::<Vec<_>>(),
+        vec![1]
+    );
 
     // destroy
-    let destroy = client.plan_resource_change(plan(state.clone(), Value::Null, Value::Null, read.private.clone())).await.expect("plan").into_inner();
+    let destroy = client
+        .plan_resource_change(plan(
+            state.clone(),
+            Value::Null,
+            Value::Null,
+            read.private.clone(),
+        ))
+        .await
+        .expect("plan")
+        .into_inner();
     assert_eq!(decode(&destroy.planned_state, &ty), Value::Null);
     let destroyed = client
         .apply_resource_change(pb::apply_resource_change::Request {
@@ -272,7 +429,12 @@ async fn managed_resource_lifecycle() {
 #[tokio::test]
 async fn failed_create_keeps_the_object_in_state() {
     let (provider, mut client) = start().await;
-    let ty = block_type(schemas(&mut client).await.resource_schemas[TEST_OBJECT].block.as_ref().expect("block"));
+    let ty = block_type(
+        schemas(&mut client).await.resource_schemas[TEST_OBJECT]
+            .block
+            .as_ref()
+            .expect("block"),
+    );
     let config = test_object("t", Some("fail-after-create"), None);
     let planned = client
         .plan_resource_change(pb::plan_resource_change::Request {
@@ -298,39 +460,77 @@ async fn failed_create_keeps_the_object_in_state() {
         .into_inner();
     assert_eq!(errors(&applied.diagnostics).len(), 1);
     let state = decode(&applied.new_state, &ty);
-    assert_eq!(state.attr("id"), Some(&Value::from("t")), "state must tell the truth: the object exists (tainted)");
+    assert_eq!(
+        state.attr("id"),
+        Some(&Value::from("t")),
+        "state must tell the truth: the object exists (tainted)"
+    );
     assert!(provider.shutdown().await.expect("exit").success());
 }
 
 #[tokio::test]
 async fn import_upgrade_and_move() {
     let (provider, mut client) = start().await;
-    let ty = block_type(schemas(&mut client).await.resource_schemas[TEST_OBJECT].block.as_ref().expect("block"));
+    let ty = block_type(
+        schemas(&mut client).await.resource_schemas[TEST_OBJECT]
+            .block
+            .as_ref()
+            .expect("block"),
+    );
 
     let imported = client
-        .import_resource_state(pb::import_resource_state::Request { type_name: TEST_OBJECT.into(), id: "imp".into(), ..Default::default() })
+        .import_resource_state(pb::import_resource_state::Request {
+            type_name: TEST_OBJECT.into(),
+            id: "imp".into(),
+            ..Default::default()
+        })
         .await
         .expect("import")
         .into_inner();
     let first = imported.imported_resources.first().expect("imported");
     assert_eq!(first.type_name, TEST_OBJECT);
-    assert_eq!(decode(&first.state, &ty).attr("name"), Some(&Value::from("imp")));
+    assert_eq!(
+        decode(&first.state, &ty).attr("name"),
+        Some(&Value::from("imp"))
+    );
 
     let upgrade = |version: i64, json: &str| pb::upgrade_resource_state::Request {
         type_name: TEST_OBJECT.into(),
         version,
-        raw_state: Some(pb::RawState { json: json.as_bytes().to_vec(), flatmap: Default::default() }),
+        raw_state: Some(pb::RawState {
+            json: json.as_bytes().to_vec(),
+            flatmap: Default::default(),
+        }),
     };
-    let v0 = client.upgrade_resource_state(upgrade(0, r#"{"id":"a","name":"a","text":"old"}"#)).await.expect("upgrade").into_inner();
-    assert!(errors(&v0.diagnostics).is_empty(), "{:?}", v0.diagnostics);
-    assert_eq!(decode(&v0.upgraded_state, &ty).attr("value"), Some(&Value::from("old")));
-    let current = client
-        .upgrade_resource_state(upgrade(1, r#"{"id":"a","name":"a","value":"v","secret":null,"secret_sha256":null,"revision":3}"#))
+    let v0 = client
+        .upgrade_resource_state(upgrade(0, r#"{"id":"a","name":"a","text":"old"}"#))
         .await
         .expect("upgrade")
         .into_inner();
-    assert_eq!(decode(&current.upgraded_state, &ty).attr("revision").and_then(Value::as_i64), Some(3));
-    let newer = client.upgrade_resource_state(upgrade(7, "{}")).await.expect("upgrade").into_inner();
+    assert!(errors(&v0.diagnostics).is_empty(), "{:?}", v0.diagnostics);
+    assert_eq!(
+        decode(&v0.upgraded_state, &ty).attr("value"),
+        Some(&Value::from("old"))
+    );
+    let current = client
+        .upgrade_resource_state(upgrade(
+            1,
+            r#"{"id":"a","name":"a","value":"v","secret":null,"secret_sha256":null,"revision":3}"#,
+        ))
+        .await
+        .expect("upgrade")
+        .into_inner();
+    assert_eq!(
+        decode(&current.upgraded_state, &ty)
+            .attr("revision")
+            .and_then(Value::as_i64),
+        Some(3)
+    );
+    let newer = client
+        .upgrade_resource_state(upgrade(7, "{}"))
+        .await
+        .expect("upgrade")
+        .into_inner();
     assert!(errors(&newer.diagnostics)[0].contains("newer provider"));
 
     let moved = client
@@ -351,7 +551,10 @@ async fn import_upgrade_and_move() {
 async fn unsupported_and_malformed_requests_answer_with_diagnostics() {
     let (provider, mut client) = start().await;
     let unknown = client
-        .plan_resource_change(pb::plan_resource_change::Request { type_name: "talosboot_nope".into(), ..Default::default() })
+        .plan_resource_change(pb::plan_resource_change::Request {
+            type_name: "talosboot_nope".into(),
+            ..Default::default()
+        })
         .await
         .expect("rpc")
         .into_inner();
@@ -360,7 +563,10 @@ async fn unsupported_and_malformed_requests_answer_with_diagnostics() {
     let garbage = client
         .validate_resource_config(pb::validate_resource_config::Request {
             type_name: TEST_OBJECT.into(),
-            config: Some(pb::DynamicValue { msgpack: vec![0xc1, 0xff, 0x00, 0x93], json: vec![] }),
+            config: Some(pb::DynamicValue {
+                msgpack: vec![0xc1, 0xff, 0x00, 0x93],
+                json: vec![],
+            }),
             ..Default::default()
         })
         .await
@@ -368,30 +574,83 @@ async fn unsupported_and_malformed_requests_answer_with_diagnostics() {
         .into_inner();
     assert!(errors(&garbage.diagnostics)[0].contains("Failed to decode"));
 
-    let functions = client.get_functions(pb::get_functions::Request {}).await.expect("rpc").into_inner();
+    let functions = client
+        .get_functions(pb::get_functions::Request {})
+        .await
+        .expect("rpc")
+        .into_inner();
     assert!(functions.functions.is_empty());
-    let call = client.call_function(pb::call_function::Request { name: "x".into(), ..Default::default() }).await.expect("rpc").into_inner();
+    let call = client
+        .call_function(pb::call_function::Request {
+            name: "x".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("rpc")
+        .into_inner();
     assert!(call.error.is_some());
     let eph = client
-        .validate_ephemeral_resource_config(pb::validate_ephemeral_resource_config::Request { type_name: "talosboot_x".into(), ..Default::default() })
+        .validate_ephemeral_resource_config(pb::validate_ephemeral_resource_config::Request {
+            type_name: "talosboot_x".into(),
+            ..Default::default()
+        })
         .await
         .expect("rpc")
         .into_inner();
     assert_eq!(errors(&eph.diagnostics).len(), 1);
-    let open = client.open_ephemeral_resource(pb::open_ephemeral_resource::Request { type_name: "talosboot_x".into(), ..Default::default() }).await.expect("rpc").into_inner();
+    let open = client
+        .open_ephemeral_resource(pb::open_ephemeral_resource::Request {
+            type_name: "talosboot_x".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("rpc")
+        .into_inner();
     assert_eq!(errors(&open.diagnostics).len(), 1);
-    let renew = client.renew_ephemeral_resource(pb::renew_ephemeral_resource::Request { type_name: "talosboot_x".into(), ..Default::default() }).await.expect("rpc").into_inner();
+    let renew = client
+        .renew_ephemeral_resource(pb::renew_ephemeral_resource::Request {
+            type_name: "talosboot_x".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("rpc")
+        .into_inner();
     assert_eq!(errors(&renew.diagnostics).len(), 1);
-    let close = client.close_ephemeral_resource(pb::close_ephemeral_resource::Request { type_name: "talosboot_x".into(), ..Default::default() }).await.expect("rpc").into_inner();
+    let close = client
+        .close_ephemeral_resource(pb::close_ephemeral_resource::Request {
+            type_name: "talosboot_x".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("rpc")
+        .into_inner();
     assert_eq!(errors(&close.diagnostics).len(), 1);
-    let ids = client.get_resource_identity_schemas(pb::get_resource_identity_schemas::Request {}).await.expect("rpc").into_inner();
+    let ids = client
+        .get_resource_identity_schemas(pb::get_resource_identity_schemas::Request {})
+        .await
+        .expect("rpc")
+        .into_inner();
     assert!(ids.identity_schemas.is_empty());
-    let upgrade_id = client.upgrade_resource_identity(pb::upgrade_resource_identity::Request { type_name: TEST_OBJECT.into(), ..Default::default() }).await.expect("rpc").into_inner();
+    let upgrade_id = client
+        .upgrade_resource_identity(pb::upgrade_resource_identity::Request {
+            type_name: TEST_OBJECT.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("rpc")
+        .into_inner();
     assert_eq!(errors(&upgrade_id.diagnostics).len(), 1);
 
     // StopProvider cancels in-flight work but keeps serving.
-    let stop = client.stop_provider(pb::stop_provider::Request {}).await.expect("rpc").into_inner();
+    let stop = client
+        .stop_provider(pb::stop_provider::Request {})
+        .await
+        .expect("rpc")
+        .into_inner();
     assert!(stop.error.is_empty());
-    client.get_metadata(pb::get_metadata::Request {}).await.expect("still serving after StopProvider");
+    client
+        .get_metadata(pb::get_metadata::Request {})
+        .await
+        .expect("still serving after StopProvider");
     assert!(provider.shutdown().await.expect("exit").success());
 }

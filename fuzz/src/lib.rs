@@ -25,8 +25,14 @@ pub fn schemas() -> Vec<Type> {
             ("values".to_string(), Type::Dynamic),
             ("jobs".to_string(), Type::list(job.clone())),
             ("labels".to_string(), Type::set(Type::String)),
-            ("pair".to_string(), Type::Tuple(vec![Type::Number, Type::Dynamic])),
-            ("nested".to_string(), Type::map(Type::list(Type::map(Type::Number)))),
+            (
+                "pair".to_string(),
+                Type::Tuple(vec![Type::Number, Type::Dynamic]),
+            ),
+            (
+                "nested".to_string(),
+                Type::map(Type::list(Type::map(Type::Number))),
+            ),
         ]
         .into(),
         optional: vec!["labels".to_string()],

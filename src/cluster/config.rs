@@ -102,11 +102,7 @@ impl ProviderConfig {
         let (ca, cert, key, token) = (get(CA), get(CERT), get(KEY), get(TOKEN));
         let set = |v: &Value| !v.is_null();
 
-        let groups = [
-            (RAW, set(&raw)),
-            (PATH, set(&path)),
-            (HOST, set(&host)),
-        ];
+        let groups = [(RAW, set(&raw)), (PATH, set(&path)), (HOST, set(&host))];
         let chosen: Vec<&str> = groups.iter().filter(|(_, s)| *s).map(|(n, _)| *n).collect();
         if chosen.len() > 1 {
             diags.error_at(
@@ -114,7 +110,11 @@ impl ProviderConfig {
                 "Conflicting connection settings",
                 format!(
                     "Set only one of `{RAW}`, `{PATH}` or `{HOST}`; this provider block sets {}.",
-                    chosen.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" and ")
+                    chosen
+                        .iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(" and ")
                 ),
             );
         }
@@ -153,7 +153,11 @@ impl ProviderConfig {
                 );
             }
         }
-        for (name, v, marker) in [(CA, &ca, "CERTIFICATE"), (CERT, &cert, "CERTIFICATE"), (KEY, &key, "PRIVATE KEY")] {
+        for (name, v, marker) in [
+            (CA, &ca, "CERTIFICATE"),
+            (CERT, &cert, "CERTIFICATE"),
+            (KEY, &key, "PRIVATE KEY"),
+        ] {
             if let Some(pem) = v.as_str() {
                 if !pem.contains("-----BEGIN") || !pem.contains(marker) {
                     diags.error_at(
@@ -184,10 +188,17 @@ impl ProviderConfig {
             return (ProviderConfig::Unknown, diags);
         }
         let text = |v: &Value| v.as_str().map(str::to_owned);
+        let path = text(&path).map(|p| expand_home(&p));
         let source = if let Some(yaml) = text(&raw) {
-            ConfigSource::KubeconfigRaw { yaml, context: text(&context) }
-        } else if let Some(path) = text(&path) {
-            ConfigSource::KubeconfigFile { path, context: text(&context) }
+            ConfigSource::KubeconfigRaw {
+                yaml,
+                context: text(&context),
+            }
+        } else if let Some(path) = path {
+            ConfigSource::KubeconfigFile {
+                path,
+                context: text(&context),
+            }
         } else if let Some(host) = text(&host) {
             ConfigSource::Direct {
                 host,
@@ -197,11 +208,22 @@ impl ProviderConfig {
                 token: text(&token),
             }
         } else if let Some(first) = env_path.and_then(|p| p.split(':').find(|s| !s.is_empty())) {
-            ConfigSource::KubeconfigFile { path: first.to_owned(), context: text(&context) }
+            ConfigSource::KubeconfigFile {
+                path: expand_home(first),
+                context: text(&context),
+            }
         } else {
             return (ProviderConfig::Missing, diags);
         };
         (ProviderConfig::Known(source), diags)
+    }
+}
+
+/// `~/.kube/config` as users write it in HCL; Terraform does not expand `~` for providers.
+fn expand_home(path: &str) -> String {
+    match (path.strip_prefix("~/"), std::env::var("HOME")) {
+        (Some(rest), Ok(home)) => format!("{}/{rest}", home.trim_end_matches('/')),
+        _ => path.to_owned(),
     }
 }
 
@@ -237,7 +259,11 @@ mod tests {
         );
         let d = diags.iter().next().expect("a diagnostic");
         assert_eq!(d.attribute, Some(AttributePath::attr(HOST)));
-        assert!(d.detail.contains("`config_path` and `host`"), "{}", d.detail);
+        assert!(
+            d.detail.contains("`config_path` and `host`"),
+            "{}",
+            d.detail
+        );
     }
 
     #[test]
@@ -247,7 +273,11 @@ mod tests {
             &block(&[(HOST, "https://h:6443".into()), (KEY, key.into())]),
             None,
         );
-        assert!(diags.iter().any(|d| d.attribute == Some(AttributePath::attr(CERT))));
+        assert!(
+            diags
+                .iter()
+                .any(|d| d.attribute == Some(AttributePath::attr(CERT)))
+        );
     }
 
     #[test]
@@ -266,7 +296,10 @@ mod tests {
         let (config, _) = ProviderConfig::resolve(&block(&[]), Some(":/a/kc:/b/kc"));
         assert_eq!(
             config,
-            ProviderConfig::Known(ConfigSource::KubeconfigFile { path: "/a/kc".into(), context: None })
+            ProviderConfig::Known(ConfigSource::KubeconfigFile {
+                path: "/a/kc".into(),
+                context: None
+            })
         );
         let (config, _) = ProviderConfig::resolve(&block(&[]), None);
         assert_eq!(config, ProviderConfig::Missing);

@@ -81,7 +81,8 @@ struct ChartMetadata {
 
 /// Decodes `data.release` (already un-base64'd once by the Secret API): base64, optional gzip, JSON.
 pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeError> {
-    let compressed = base64::engine::general_purpose::STANDARD.decode(release_field.trim_ascii())?;
+    let compressed =
+        base64::engine::general_purpose::STANDARD.decode(release_field.trim_ascii())?;
     let json = if compressed.starts_with(&[0x1f, 0x8b, 0x08]) {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(compressed.as_slice())
@@ -148,16 +149,26 @@ pub async fn current_release(
         .data
         .as_ref()
         .and_then(|d| d.get("release"))
-        .ok_or_else(|| ClusterError::InvalidConfig(format!(
-            "Helm release record {namespace}/{secret_name} has no `release` data"
-        )))?;
+        .ok_or_else(|| {
+            ClusterError::InvalidConfig(format!(
+                "Helm release record {namespace}/{secret_name} has no `release` data"
+            ))
+        })?;
     decode_release(&field.0).map(Some).map_err(|e| {
-        ClusterError::InvalidConfig(format!("Helm release record {namespace}/{secret_name}: {e}"))
+        ClusterError::InvalidConfig(format!(
+            "Helm release record {namespace}/{secret_name}: {e}"
+        ))
     })
 }
 
 fn revision_of(secret: &Secret) -> Option<i64> {
-    secret.metadata.labels.as_ref()?.get("version")?.parse().ok()
+    secret
+        .metadata
+        .labels
+        .as_ref()?
+        .get("version")?
+        .parse()
+        .ok()
 }
 
 /// Encodes a release record the way Helm does (for tests and the simulated cluster's fixtures).
@@ -209,7 +220,10 @@ mod tests {
         let c = values_digest(Some(&serde_json::json!({"a": 2, "b": {"c": true}})));
         assert_eq!(a, b);
         assert_ne!(a, c);
-        assert_eq!(values_digest(None), values_digest(Some(&serde_json::json!({}))));
+        assert_eq!(
+            values_digest(None),
+            values_digest(Some(&serde_json::json!({})))
+        );
     }
 
     #[test]

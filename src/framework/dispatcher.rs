@@ -83,7 +83,9 @@ impl Dispatcher {
         self.resources.iter().map(|(k, r)| (k.as_str(), &r.schema))
     }
     pub fn data_source_schemas(&self) -> impl Iterator<Item = (&str, &Schema)> {
-        self.data_sources.iter().map(|(k, r)| (k.as_str(), &r.schema))
+        self.data_sources
+            .iter()
+            .map(|(k, r)| (k.as_str(), &r.schema))
     }
     pub fn resource_schema(&self, type_name: &str) -> Option<&Schema> {
         self.resources.get(type_name).map(|r| &r.schema)
@@ -117,7 +119,10 @@ impl Dispatcher {
     /// True when ConfigureProvider received unknown connection settings (plan before the cluster exists).
     pub fn provider_config_unknown(&self) -> bool {
         matches!(
-            self.cluster.lock().unwrap_or_else(PoisonError::into_inner).config(),
+            self.cluster
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .config(),
             ProviderConfig::Unknown
         )
     }
@@ -166,6 +171,7 @@ impl Dispatcher {
     }
 
     pub async fn plan(&self, type_name: &str, req: PlanRequest) -> PlanResponse {
+        tracing::debug!(type_name, "plan");
         let r = match self.resource(type_name) {
             Ok(r) => r,
             Err(diagnostics) => return failed(diagnostics),
@@ -187,9 +193,7 @@ impl Dispatcher {
         let mut resp = r.implementation.plan(&self.ctx(), req).await;
         if !prior.is_null() && !resp.planned_state.is_null() {
             for a in &r.schema.block.attributes {
-                if a.requires_replace
-                    && prior.attr(&a.name) != resp.planned_state.attr(&a.name)
-                {
+                if a.requires_replace && prior.attr(&a.name) != resp.planned_state.attr(&a.name) {
                     let path = crate::values::AttributePath::attr(&a.name);
                     if !resp.requires_replace.contains(&path) {
                         resp.requires_replace.push(path);
@@ -204,6 +208,7 @@ impl Dispatcher {
     }
 
     pub async fn apply(&self, type_name: &str, req: ApplyRequest) -> ApplyResponse {
+        tracing::debug!(type_name, "apply");
         let r = match self.resource(type_name) {
             Ok(r) => r,
             Err(diagnostics) => {
@@ -245,6 +250,7 @@ impl Dispatcher {
     }
 
     pub async fn read(&self, type_name: &str, req: ReadRequest) -> ReadResponse {
+        tracing::debug!(type_name, "read");
         let r = match self.resource(type_name) {
             Ok(r) => r,
             Err(diagnostics) => {
@@ -266,6 +272,7 @@ impl Dispatcher {
     }
 
     pub async fn import(&self, type_name: &str, req: ImportRequest) -> ImportResponse {
+        tracing::debug!(type_name, "import");
         let r = match self.resource(type_name) {
             Ok(r) => r,
             Err(diagnostics) => {
@@ -283,6 +290,7 @@ impl Dispatcher {
     }
 
     pub async fn upgrade(&self, type_name: &str, req: UpgradeRequest) -> UpgradeResponse {
+        tracing::debug!(type_name, "upgrade state");
         match self.resource(type_name) {
             Ok(r) => r.implementation.upgrade_state(&self.ctx(), req).await,
             Err(diagnostics) => UpgradeResponse {
@@ -293,6 +301,7 @@ impl Dispatcher {
     }
 
     pub async fn move_state(&self, type_name: &str, req: MoveRequest) -> MoveResponse {
+        tracing::debug!(type_name, "move state");
         match self.resource(type_name) {
             Ok(r) => r.implementation.move_state(&self.ctx(), req).await,
             Err(diagnostics) => MoveResponse {
@@ -303,6 +312,7 @@ impl Dispatcher {
     }
 
     pub async fn read_data_source(&self, type_name: &str, config: Value) -> DataReadResponse {
+        tracing::debug!(type_name, "read data source");
         match self.data_sources.get(type_name) {
             Some(d) => d.implementation.read(&self.ctx(), config).await,
             None => DataReadResponse {

@@ -9,7 +9,11 @@ use crate::framework::{
 use crate::values::{AttributePath, PathStep, Type, Value, from_json, from_msgpack, to_msgpack};
 
 /// Decodes a DynamicValue (msgpack preferred, JSON accepted); an absent value is null.
-pub fn decode(value: Option<&pb::DynamicValue>, ty: &Type, what: &str) -> Result<Value, Diagnostic> {
+pub fn decode(
+    value: Option<&pb::DynamicValue>,
+    ty: &Type,
+    what: &str,
+) -> Result<Value, Diagnostic> {
     let Some(value) = value else {
         return Ok(Value::Null);
     };
@@ -30,7 +34,10 @@ pub fn decode(value: Option<&pb::DynamicValue>, ty: &Type, what: &str) -> Result
 
 pub fn encode(value: &Value, ty: &Type, what: &str) -> Result<pb::DynamicValue, Diagnostic> {
     to_msgpack(value, ty)
-        .map(|msgpack| pb::DynamicValue { msgpack, json: Vec::new() })
+        .map(|msgpack| pb::DynamicValue {
+            msgpack,
+            json: Vec::new(),
+        })
         .map_err(|e| {
             Diagnostic::error(
                 format!("Failed to encode the {what}"),
@@ -111,7 +118,10 @@ fn attribute(a: &Attribute) -> pb::schema::Attribute {
     use pb::schema::object::NestingMode as M;
     let (ty, nested_type) = match &a.ty {
         AttributeType::Type(ty) => (serde_json::to_vec(&ty.to_json()).unwrap_or_default(), None),
-        AttributeType::Nested { nesting, attributes } => (
+        AttributeType::Nested {
+            nesting,
+            attributes,
+        } => (
             Vec::new(),
             Some(pb::schema::Object {
                 attributes: attributes.iter().map(attribute).collect(),

@@ -71,6 +71,7 @@ trait FromDiagnostics {
 macro_rules! from_diagnostics {
     ($($t:ty),* $(,)?) => {$(
         impl FromDiagnostics for $t {
+            #[allow(clippy::needless_update)] // some responses carry only diagnostics
             fn from_diagnostics(diagnostics: Vec<pb::Diagnostic>) -> Self {
                 Self { diagnostics, ..Default::default() }
             }
@@ -108,12 +109,16 @@ impl pb::provider_server::Provider for ProviderService {
             resources: self
                 .dispatcher
                 .resource_schemas()
-                .map(|(n, _)| m::ResourceMetadata { type_name: n.to_owned() })
+                .map(|(n, _)| m::ResourceMetadata {
+                    type_name: n.to_owned(),
+                })
                 .collect(),
             data_sources: self
                 .dispatcher
                 .data_source_schemas()
-                .map(|(n, _)| m::DataSourceMetadata { type_name: n.to_owned() })
+                .map(|(n, _)| m::DataSourceMetadata {
+                    type_name: n.to_owned(),
+                })
                 .collect(),
             ..Default::default()
         }))
@@ -126,7 +131,10 @@ impl pb::provider_server::Provider for ProviderService {
         let d = &self.dispatcher;
         Ok(Response::new(pb::get_provider_schema::Response {
             provider: Some(schema(d.provider_schema())),
-            resource_schemas: d.resource_schemas().map(|(n, s)| (n.to_owned(), schema(s))).collect(),
+            resource_schemas: d
+                .resource_schemas()
+                .map(|(n, s)| (n.to_owned(), schema(s)))
+                .collect(),
             data_source_schemas: d
                 .data_source_schemas()
                 .map(|(n, s)| (n.to_owned(), schema(s)))
@@ -162,9 +170,19 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> Result<Response<pb::validate_provider_config::Response>, Status> {
         type R = pb::validate_provider_config::Response;
         let ty = self.dispatcher.provider_schema().value_type();
-        let config = try_diags!(R, decode(request.get_ref().config.as_ref(), &ty, "provider configuration").map_err(one));
+        let config = try_diags!(
+            R,
+            decode(
+                request.get_ref().config.as_ref(),
+                &ty,
+                "provider configuration"
+            )
+            .map_err(one)
+        );
         let diags = self.dispatcher.validate_provider_config(&config);
-        Ok(Response::new(R { diagnostics: diagnostics(diags) }))
+        Ok(Response::new(R {
+            diagnostics: diagnostics(diags),
+        }))
     }
 
     async fn validate_resource_config(
@@ -174,9 +192,14 @@ impl pb::provider_server::Provider for ProviderService {
         type R = pb::validate_resource_config::Response;
         let req = request.into_inner();
         let ty = try_diags!(R, self.resource_type(&req.type_name));
-        let config = try_diags!(R, decode(req.config.as_ref(), &ty, "configuration").map_err(one));
+        let config = try_diags!(
+            R,
+            decode(req.config.as_ref(), &ty, "configuration").map_err(one)
+        );
         let diags = self.dispatcher.validate_resource(&req.type_name, &config);
-        Ok(Response::new(R { diagnostics: diagnostics(diags) }))
+        Ok(Response::new(R {
+            diagnostics: diagnostics(diags),
+        }))
     }
 
     async fn validate_data_resource_config(
@@ -186,9 +209,16 @@ impl pb::provider_server::Provider for ProviderService {
         type R = pb::validate_data_resource_config::Response;
         let req = request.into_inner();
         let ty = try_diags!(R, self.data_source_type(&req.type_name));
-        let config = try_diags!(R, decode(req.config.as_ref(), &ty, "configuration").map_err(one));
-        let diags = self.dispatcher.validate_data_source(&req.type_name, &config);
-        Ok(Response::new(R { diagnostics: diagnostics(diags) }))
+        let config = try_diags!(
+            R,
+            decode(req.config.as_ref(), &ty, "configuration").map_err(one)
+        );
+        let diags = self
+            .dispatcher
+            .validate_data_source(&req.type_name, &config);
+        Ok(Response::new(R {
+            diagnostics: diagnostics(diags),
+        }))
     }
 
     async fn upgrade_resource_state(
@@ -207,7 +237,13 @@ impl pb::provider_server::Provider for ProviderService {
         }
         let resp = self
             .dispatcher
-            .upgrade(&req.type_name, UpgradeRequest { version: req.version, raw_json: raw.json })
+            .upgrade(
+                &req.type_name,
+                UpgradeRequest {
+                    version: req.version,
+                    raw_json: raw.json,
+                },
+            )
             .await;
         let mut diags = resp.diagnostics;
         let upgraded_state = if diags.has_errors() {
@@ -215,7 +251,10 @@ impl pb::provider_server::Provider for ProviderService {
         } else {
             encode_or_push(&resp.upgraded_state, &ty, "upgraded state", &mut diags)
         };
-        Ok(Response::new(R { upgraded_state, diagnostics: diagnostics(diags) }))
+        Ok(Response::new(R {
+            upgraded_state,
+            diagnostics: diagnostics(diags),
+        }))
     }
 
     async fn configure_provider(
@@ -224,9 +263,19 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> Result<Response<pb::configure_provider::Response>, Status> {
         type R = pb::configure_provider::Response;
         let ty = self.dispatcher.provider_schema().value_type();
-        let config = try_diags!(R, decode(request.get_ref().config.as_ref(), &ty, "provider configuration").map_err(one));
+        let config = try_diags!(
+            R,
+            decode(
+                request.get_ref().config.as_ref(),
+                &ty,
+                "provider configuration"
+            )
+            .map_err(one)
+        );
         let diags = self.dispatcher.configure(&config);
-        Ok(Response::new(R { diagnostics: diagnostics(diags) }))
+        Ok(Response::new(R {
+            diagnostics: diagnostics(diags),
+        }))
     }
 
     async fn read_resource(
@@ -236,10 +285,19 @@ impl pb::provider_server::Provider for ProviderService {
         type R = pb::read_resource::Response;
         let req = request.into_inner();
         let ty = try_diags!(R, self.resource_type(&req.type_name));
-        let current_state = try_diags!(R, decode(req.current_state.as_ref(), &ty, "current state").map_err(one));
+        let current_state = try_diags!(
+            R,
+            decode(req.current_state.as_ref(), &ty, "current state").map_err(one)
+        );
         let resp = self
             .dispatcher
-            .read(&req.type_name, ReadRequest { current_state, private: req.private })
+            .read(
+                &req.type_name,
+                ReadRequest {
+                    current_state,
+                    private: req.private,
+                },
+            )
             .await;
         let mut diags = resp.diagnostics;
         let new_state = encode_or_push(&resp.new_state, &ty, "new state", &mut diags);
@@ -261,7 +319,11 @@ impl pb::provider_server::Provider for ProviderService {
         let decoded = (|| {
             Ok::<_, Diagnostic>(PlanRequest {
                 prior_state: decode(req.prior_state.as_ref(), &ty, "prior state")?,
-                proposed_new_state: decode(req.proposed_new_state.as_ref(), &ty, "proposed new state")?,
+                proposed_new_state: decode(
+                    req.proposed_new_state.as_ref(),
+                    &ty,
+                    "proposed new state",
+                )?,
                 config: decode(req.config.as_ref(), &ty, "configuration")?,
                 prior_private: req.prior_private,
             })
@@ -317,11 +379,15 @@ impl pb::provider_server::Provider for ProviderService {
         type R = pb::import_resource_state::Response;
         let req = request.into_inner();
         let ty = try_diags!(R, self.resource_type(&req.type_name));
-        let resp = self.dispatcher.import(&req.type_name, ImportRequest { id: req.id }).await;
+        let resp = self
+            .dispatcher
+            .import(&req.type_name, ImportRequest { id: req.id })
+            .await;
         let mut diags = resp.diagnostics;
         let mut imported_resources = Vec::new();
         for imported in resp.imported {
-            if let Some(state) = encode_or_push(&imported.state, &ty, "imported state", &mut diags) {
+            if let Some(state) = encode_or_push(&imported.state, &ty, "imported state", &mut diags)
+            {
                 imported_resources.push(pb::import_resource_state::ImportedResource {
                     type_name: req.type_name.clone(),
                     state: Some(state),
@@ -330,7 +396,11 @@ impl pb::provider_server::Provider for ProviderService {
                 });
             }
         }
-        Ok(Response::new(R { imported_resources, diagnostics: diagnostics(diags), deferred: None }))
+        Ok(Response::new(R {
+            imported_resources,
+            diagnostics: diagnostics(diags),
+            deferred: None,
+        }))
     }
 
     async fn move_resource_state(
@@ -374,31 +444,45 @@ impl pb::provider_server::Provider for ProviderService {
         type R = pb::read_data_source::Response;
         let req = request.into_inner();
         let ty = try_diags!(R, self.data_source_type(&req.type_name));
-        let config = try_diags!(R, decode(req.config.as_ref(), &ty, "configuration").map_err(one));
+        let config = try_diags!(
+            R,
+            decode(req.config.as_ref(), &ty, "configuration").map_err(one)
+        );
         let deferral_allowed = req.client_capabilities.is_some_and(|c| c.deferral_allowed);
         if deferral_allowed && self.dispatcher.provider_config_unknown() {
             return Ok(Response::new(R {
-                deferred: Some(pb::Deferred { reason: pb::deferred::Reason::ProviderConfigUnknown as i32 }),
+                deferred: Some(pb::Deferred {
+                    reason: pb::deferred::Reason::ProviderConfigUnknown as i32,
+                }),
                 ..Default::default()
             }));
         }
-        let resp = self.dispatcher.read_data_source(&req.type_name, config).await;
+        let resp = self
+            .dispatcher
+            .read_data_source(&req.type_name, config)
+            .await;
         let mut diags = resp.diagnostics;
         let state = if diags.has_errors() {
             None
         } else {
             encode_or_push(&resp.state, &ty, "data source state", &mut diags)
         };
-        Ok(Response::new(R { state, diagnostics: diagnostics(diags), deferred: None }))
+        Ok(Response::new(R {
+            state,
+            diagnostics: diagnostics(diags),
+            deferred: None,
+        }))
     }
 
     async fn validate_ephemeral_resource_config(
         &self,
         request: Request<pb::validate_ephemeral_resource_config::Request>,
     ) -> Result<Response<pb::validate_ephemeral_resource_config::Response>, Status> {
-        Ok(Response::new(pb::validate_ephemeral_resource_config::Response {
-            diagnostics: unknown("ephemeral resource", &request.get_ref().type_name),
-        }))
+        Ok(Response::new(
+            pb::validate_ephemeral_resource_config::Response {
+                diagnostics: unknown("ephemeral resource", &request.get_ref().type_name),
+            },
+        ))
     }
 
     async fn open_ephemeral_resource(
@@ -444,7 +528,10 @@ impl pb::provider_server::Provider for ProviderService {
         Ok(Response::new(pb::call_function::Response {
             result: None,
             error: Some(pb::FunctionError {
-                text: format!("The talosboot provider has no function named {:?}.", request.get_ref().name),
+                text: format!(
+                    "The talosboot provider has no function named {:?}.",
+                    request.get_ref().name
+                ),
                 function_argument: None,
             }),
         }))
@@ -456,7 +543,9 @@ impl pb::provider_server::Provider for ProviderService {
     ) -> Result<Response<pb::stop_provider::Response>, Status> {
         tracing::info!("StopProvider: cancelling operations in flight");
         self.dispatcher.stop();
-        Ok(Response::new(pb::stop_provider::Response { error: String::new() }))
+        Ok(Response::new(pb::stop_provider::Response {
+            error: String::new(),
+        }))
     }
 }
 

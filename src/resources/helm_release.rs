@@ -28,17 +28,41 @@ impl DataSource for HelmReleaseDataSource {
                 "Reads the current record of a Helm release (the `sh.helm.release.v1.*` Secrets) without running Helm. The release's values are not exposed; `values_sha256` changes when they do.",
                 vec![
                     Attribute::required("name", Type::String, "Release name, e.g. `cilium`."),
-                    Attribute::optional_computed("namespace", Type::String, "Namespace of the release. Defaults to `default`."),
+                    Attribute::optional_computed(
+                        "namespace",
+                        Type::String,
+                        "Namespace of the release. Defaults to `default`.",
+                    ),
                     computed("id", Type::String, "`<namespace>/<name>`."),
-                    computed("exists", Type::Bool, "Whether any record of the release exists."),
-                    computed("status", Type::String, "Status of the current revision: `deployed`, `failed`, `pending-install`, `pending-upgrade`, `superseded`, ..."),
+                    computed(
+                        "exists",
+                        Type::Bool,
+                        "Whether any record of the release exists.",
+                    ),
+                    computed(
+                        "status",
+                        Type::String,
+                        "Status of the current revision: `deployed`, `failed`, `pending-install`, `pending-upgrade`, `superseded`, ...",
+                    ),
                     computed("revision", Type::Number, "The current (highest) revision."),
                     computed("chart", Type::String, "Chart name."),
                     computed("chart_version", Type::String, "Chart version."),
                     computed("app_version", Type::String, "The chart's app version."),
-                    computed("last_deployed", Type::String, "When the current revision was deployed (RFC 3339)."),
-                    computed("description", Type::String, "Helm's description of the last operation, e.g. `Install complete`."),
-                    computed("values_sha256", Type::String, "SHA-256 of the user-supplied values as canonical JSON."),
+                    computed(
+                        "last_deployed",
+                        Type::String,
+                        "When the current revision was deployed (RFC 3339).",
+                    ),
+                    computed(
+                        "description",
+                        Type::String,
+                        "Helm's description of the last operation, e.g. `Install complete`.",
+                    ),
+                    computed(
+                        "values_sha256",
+                        Type::String,
+                        "SHA-256 of the user-supplied values as canonical JSON.",
+                    ),
                 ],
             ),
         )
@@ -61,7 +85,11 @@ impl DataSource for HelmReleaseDataSource {
     // --- read ---------------------------------------------------------------------------------------
 
     async fn read(&self, ctx: &Ctx, config: Value) -> DataReadResponse {
-        let name = config.attr("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let name = config
+            .attr("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         let namespace = config
             .attr("namespace")
             .and_then(Value::as_str)
@@ -77,7 +105,10 @@ impl DataSource for HelmReleaseDataSource {
             Ok(release) => release,
             Err(e) => {
                 diagnostics.push(cluster_diagnostic(&what, &e));
-                return DataReadResponse { state: Value::Null, diagnostics };
+                return DataReadResponse {
+                    state: Value::Null,
+                    diagnostics,
+                };
             }
         };
         let text = |s: Option<&String>| s.cloned().map(Value::String).unwrap_or(Value::Null);
@@ -87,13 +118,33 @@ impl DataSource for HelmReleaseDataSource {
             ("id", Value::from(format!("{namespace}/{name}"))),
             ("exists", Value::from(release.is_some())),
             ("status", text(release.as_ref().map(|r| &r.status))),
-            ("revision", release.as_ref().map_or(Value::Null, |r| Value::int(r.revision))),
+            (
+                "revision",
+                release
+                    .as_ref()
+                    .map_or(Value::Null, |r| Value::int(r.revision)),
+            ),
             ("chart", text(release.as_ref().map(|r| &r.chart))),
-            ("chart_version", text(release.as_ref().map(|r| &r.chart_version))),
-            ("app_version", text(release.as_ref().map(|r| &r.app_version))),
-            ("last_deployed", text(release.as_ref().map(|r| &r.last_deployed))),
-            ("description", text(release.as_ref().map(|r| &r.description))),
-            ("values_sha256", text(release.as_ref().map(|r| &r.values_sha256))),
+            (
+                "chart_version",
+                text(release.as_ref().map(|r| &r.chart_version)),
+            ),
+            (
+                "app_version",
+                text(release.as_ref().map(|r| &r.app_version)),
+            ),
+            (
+                "last_deployed",
+                text(release.as_ref().map(|r| &r.last_deployed)),
+            ),
+            (
+                "description",
+                text(release.as_ref().map(|r| &r.description)),
+            ),
+            (
+                "values_sha256",
+                text(release.as_ref().map(|r| &r.values_sha256)),
+            ),
         ]);
         DataReadResponse { state, diagnostics }
     }
@@ -102,7 +153,8 @@ impl DataSource for HelmReleaseDataSource {
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -113,7 +165,10 @@ mod tests {
 
     #[test]
     fn invalid_release_name_is_reported_on_its_attribute() {
-        let config = object([("name", Value::from("Cilium_1")), ("namespace", Value::Null)]);
+        let config = object([
+            ("name", Value::from("Cilium_1")),
+            ("namespace", Value::Null),
+        ]);
         let mut diagnostics = Diagnostics::new();
         HelmReleaseDataSource.validate(&config, &mut diagnostics);
         let d = diagnostics.iter().next().expect("one diagnostic");

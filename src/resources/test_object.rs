@@ -31,10 +31,18 @@ impl Resource for TestObject {
                     Attribute::computed("id", Type::String, "Same as `name`."),
                     Attribute::required("name", Type::String, "Changing it replaces the object.")
                         .requires_replace(),
-                    Attribute::optional("value", Type::String, "Free text. `fail-after-create` makes create fail after the object exists."),
-                    Attribute::optional("secret", Type::String, "Write-only; only its hash is stored.")
-                        .sensitive()
-                        .write_only(),
+                    Attribute::optional(
+                        "value",
+                        Type::String,
+                        "Free text. `fail-after-create` makes create fail after the object exists.",
+                    ),
+                    Attribute::optional(
+                        "secret",
+                        Type::String,
+                        "Write-only; only its hash is stored.",
+                    )
+                    .sensitive()
+                    .write_only(),
                     Attribute::computed("secret_sha256", Type::String, "SHA-256 of `secret`."),
                     Attribute::computed("revision", Type::Number, "Bumped on every update."),
                 ],
@@ -44,7 +52,11 @@ impl Resource for TestObject {
 
     fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
         if config.attr("name").and_then(Value::as_str) == Some("") {
-            diagnostics.error_at(AttributePath::attr("name"), "Empty name", "`name` must not be empty.");
+            diagnostics.error_at(
+                AttributePath::attr("name"),
+                "Empty name",
+                "`name` must not be empty.",
+            );
         }
     }
 
@@ -83,15 +95,28 @@ impl Resource for TestObject {
             attrs.insert("secret_sha256".into(), secret_hash(&req.config));
         }
         let mut diagnostics = Diagnostics::new();
-        if req.prior_state.is_null() && state.attr("value").and_then(Value::as_str) == Some(FAIL_AFTER_CREATE) {
-            diagnostics.error("Create failed after the object was created", "Test failure: the object exists and is kept in state as tainted.");
+        if req.prior_state.is_null()
+            && state.attr("value").and_then(Value::as_str) == Some(FAIL_AFTER_CREATE)
+        {
+            diagnostics.error(
+                "Create failed after the object was created",
+                "Test failure: the object exists and is kept in state as tainted.",
+            );
         }
-        ApplyResponse { new_state: state, private: b"applied".to_vec(), diagnostics }
+        ApplyResponse {
+            new_state: state,
+            private: b"applied".to_vec(),
+            diagnostics,
+        }
     }
 
     // --- read -----------------------------------------------------------------------------------
     async fn read(&self, _ctx: &Ctx, req: ReadRequest) -> ReadResponse {
-        ReadResponse { new_state: req.current_state, private: req.private, ..Default::default() }
+        ReadResponse {
+            new_state: req.current_state,
+            private: req.private,
+            ..Default::default()
+        }
     }
 
     // --- import ---------------------------------------------------------------------------------
@@ -104,7 +129,13 @@ impl Resource for TestObject {
             ("secret_sha256", Value::Null),
             ("revision", Value::int(1)),
         ]);
-        ImportResponse { imported: vec![ImportedResource { state, private: Vec::new() }], diagnostics: Diagnostics::new() }
+        ImportResponse {
+            imported: vec![ImportedResource {
+                state,
+                private: Vec::new(),
+            }],
+            diagnostics: Diagnostics::new(),
+        }
     }
 
     // --- upgrade: version 0 called `value` `text` -----------------------------------------------
@@ -112,7 +143,11 @@ impl Resource for TestObject {
         if req.version != 0 {
             return dispatcher::upgrade_same_version(&self.schema(), self.type_name(), req);
         }
-        let v0 = Type::object([("id", Type::String), ("name", Type::String), ("text", Type::String)]);
+        let v0 = Type::object([
+            ("id", Type::String),
+            ("name", Type::String),
+            ("text", Type::String),
+        ]);
         let mut diagnostics = Diagnostics::new();
         match from_json(&req.raw_json, &v0) {
             Ok(old) => UpgradeResponse {
@@ -128,7 +163,10 @@ impl Resource for TestObject {
             },
             Err(e) => {
                 diagnostics.error("Stored state could not be decoded", e.to_string());
-                UpgradeResponse { diagnostics, ..Default::default() }
+                UpgradeResponse {
+                    diagnostics,
+                    ..Default::default()
+                }
             }
         }
     }

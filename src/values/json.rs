@@ -46,14 +46,24 @@ pub enum JsonError {
 
 impl JsonError {
     /// The attribute path the error refers to (the root for syntax errors).
-    pub fn path(&self) -> AttributePath {
+    pub fn path(&self) -> &AttributePath {
+        static ROOT: AttributePath = AttributePath { steps: Vec::new() };
         match self {
-            JsonError::Syntax { .. } => AttributePath::root(),
+            JsonError::Syntax { .. } => &ROOT,
             JsonError::Decode { path, .. }
             | JsonError::DynamicType { path, .. }
-            | JsonError::Encode { path, .. } => path.clone(),
+            | JsonError::Encode { path, .. } => path,
         }
     }
+}
+
+/// Options for [`from_json_with`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JsonDecodeOptions {
+    /// Drop object attributes the type does not have instead of failing. Stored state may still
+    /// hold attributes a newer schema removed; terraform-plugin-framework reads raw state this way
+    /// in `UpgradeResourceState` when the stored version is the current one.
+    pub ignore_undefined_attributes: bool,
 }
 
 /// Decodes cty JSON `bytes` as a value of type `ty`.
@@ -63,6 +73,18 @@ impl JsonError {
 /// [`JsonError::Decode`] when the JSON does not hold a value of `ty`,
 /// [`JsonError::DynamicType`] when a dynamic value's `"type"` is not a cty type.
 pub fn from_json(bytes: &[u8], ty: &Type) -> Result<Value, JsonError> {
+    from_json_with(bytes, ty, JsonDecodeOptions::default())
+}
+
+/// [`from_json`] with options, e.g. to ignore attributes a newer schema removed.
+///
+/// # Errors
+/// As [`from_json`].
+pub fn from_json_with(
+    bytes: &[u8],
+    ty: &Type,
+    options: JsonDecodeOptions,
+) -> Result<Value, JsonError> {
     let text = std::str::from_utf8(bytes).map_err(|e| JsonError::Syntax {
         offset: e.valid_up_to(),
         reason: "invalid UTF-8".into(),
@@ -77,6 +99,7 @@ pub fn from_json(bytes: &[u8], ty: &Type) -> Result<Value, JsonError> {
     let mut dec = Decoder {
         path: AttributePath::root(),
         depth: 0,
+        options,
     };
     dec.value(tree, ty)
 }
@@ -102,6 +125,7 @@ pub fn to_json(value: &Value, ty: &Type) -> Result<Vec<u8>, JsonError> {
 struct Decoder {
     path: AttributePath,
     depth: usize,
+    options: JsonDecodeOptions,
 }
 
 impl Decoder {
@@ -199,6 +223,9 @@ impl Decoder {
                 let mut out = BTreeMap::new();
                 for (key, item) in items {
                     let Some(aty) = attributes.get(&key) else {
+                        if self.options.ignore_undefined_attributes {
+                            continue;
+                        }
                         return Err(self.err(format!("unsupported attribute {key:?}")));
                     };
                     let v = self.nested(PathStep::Attribute(key.clone()), item, aty)?;

@@ -15,7 +15,7 @@ mod value;
 #[cfg(test)]
 mod testgen;
 
-pub use json::{JsonError, from_json, to_json};
+pub use json::{JsonDecodeOptions, JsonError, from_json, from_json_with, to_json};
 pub use msgpack::{MAX_DEPTH, MsgpackError, from_msgpack, to_msgpack};
 pub use path::{AttributePath, PathStep};
 pub use types::{MAX_TYPE_DEPTH, Type, TypeJsonError};

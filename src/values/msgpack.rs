@@ -27,7 +27,7 @@ use unknown::unknown_from_ext;
 
 use super::path::{AttributePath, PathStep};
 use super::types::{Type, TypeJsonError};
-use super::value::{Number, Refinements, Value};
+use super::value::{Number, Value};
 
 /// Deepest nesting (collections, objects, tuples and dynamic wrappers) the codecs accept.
 pub const MAX_DEPTH: usize = 64;

@@ -231,3 +231,40 @@ impl Value {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn implied_types() {
+        assert_eq!(Value::from("x").implied_type(), Type::String);
+        assert_eq!(Value::Null.implied_type(), Type::Dynamic);
+        assert_eq!(
+            Value::List(vec![]).implied_type(),
+            Type::list(Type::Dynamic)
+        );
+        // Nulls and unknowns take the type of their siblings.
+        let list = Value::List(vec![Value::Null, "a".into(), Value::unknown()]);
+        assert_eq!(list.implied_type(), Type::list(Type::String));
+        // Objects whose attributes are null in one element and known in another unify.
+        let a = Value::Object([("k".to_string(), Value::Null)].into());
+        let b = Value::Object([("k".to_string(), Value::int(1))].into());
+        let objects = Value::Set(vec![a, b]);
+        assert_eq!(
+            objects.implied_type(),
+            Type::set(Type::object([("k", Type::Number)]))
+        );
+        // Mixed element types fall back to dynamic elements.
+        let mixed = Value::List(vec!["a".into(), true.into()]);
+        assert_eq!(mixed.implied_type(), Type::list(Type::Dynamic));
+        let tuple = Value::Tuple(vec![
+            "a".into(),
+            Value::Dynamic(Type::Bool, Box::new(true.into())),
+        ]);
+        assert_eq!(
+            tuple.implied_type(),
+            Type::Tuple(vec![Type::String, Type::Bool])
+        );
+    }
+}

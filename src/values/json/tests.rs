@@ -47,6 +47,15 @@ fn objects_as_terraform_state_holds_them() {
         "failed to decode JSON value at (root): unsupported attribute \"bogus\""
     );
     assert!(to_json(&obj(&[("bogus", Value::Null)]), &name_count()).is_err());
+    // State written by an older schema may hold attributes since removed.
+    let lenient = JsonDecodeOptions {
+        ignore_undefined_attributes: true,
+    };
+    let old_state = br#"{"name":"x","bogus":{"deep":[1]}}"#;
+    assert_eq!(
+        from_json_with(old_state, &name_count(), lenient).unwrap(),
+        value
+    );
 }
 
 #[test]

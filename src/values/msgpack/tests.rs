@@ -1,7 +1,7 @@
 //! Fixtures checked against cty's own bytes, and properties over generated values.
 
 use super::*;
-use crate::values::testgen;
+use crate::values::{Refinements, testgen};
 use proptest::prelude::*;
 
 fn hex(s: &str) -> Vec<u8> {

@@ -1,0 +1,31 @@
+//! API-server acceptance tests, written against the Kubernetes API through the `kube` crate (and
+//! `kubectl`), not against store internals, so they could run against a real cluster.
+//!
+//! Index:
+//! - `common`: start a simulated cluster, build clients.
+//! - `crud`: CRUD, status codes and `Status` bodies, resourceVersion conflicts, generation,
+//!   label and field selectors, paging, discovery.
+//! - `watch`: raw watches, bookmarks, 410 Gone, kube-runtime's `watcher`.
+//! - `apply`: server-side apply: managers, conflicts, force, field removal.
+//! - `patch`: merge, JSON and strategic merge patches, `/status`.
+//! - `delete`: finalizers, propagation policies, ownerReference GC, namespace termination.
+//! - `jobs`: Job defaulting and `spec.template` immutability.
+//! - `crd`: a CRD gets established and its kind (FluxInstance) is served.
+//! - `logs`: `pods/log` (plain, tail, follow).
+//! - `faults`: 429 with Retry-After, unreachable period and recovery, dropped connections,
+//!   latency, the admin endpoint.
+//! - `auth`: client certificates, bearer tokens, rejections.
+//! - `kubectl`: Debian's kubectl 1.20 against the server.
+
+mod apply;
+mod auth;
+mod common;
+mod crd;
+mod crud;
+mod delete;
+mod faults;
+mod jobs;
+mod kubectl;
+mod logs;
+mod patch;
+mod watch;
