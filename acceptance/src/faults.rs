@@ -29,12 +29,20 @@ impl Matcher {
     }
 
     pub fn path(substring: &str) -> Self {
-        Matcher { path_contains: Some(substring.into()), verb: None }
+        Matcher {
+            path_contains: Some(substring.into()),
+            verb: None,
+        }
     }
 
     pub fn matches(&self, path: &str, verb: &str, method: &str) -> bool {
-        self.path_contains.as_deref().is_none_or(|p| path.contains(p))
-            && self.verb.as_deref().is_none_or(|v| v.eq_ignore_ascii_case(verb) || v.eq_ignore_ascii_case(method))
+        self.path_contains
+            .as_deref()
+            .is_none_or(|p| path.contains(p))
+            && self
+                .verb
+                .as_deref()
+                .is_none_or(|v| v.eq_ignore_ascii_case(verb) || v.eq_ignore_ascii_case(method))
     }
 }
 
@@ -80,7 +88,10 @@ pub enum FaultSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     Pass,
-    Fail { status: u16, retry_after: Option<u64> },
+    Fail {
+        status: u16,
+        retry_after: Option<u64>,
+    },
     Drop,
 }
 
@@ -124,7 +135,11 @@ impl Faults {
         match &spec {
             FaultSpec::Unreachable { duration_ms } => {
                 let until = Instant::now() + Duration::from_millis(*duration_ms);
-                *self.inner.unreachable_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
+                *self
+                    .inner
+                    .unreachable_until
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(until);
                 self.inner.unreachable.send_replace(true);
                 let this = self.clone();
                 let d = Duration::from_millis(*duration_ms);
@@ -136,34 +151,68 @@ impl Faults {
                 }
             }
             FaultSpec::Error { count, .. } | FaultSpec::DropConnection { count, .. } => {
-                self.lock().push(Active { spec: spec.clone(), remaining: Some(*count), until: None });
+                self.lock().push(Active {
+                    spec: spec.clone(),
+                    remaining: Some(*count),
+                    until: None,
+                });
             }
-            FaultSpec::Latency { count, duration_ms, .. } => {
+            FaultSpec::Latency {
+                count, duration_ms, ..
+            } => {
                 let until = duration_ms.map(|d| Instant::now() + Duration::from_millis(d));
-                let remaining = if count.is_none() && until.is_none() { Some(1) } else { *count };
-                self.lock().push(Active { spec: spec.clone(), remaining, until });
+                let remaining = if count.is_none() && until.is_none() {
+                    Some(1)
+                } else {
+                    *count
+                };
+                self.lock().push(Active {
+                    spec: spec.clone(),
+                    remaining,
+                    until,
+                });
             }
         }
     }
 
     /// The next `count` requests matching `matcher` fail with `status`.
     pub fn fail_requests(&self, status: u16, count: u32, matcher: Matcher) {
-        self.inject(FaultSpec::Error { status, count, retry_after_seconds: None, matcher });
+        self.inject(FaultSpec::Error {
+            status,
+            count,
+            retry_after_seconds: None,
+            matcher,
+        });
     }
 
     /// The next `count` matching requests answer 429 Too Many Requests with `Retry-After`.
     pub fn throttle(&self, count: u32, retry_after_seconds: u64, matcher: Matcher) {
-        self.inject(FaultSpec::Error { status: 429, count, retry_after_seconds: Some(retry_after_seconds), matcher });
+        self.inject(FaultSpec::Error {
+            status: 429,
+            count,
+            retry_after_seconds: Some(retry_after_seconds),
+            matcher,
+        });
     }
 
     /// Matching requests wait `delay` first, during `duration`.
     pub fn delay_for(&self, delay: Duration, duration: Duration, matcher: Matcher) {
-        self.inject(FaultSpec::Latency { delay_ms: delay.as_millis() as u64, count: None, duration_ms: Some(duration.as_millis() as u64), matcher });
+        self.inject(FaultSpec::Latency {
+            delay_ms: delay.as_millis() as u64,
+            count: None,
+            duration_ms: Some(duration.as_millis() as u64),
+            matcher,
+        });
     }
 
     /// The next `count` matching requests wait `delay` first.
     pub fn delay_requests(&self, delay: Duration, count: u32, matcher: Matcher) {
-        self.inject(FaultSpec::Latency { delay_ms: delay.as_millis() as u64, count: Some(count), duration_ms: None, matcher });
+        self.inject(FaultSpec::Latency {
+            delay_ms: delay.as_millis() as u64,
+            count: Some(count),
+            duration_ms: None,
+            matcher,
+        });
     }
 
     /// The next `count` matching requests get their TCP connection closed without a response.
@@ -173,23 +222,36 @@ impl Faults {
 
     /// The API is unreachable for `duration` (connections refused/cut), then recovers.
     pub fn unreachable_for(&self, duration: Duration) {
-        self.inject(FaultSpec::Unreachable { duration_ms: duration.as_millis() as u64 });
+        self.inject(FaultSpec::Unreachable {
+            duration_ms: duration.as_millis() as u64,
+        });
     }
 
     /// Removes every fault.
     pub fn clear(&self) {
         self.lock().clear();
-        *self.inner.unreachable_until.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self
+            .inner
+            .unreachable_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
         self.inner.unreachable.send_replace(false);
     }
 
     /// The faults still active.
     pub fn active(&self) -> Vec<FaultSpec> {
         let mut out: Vec<FaultSpec> = self.lock().iter().map(|a| a.spec.clone()).collect();
-        if let Some(until) = *self.inner.unreachable_until.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(until) = *self
+            .inner
+            .unreachable_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+        {
             let left = until.saturating_duration_since(Instant::now());
             if !left.is_zero() {
-                out.push(FaultSpec::Unreachable { duration_ms: left.as_millis() as u64 });
+                out.push(FaultSpec::Unreachable {
+                    duration_ms: left.as_millis() as u64,
+                });
             }
         }
         out
@@ -201,7 +263,11 @@ impl Faults {
 
     /// Whether the API is unreachable now (and ends the period when it is over).
     pub fn is_unreachable(&self) -> bool {
-        let mut until = self.inner.unreachable_until.lock().unwrap_or_else(|e| e.into_inner());
+        let mut until = self
+            .inner
+            .unreachable_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         match *until {
             Some(t) if Instant::now() < t => true,
             Some(_) => {
@@ -228,7 +294,9 @@ impl Faults {
         active.retain(|a| a.remaining != Some(0) && a.until.is_none_or(|u| now < u));
         for a in active.iter_mut() {
             let m = match &a.spec {
-                FaultSpec::Error { matcher, .. } | FaultSpec::Latency { matcher, .. } | FaultSpec::DropConnection { matcher, .. } => matcher,
+                FaultSpec::Error { matcher, .. }
+                | FaultSpec::Latency { matcher, .. }
+                | FaultSpec::DropConnection { matcher, .. } => matcher,
                 FaultSpec::Unreachable { .. } => continue,
             };
             if !m.matches(path, verb, method) {
@@ -236,9 +304,16 @@ impl Faults {
             }
             match &a.spec {
                 FaultSpec::Latency { delay_ms, .. } => delay += Duration::from_millis(*delay_ms),
-                FaultSpec::Error { status, retry_after_seconds, .. } if action == Action::Pass => {
+                FaultSpec::Error {
+                    status,
+                    retry_after_seconds,
+                    ..
+                } if action == Action::Pass => {
                     let retry_after = retry_after_seconds.or((*status == 429).then_some(1));
-                    action = Action::Fail { status: *status, retry_after };
+                    action = Action::Fail {
+                        status: *status,
+                        retry_after,
+                    };
                 }
                 FaultSpec::DropConnection { .. } if action == Action::Pass => action = Action::Drop,
                 _ => continue,
@@ -261,17 +336,47 @@ mod tests {
         let f = Faults::default();
         f.throttle(2, 3, Matcher::path("/configmaps"));
         assert_eq!(f.on_request("/api/v1/pods", "list", "GET").1, Action::Pass);
-        assert_eq!(f.on_request("/api/v1/configmaps", "list", "GET").1, Action::Fail { status: 429, retry_after: Some(3) });
-        assert_eq!(f.on_request("/api/v1/configmaps", "list", "GET").1, Action::Fail { status: 429, retry_after: Some(3) });
-        assert_eq!(f.on_request("/api/v1/configmaps", "list", "GET").1, Action::Pass);
+        assert_eq!(
+            f.on_request("/api/v1/configmaps", "list", "GET").1,
+            Action::Fail {
+                status: 429,
+                retry_after: Some(3)
+            }
+        );
+        assert_eq!(
+            f.on_request("/api/v1/configmaps", "list", "GET").1,
+            Action::Fail {
+                status: 429,
+                retry_after: Some(3)
+            }
+        );
+        assert_eq!(
+            f.on_request("/api/v1/configmaps", "list", "GET").1,
+            Action::Pass
+        );
         assert!(f.active().is_empty());
     }
 
     #[test]
     fn specs_parse_from_json() {
-        let s: FaultSpec = serde_json::from_str(r#"{"type":"error","status":503,"count":2,"pathContains":"/secrets","verb":"get"}"#).unwrap();
-        assert_eq!(s, FaultSpec::Error { status: 503, count: 2, retry_after_seconds: None, matcher: Matcher { path_contains: Some("/secrets".into()), verb: Some("get".into()) } });
-        let u: FaultSpec = serde_json::from_str(r#"{"type":"unreachable","durationMs":500}"#).unwrap();
+        let s: FaultSpec = serde_json::from_str(
+            r#"{"type":"error","status":503,"count":2,"pathContains":"/secrets","verb":"get"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            FaultSpec::Error {
+                status: 503,
+                count: 2,
+                retry_after_seconds: None,
+                matcher: Matcher {
+                    path_contains: Some("/secrets".into()),
+                    verb: Some("get".into())
+                }
+            }
+        );
+        let u: FaultSpec =
+            serde_json::from_str(r#"{"type":"unreachable","durationMs":500}"#).unwrap();
         assert_eq!(u, FaultSpec::Unreachable { duration_ms: 500 });
     }
 }

@@ -9,7 +9,10 @@ use talos_sim::{Pace, SimCluster, SimConfig};
 const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--pace fast|human] [--listen ADDR]";
 
 fn parse(args: &[String]) -> anyhow::Result<(SimConfig, PathBuf)> {
-    let mut config = SimConfig { pace: Pace::Human, ..SimConfig::default() };
+    let mut config = SimConfig {
+        pace: Pace::Human,
+        ..SimConfig::default()
+    };
     let mut kubeconfig = None;
     let mut it = args.iter();
     match it.next().map(String::as_str) {
@@ -17,7 +20,11 @@ fn parse(args: &[String]) -> anyhow::Result<(SimConfig, PathBuf)> {
         _ => anyhow::bail!("{USAGE}"),
     }
     while let Some(a) = it.next() {
-        let mut value = || it.next().cloned().ok_or_else(|| anyhow::anyhow!("{a} needs a value\n{USAGE}"));
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("{a} needs a value\n{USAGE}"))
+        };
         match a.as_str() {
             "--kubeconfig" => kubeconfig = Some(PathBuf::from(value()?)),
             "--workers" => config.workers = value()?.parse()?,
@@ -30,7 +37,8 @@ fn parse(args: &[String]) -> anyhow::Result<(SimConfig, PathBuf)> {
             other => anyhow::bail!("unknown argument {other:?}\n{USAGE}"),
         }
     }
-    let kubeconfig = kubeconfig.ok_or_else(|| anyhow::anyhow!("--kubeconfig is required\n{USAGE}"))?;
+    let kubeconfig =
+        kubeconfig.ok_or_else(|| anyhow::anyhow!("--kubeconfig is required\n{USAGE}"))?;
     Ok((config, kubeconfig))
 }
 
@@ -38,7 +46,9 @@ fn parse(args: &[String]) -> anyhow::Result<(SimConfig, PathBuf)> {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (config, path) = parse(&args)?;

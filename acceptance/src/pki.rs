@@ -3,11 +3,16 @@
 
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{
+    DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
+};
 
 /// Failure to build the PKI.
 #[derive(Debug, thiserror::Error)]
@@ -35,27 +40,50 @@ impl Pki {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let ca_key = KeyPair::generate()?;
         let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        ca_params.distinguished_name.push(DnType::CommonName, "talos-sim-ca");
-        ca_params.distinguished_name.push(DnType::OrganizationName, "talos-sim");
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "talos-sim-ca");
+        ca_params
+            .distinguished_name
+            .push(DnType::OrganizationName, "talos-sim");
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         let ca_cert = ca_params.self_signed(&ca_key)?;
         let issuer = Issuer::new(ca_params, ca_key);
 
         let server_key = KeyPair::generate()?;
-        let sans: Vec<String> = ["localhost", "127.0.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "10.96.0.1", "::1"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let sans: Vec<String> = [
+            "localhost",
+            "127.0.0.1",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+            "10.96.0.1",
+            "::1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let mut server_params = CertificateParams::new(sans)?;
-        server_params.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+        server_params
+            .distinguished_name
+            .push(DnType::CommonName, "kube-apiserver");
         server_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let server_cert = server_params.signed_by(&server_key, &issuer)?;
 
         let admin_key = KeyPair::generate()?;
         let mut admin_params = CertificateParams::new(Vec::<String>::new())?;
-        admin_params.distinguished_name.push(DnType::CommonName, "admin");
-        admin_params.distinguished_name.push(DnType::OrganizationName, "system:masters");
+        admin_params
+            .distinguished_name
+            .push(DnType::CommonName, "admin");
+        admin_params
+            .distinguished_name
+            .push(DnType::OrganizationName, "system:masters");
         admin_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let admin_cert = admin_params.signed_by(&admin_key, &issuer)?;
 
@@ -85,8 +113,12 @@ impl Pki {
 
     /// Whether a presented client certificate chain is signed by the cluster CA.
     pub fn verify_client(&self, chain: &[CertificateDer<'static>]) -> bool {
-        let Some((end, rest)) = chain.split_first() else { return false };
-        self.verifier.verify_client_cert(end, rest, UnixTime::now()).is_ok()
+        let Some((end, rest)) = chain.split_first() else {
+            return false;
+        };
+        self.verifier
+            .verify_client_cert(end, rest, UnixTime::now())
+            .is_ok()
     }
 }
 
@@ -106,13 +138,28 @@ impl ClientCertVerifier for LenientVerifier {
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
         self.0.root_hint_subjects()
     }
-    fn verify_client_cert(&self, _end: &CertificateDer<'_>, _rest: &[CertificateDer<'_>], _now: UnixTime) -> Result<ClientCertVerified, rustls::Error> {
+    fn verify_client_cert(
+        &self,
+        _end: &CertificateDer<'_>,
+        _rest: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
         Ok(ClientCertVerified::assertion())
     }
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
         self.0.verify_tls12_signature(message, cert, dss)
     }
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
         self.0.verify_tls13_signature(message, cert, dss)
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

@@ -28,7 +28,8 @@ fn node(name: &str, control_plane: bool, ip: &str) -> Value {
     let mut taints = vec![json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})];
     if control_plane {
         labels["node-role.kubernetes.io/control-plane"] = json!("");
-        taints.push(json!({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}));
+        taints
+            .push(json!({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}));
     }
     json!({
         "apiVersion": "v1", "kind": "Node",
@@ -52,7 +53,12 @@ pub fn seed(store: &Store, config: &SimConfig, api_addr: SocketAddr) -> Result<(
     let ns = GroupResource::core("namespaces");
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         store.create(&ns, "", json!({"metadata": {"name": name}}), &opts)?;
-        store.create(&GroupResource::core("serviceaccounts"), name, json!({"metadata": {"name": "default"}}), &opts)?;
+        store.create(
+            &GroupResource::core("serviceaccounts"),
+            name,
+            json!({"metadata": {"name": "default"}}),
+            &opts,
+        )?;
     }
     store.create(
         &GroupResource::core("services"),
@@ -72,7 +78,12 @@ pub fn seed(store: &Store, config: &SimConfig, api_addr: SocketAddr) -> Result<(
     )?;
     for (i, (name, cp)) in node_names(config).into_iter().enumerate() {
         let ip = format!("10.5.0.{}", i + 2);
-        store.create(&GroupResource::core("nodes"), "", node(&name, cp, &ip), &WriteOptions::manager("kubelet"))?;
+        store.create(
+            &GroupResource::core("nodes"),
+            "",
+            node(&name, cp, &ip),
+            &WriteOptions::manager("kubelet"),
+        )?;
     }
     Ok(())
 }

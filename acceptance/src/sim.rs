@@ -26,7 +26,10 @@ pub struct SimCluster {
 
 impl std::fmt::Debug for SimCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimCluster").field("addr", &self.addr).field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("SimCluster")
+            .field("addr", &self.addr)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -38,24 +41,50 @@ impl SimCluster {
     }
 
     /// [`SimCluster::start`] plus extra controllers (for tests of a controller in isolation).
-    pub async fn start_with(config: SimConfig, extra: Vec<Box<dyn Controller>>) -> anyhow::Result<SimCluster> {
+    pub async fn start_with(
+        config: SimConfig,
+        extra: Vec<Box<dyn Controller>>,
+    ) -> anyhow::Result<SimCluster> {
         let pki = Pki::generate()?;
-        let listen = config.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| anyhow::anyhow!("failed to bind {listen}: {e}"))?;
+        let listen = config
+            .listen
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("failed to bind {listen}: {e}"))?;
         let addr = listener.local_addr()?;
         let store = Store::new(config.pace);
-        crate::seed::seed(&store, &config, addr).map_err(|e| anyhow::anyhow!("failed to seed the cluster: {e}"))?;
-        let state = Arc::new(ServerState { store: store.clone(), faults: Faults::default(), pki, shutdown: CancellationToken::new() });
+        crate::seed::seed(&store, &config, addr)
+            .map_err(|e| anyhow::anyhow!("failed to seed the cluster: {e}"))?;
+        let state = Arc::new(ServerState {
+            store: store.clone(),
+            faults: Faults::default(),
+            pki,
+            shutdown: CancellationToken::new(),
+        });
         let mut tasks = vec![tokio::spawn(server::serve(listener, state.clone()))];
-        let ctx = ControllerContext { store, config: config.clone(), faults: state.faults.clone(), shutdown: state.shutdown.clone() };
-        let controllers = controller::builtin_controllers().into_iter().chain(controller::cluster_controllers(&config)).chain(extra);
+        let ctx = ControllerContext {
+            store,
+            config: config.clone(),
+            faults: state.faults.clone(),
+            shutdown: state.shutdown.clone(),
+        };
+        let controllers = controller::builtin_controllers()
+            .into_iter()
+            .chain(controller::cluster_controllers(&config))
+            .chain(extra);
         for c in controllers {
             let name = c.name().to_string();
             tracing::debug!(controller = %name, "starting controller");
             tasks.push(tokio::spawn(c.run(ctx.clone())));
         }
         tracing::info!(%addr, "talos-sim API server listening");
-        Ok(SimCluster { addr, state, config, tasks })
+        Ok(SimCluster {
+            addr,
+            state,
+            config,
+            tasks,
+        })
     }
 
     /// `https://127.0.0.1:PORT`.

@@ -15,7 +15,7 @@ use super::resource::*;
 use super::schema::null_write_only;
 use super::{Diagnostics, Schema};
 use crate::cluster::{ClusterHandle, ProviderConfig};
-use crate::values::{Value, from_json};
+use crate::values::{JsonDecodeOptions, Value, from_json_with};
 
 struct Registered<T: ?Sized> {
     implementation: Arc<T>,
@@ -375,7 +375,11 @@ pub(crate) fn upgrade_same_version(
             ..Default::default()
         };
     }
-    match from_json(&req.raw_json, &schema.value_type()) {
+    // Like terraform-plugin-framework: attributes a newer build removed at the same version are dropped.
+    let options = JsonDecodeOptions {
+        ignore_undefined_attributes: true,
+    };
+    match from_json_with(&req.raw_json, &schema.value_type(), options) {
         Ok(upgraded_state) => UpgradeResponse {
             upgraded_state,
             diagnostics,

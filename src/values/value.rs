@@ -11,7 +11,8 @@ use super::Type;
 pub enum Number {
     Int(i64),
     Float(f64),
-    /// A number that fits neither exactly, kept as its canonical decimal text (e.g. `"18446744073709551616"`).
+    /// A number that fits neither exactly, kept as its canonical decimal text (e.g. `"18446744073709551616"`,
+    /// `"0.1"`, `"1e400"`): see [`Number::parse_decimal`]. Compared as text by `PartialEq`.
     Big(String),
 }
 

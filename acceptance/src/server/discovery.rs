@@ -39,7 +39,10 @@ pub fn api_versions(authority: Option<String>) -> Value {
 }
 
 fn group_entry(group: &str, versions: &[String]) -> Value {
-    let vs: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
     json!({"name": group, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(Value::Null)})
 }
 
@@ -48,7 +51,11 @@ pub fn api_groups(store: &Store) -> Value {
     for t in store.resource_types() {
         registry.insert(t);
     }
-    let groups: Vec<Value> = registry.groups().iter().map(|(g, vs)| group_entry(g, vs)).collect();
+    let groups: Vec<Value> = registry
+        .groups()
+        .iter()
+        .map(|(g, vs)| group_entry(g, vs))
+        .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
@@ -71,7 +78,11 @@ fn verbs(list: &[&str]) -> Value {
 
 /// The `APIResourceList` for one group version, or `None` if nothing is served there.
 pub fn resource_list(store: &Store, group: &str, version: &str) -> Option<Value> {
-    let types: Vec<ResourceType> = store.resource_types().into_iter().filter(|t| t.group == group && t.serves(version)).collect();
+    let types: Vec<ResourceType> = store
+        .resource_types()
+        .into_iter()
+        .filter(|t| t.group == group && t.serves(version))
+        .collect();
     if types.is_empty() {
         return None;
     }
@@ -95,21 +106,34 @@ pub fn resource_list(store: &Store, group: &str, version: &str) -> Option<Value>
             resources.push(json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": verbs(&["get"])}));
         }
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }
-
-const PROTO_OPENAPI: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
 
 /// A minimal OpenAPI v2 document: `swagger: "2.0"`, `info {title, version}`, nothing else.
 pub fn openapi_v2(req: &Request<Incoming>) -> Response<Body> {
-    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     if accept.contains("protobuf") {
         let mut resp = Response::new(response::full(openapi_protobuf()));
-        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(PROTO_OPENAPI));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
         return resp;
     }
-    response::ok(&json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": GIT_VERSION}, "paths": {}, "definitions": {}}))
+    response::ok(
+        &json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": GIT_VERSION}, "paths": {}, "definitions": {}}),
+    )
 }
 
 /// gnostic `openapi_v2.Document` in protobuf: field 1 `swagger`, field 2 `info` (`title` = 1,

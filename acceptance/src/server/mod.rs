@@ -71,8 +71,15 @@ pub(crate) async fn serve(listener: TcpListener, state: Arc<ServerState>) {
     }
 }
 
-async fn connection(state: Arc<ServerState>, acceptor: TlsAcceptor, tcp: tokio::net::TcpStream, peer: SocketAddr) {
-    let tls = match tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp)).await {
+async fn connection(
+    state: Arc<ServerState>,
+    acceptor: TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
+    let tls = match tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp))
+        .await
+    {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -80,8 +87,17 @@ async fn connection(state: Arc<ServerState>, acceptor: TlsAcceptor, tcp: tokio::
         }
         Err(_) => return,
     };
-    let certs: Vec<CertificateDer<'static>> = tls.get_ref().1.peer_certificates().map(|c| c.to_vec()).unwrap_or_default();
-    let identity = if !certs.is_empty() && state.pki.verify_client(&certs) { Identity::Admin } else { Identity::Anonymous };
+    let certs: Vec<CertificateDer<'static>> = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .map(|c| c.to_vec())
+        .unwrap_or_default();
+    let identity = if !certs.is_empty() && state.pki.verify_client(&certs) {
+        Identity::Admin
+    } else {
+        Identity::Anonymous
+    };
     let st = state.clone();
     let service = hyper::service::service_fn(move |req| {
         let st = st.clone();
@@ -101,27 +117,53 @@ async fn connection(state: Arc<ServerState>, acceptor: TlsAcceptor, tcp: tokio::
     }
 }
 
+/// Whether a resource path names a collection (`.../configmaps`) rather than an object.
+fn is_collection(path: &str) -> bool {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segs.as_slice() {
+        ["api", _, rest @ ..] => rest,
+        ["apis", _, _, rest @ ..] => rest,
+        _ => return false,
+    };
+    match rest {
+        ["namespaces", _, tail @ ..] if !tail.is_empty() => tail.len() == 1,
+        _ => rest.len() == 1,
+    }
+}
+
 /// The Kubernetes verb of a request, for faults and logs.
 fn verb_of(req: &Request<Incoming>) -> &'static str {
     let q = req.uri().query().unwrap_or("");
-    let watch = q.split('&').any(|p| p == "watch=true" || p == "watch=1" || p == "watch");
+    let watch = q
+        .split('&')
+        .any(|p| p == "watch=true" || p == "watch=1" || p == "watch");
+    let collection = is_collection(req.uri().path());
     match *req.method() {
         Method::GET if watch => "watch",
+        Method::GET if collection => "list",
         Method::GET => "get",
         Method::POST => "create",
         Method::PUT => "update",
         Method::PATCH => "patch",
+        Method::DELETE if collection => "deletecollection",
         Method::DELETE => "delete",
         _ => "other",
     }
 }
 
-async fn handle(state: Arc<ServerState>, identity: Identity, req: Request<Incoming>) -> Result<Response<Body>, std::io::Error> {
+async fn handle(
+    state: Arc<ServerState>,
+    identity: Identity,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, std::io::Error> {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     let verb = verb_of(&req);
     if state.faults.is_unreachable() {
-        return Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "fault: API unreachable"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "fault: API unreachable",
+        ));
     }
     if !path.starts_with("/talos-sim/") {
         let (delay, action) = state.faults.on_request(&path, verb, method.as_str());
@@ -130,13 +172,19 @@ async fn handle(state: Arc<ServerState>, identity: Identity, req: Request<Incomi
         }
         match action {
             Action::Pass => {}
-            Action::Fail { status, retry_after } => {
+            Action::Fail {
+                status,
+                retry_after,
+            } => {
                 tracing::debug!(%method, %path, status, "fault: failing request");
                 return Ok(response::error(&response::fault_error(status, retry_after)));
             }
             Action::Drop => {
                 tracing::debug!(%method, %path, "fault: dropping connection");
-                return Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "fault: dropped"));
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "fault: dropped",
+                ));
             }
         }
     }
@@ -145,9 +193,18 @@ async fn handle(state: Arc<ServerState>, identity: Identity, req: Request<Incomi
     Ok(resp)
 }
 
-async fn route(state: &Arc<ServerState>, identity: Identity, req: Request<Incoming>) -> Response<Body> {
+async fn route(
+    state: &Arc<ServerState>,
+    identity: Identity,
+    req: Request<Incoming>,
+) -> Response<Body> {
     let path = req.uri().path().trim_end_matches('/').to_string();
-    let public = matches!(path.as_str(), "/healthz" | "/livez" | "/readyz" | "/version") || path.starts_with("/healthz/") || path.starts_with("/livez/") || path.starts_with("/readyz/");
+    let public = matches!(
+        path.as_str(),
+        "/healthz" | "/livez" | "/readyz" | "/version"
+    ) || path.starts_with("/healthz/")
+        || path.starts_with("/livez/")
+        || path.starts_with("/readyz/");
     let authenticated = identity == Identity::Admin || bearer_ok(state, &req);
     if !authenticated {
         if public {
@@ -161,10 +218,16 @@ async fn route(state: &Arc<ServerState>, identity: Identity, req: Request<Incomi
     if path == "/talos-sim/faults" {
         return admin_faults(state, req).await;
     }
-    let segs: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(crate::util::percent_decode).collect();
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(crate::util::percent_decode)
+        .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     match segs.as_slice() {
-        ["api"] => response::ok(&discovery::api_versions(req.uri().authority().map(|a| a.to_string()))),
+        ["api"] => response::ok(&discovery::api_versions(
+            req.uri().authority().map(|a| a.to_string()),
+        )),
         ["apis"] => response::ok(&discovery::api_groups(&state.store)),
         ["openapi", "v2"] => discovery::openapi_v2(&req),
         ["openapi", "v3"] => response::ok(&json!({"paths": {}})),
@@ -173,7 +236,9 @@ async fn route(state: &Arc<ServerState>, identity: Identity, req: Request<Incomi
             Some(v) => response::ok(&v),
             None => response::error(&ApiError::no_route()),
         },
-        ["apis", group, version, rest @ ..] => resources::dispatch(state, group, version, rest, req).await,
+        ["apis", group, version, rest @ ..] => {
+            resources::dispatch(state, group, version, rest, req).await
+        }
         _ => response::error(&ApiError::no_route()),
     }
 }
@@ -187,12 +252,20 @@ fn bearer_ok(state: &ServerState, req: &Request<Incoming>) -> bool {
 }
 
 /// Reads a request body (at most 3 MiB, like the real server's limit).
-pub(crate) async fn read_body(req: Request<Incoming>) -> Result<(http::request::Parts, Bytes), ApiError> {
+pub(crate) async fn read_body(
+    req: Request<Incoming>,
+) -> Result<(http::request::Parts, Bytes), ApiError> {
     let (parts, body) = req.into_parts();
     let collected = Limited::new(body, 3 * 1024 * 1024)
         .collect()
         .await
-        .map_err(|e| ApiError::new(413, "RequestEntityTooLarge", format!("failed to read the request body: {e}")))?;
+        .map_err(|e| {
+            ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                format!("failed to read the request body: {e}"),
+            )
+        })?;
     Ok((parts, collected.to_bytes()))
 }
 
@@ -205,10 +278,15 @@ pub(crate) fn parse_body(content_type: &str, bytes: &[u8]) -> Result<Value, ApiE
         Ok(v) => Ok(v),
         Err(json_err) => {
             if content_type.contains("yaml") {
-                let text = std::str::from_utf8(bytes).map_err(|e| ApiError::bad_request(format!("the request body is not UTF-8: {e}")))?;
-                serde_saphyr::from_str::<Value>(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+                let text = std::str::from_utf8(bytes).map_err(|e| {
+                    ApiError::bad_request(format!("the request body is not UTF-8: {e}"))
+                })?;
+                serde_saphyr::from_str::<Value>(text)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
             } else {
-                Err(ApiError::bad_request(format!("couldn't get version/kind; json parse error: {json_err}")))
+                Err(ApiError::bad_request(format!(
+                    "couldn't get version/kind; json parse error: {json_err}"
+                )))
             }
         }
     }
@@ -216,7 +294,9 @@ pub(crate) fn parse_body(content_type: &str, bytes: &[u8]) -> Result<Value, ApiE
 
 async fn admin_faults(state: &Arc<ServerState>, req: Request<Incoming>) -> Response<Body> {
     match *req.method() {
-        Method::GET => response::ok(&serde_json::to_value(state.faults.active()).unwrap_or(Value::Null)),
+        Method::GET => {
+            response::ok(&serde_json::to_value(state.faults.active()).unwrap_or(Value::Null))
+        }
         Method::DELETE => {
             state.faults.clear();
             response::ok(&json!({"cleared": true}))
@@ -231,7 +311,9 @@ async fn admin_faults(state: &Arc<ServerState>, req: Request<Incoming>) -> Respo
                     state.faults.inject(spec.clone());
                     response::json_response(201, &serde_json::to_value(spec).unwrap_or(Value::Null))
                 }
-                Err(e) => response::error(&ApiError::bad_request(format!("invalid fault spec: {e}"))),
+                Err(e) => {
+                    response::error(&ApiError::bad_request(format!("invalid fault spec: {e}")))
+                }
             }
         }
         _ => response::error(&ApiError::method_not_allowed()),

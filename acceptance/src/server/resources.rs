@@ -10,7 +10,10 @@ use serde_json::{Value, json};
 
 use super::response::{self, Body};
 use super::{ServerState, discovery, parse_body, read_body, watch};
-use crate::store::{ApiError, DeleteOptions, GroupResource, ListOptions, Patch, Propagation, ResourceType, WriteOptions, tail_lines};
+use crate::store::{
+    ApiError, DeleteOptions, GroupResource, ListOptions, Patch, Propagation, ResourceType,
+    WriteOptions, tail_lines,
+};
 use crate::util::parse_query;
 
 /// Query parameters, decoded.
@@ -18,7 +21,10 @@ pub(crate) struct Query(Vec<(String, String)>);
 
 impl Query {
     pub fn get(&self, k: &str) -> Option<&str> {
-        self.0.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
     }
     pub fn flag(&self, k: &str) -> bool {
         matches!(self.get(k), Some("true") | Some("1") | Some(""))
@@ -26,7 +32,10 @@ impl Query {
     pub fn num(&self, k: &str) -> Result<Option<u64>, ApiError> {
         self.get(k)
             .filter(|v| !v.is_empty())
-            .map(|v| v.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid value for {k}: {v:?}"))))
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid value for {k}: {v:?}")))
+            })
             .transpose()
     }
     pub fn list_options(&self) -> Result<ListOptions, ApiError> {
@@ -48,9 +57,18 @@ struct Target<'a> {
 }
 
 fn parse_target<'a>(group: &str, rest: &[&'a str]) -> Option<Target<'a>> {
-    let t = |namespace, resource, name, sub| Some(Target { namespace, resource, name, sub });
+    let t = |namespace, resource, name, sub| {
+        Some(Target {
+            namespace,
+            resource,
+            name,
+            sub,
+        })
+    };
     match rest {
-        ["namespaces", ns, sub @ ("status" | "finalize")] if group.is_empty() => t(None, "namespaces", Some(*ns), Some(*sub)),
+        ["namespaces", ns, sub @ ("status" | "finalize")] if group.is_empty() => {
+            t(None, "namespaces", Some(*ns), Some(*sub))
+        }
         ["namespaces", ns, res] => t(Some(*ns), res, None, None),
         ["namespaces", ns, res, name] => t(Some(*ns), res, Some(*name), None),
         ["namespaces", ns, res, name, sub] => t(Some(*ns), res, Some(*name), Some(*sub)),
@@ -61,7 +79,13 @@ fn parse_target<'a>(group: &str, rest: &[&'a str]) -> Option<Target<'a>> {
     }
 }
 
-pub(crate) async fn dispatch(state: &Arc<ServerState>, group: &str, version: &str, rest: &[&str], req: Request<Incoming>) -> Response<Body> {
+pub(crate) async fn dispatch(
+    state: &Arc<ServerState>,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    req: Request<Incoming>,
+) -> Response<Body> {
     if rest.is_empty() {
         return match discovery::resource_list(&state.store, group, version) {
             Some(v) => response::ok(&v),
@@ -82,28 +106,50 @@ pub(crate) fn present(mut obj: Value, ty: &ResourceType, version: &str) -> Value
     obj
 }
 
-async fn handle(state: &Arc<ServerState>, group: &str, version: &str, rest: &[&str], req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+async fn handle(
+    state: &Arc<ServerState>,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
     let target = parse_target(group, rest).ok_or_else(ApiError::no_route)?;
     let store = &state.store;
     let gr = GroupResource::new(group, target.resource);
-    let ty = store.resource_type(&gr).filter(|t| t.serves(version)).ok_or_else(ApiError::no_route)?;
-    if (ty.namespaced && target.namespace.is_none() && target.name.is_some()) || (!ty.namespaced && target.namespace.is_some()) {
+    let ty = store
+        .resource_type(&gr)
+        .filter(|t| t.serves(version))
+        .ok_or_else(ApiError::no_route)?;
+    if (ty.namespaced && target.namespace.is_none() && target.name.is_some())
+        || (!ty.namespaced && target.namespace.is_some())
+    {
         return Err(ApiError::no_route());
     }
     let ns = target.namespace.unwrap_or("");
     let query = Query(parse_query(req.uri().query()));
     let method = req.method().clone();
     match (&method, target.name, target.sub) {
-        (&Method::GET, None, None) if query.flag("watch") => watch::serve(state, ty, version, target.namespace, &query),
+        (&Method::GET, None, None) if query.flag("watch") => {
+            watch::serve(state, ty, version, target.namespace, &query)
+        }
         (&Method::GET, None, None) => list(state, &ty, version, target.namespace, &query),
-        (&Method::GET, Some(name), None | Some("status")) => Ok(response::ok(&present(store.get(&gr, ns, name)?, &ty, version))),
-        (&Method::GET, Some(name), Some("log")) if gr == GroupResource::core("pods") => logs(state, ns, name, &query),
+        (&Method::GET, Some(name), None | Some("status")) => Ok(response::ok(&present(
+            store.get(&gr, ns, name)?,
+            &ty,
+            version,
+        ))),
+        (&Method::GET, Some(name), Some("log")) if gr == GroupResource::core("pods") => {
+            logs(state, ns, name, &query)
+        }
         (&Method::POST, None, None) => {
             let opts = write_options(&query, &req);
             let (parts, body) = read_body(req).await?;
             let obj = parse_body(content_type(&parts.headers), &body)?;
             let created = store.create(&gr, ns, obj, &opts)?;
-            Ok(response::json_response(201, &present(created, &ty, version)))
+            Ok(response::json_response(
+                201,
+                &present(created, &ty, version),
+            ))
         }
         (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
             let opts = write_options(&query, &req);
@@ -116,11 +162,21 @@ async fn handle(state: &Arc<ServerState>, group: &str, version: &str, rest: &[&s
             let opts = write_options(&query, &req);
             let (parts, body) = read_body(req).await?;
             let ct = content_type(&parts.headers).to_string();
-            let value = parse_body(if ct.contains("apply-patch") { "application/yaml" } else { &ct }, &body)?;
+            let value = parse_body(
+                if ct.contains("apply-patch") {
+                    "application/yaml"
+                } else {
+                    &ct
+                },
+                &body,
+            )?;
             let patch = Patch::from_content_type(&ct, value)?;
             let existed = store.get(&gr, ns, name).is_ok();
             let out = store.patch_sub(&gr, ns, name, patch, &opts, sub)?;
-            Ok(response::json_response(if existed { 200 } else { 201 }, &present(out, &ty, version)))
+            Ok(response::json_response(
+                if existed { 200 } else { 201 },
+                &present(out, &ty, version),
+            ))
         }
         (&Method::DELETE, Some(name), None) => {
             let (_, body) = read_body(req).await?;
@@ -143,15 +199,30 @@ async fn handle(state: &Arc<ServerState>, group: &str, version: &str, rest: &[&s
             let listed = store.list(&gr, target.namespace, &query.list_options()?)?;
             let mut deleted = Vec::new();
             for item in listed.items {
-                let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
-                let item_ns = item.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string();
+                let name = item
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let item_ns = item
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
                 match store.delete(&gr, &item_ns, &name, &opts) {
                     Ok(o) => deleted.push(present(o, &ty, version)),
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),
                 }
             }
-            Ok(response::ok(&list_body(&ty, version, deleted, store.resource_version(), None, None)))
+            Ok(response::ok(&list_body(
+                &ty,
+                version,
+                deleted,
+                store.resource_version(),
+                None,
+                None,
+            )))
         }
         (_, _, Some(_)) => Err(ApiError::no_route()),
         _ => Err(ApiError::method_not_allowed()),
@@ -159,7 +230,10 @@ async fn handle(state: &Arc<ServerState>, group: &str, version: &str, rest: &[&s
 }
 
 fn content_type(headers: &http::HeaderMap) -> &str {
-    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json")
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
 }
 
 fn write_options(query: &Query, req: &Request<Incoming>) -> WriteOptions {
@@ -168,10 +242,21 @@ fn write_options(query: &Query, req: &Request<Incoming>) -> WriteOptions {
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .map(|ua| ua.split('/').next().unwrap_or(ua).to_string());
-    let explicit = query.get("fieldManager").filter(|m| !m.is_empty()).map(String::from);
-    let is_apply = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.contains("apply-patch"));
+    let explicit = query
+        .get("fieldManager")
+        .filter(|m| !m.is_empty())
+        .map(String::from);
+    let is_apply = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.contains("apply-patch"));
     WriteOptions {
-        field_manager: if is_apply { explicit } else { explicit.or(from_agent) },
+        field_manager: if is_apply {
+            explicit
+        } else {
+            explicit.or(from_agent)
+        },
         force: query.flag("force"),
         dry_run: query.get("dryRun").is_some_and(|v| v == "All"),
     }
@@ -181,32 +266,68 @@ fn delete_options(query: &Query, body: &Bytes) -> Result<DeleteOptions, ApiError
     let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
     };
     let policy = query
         .get("propagationPolicy")
         .map(String::from)
-        .or_else(|| body.get("propagationPolicy").and_then(Value::as_str).map(String::from));
-    let orphan = query.get("orphanDependents").map(|v| v == "true").or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
+        .or_else(|| {
+            body.get("propagationPolicy")
+                .and_then(Value::as_str)
+                .map(String::from)
+        });
+    let orphan = query
+        .get("orphanDependents")
+        .map(|v| v == "true")
+        .or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
     let propagation = match policy.as_deref() {
         Some("Foreground") => Some(Propagation::Foreground),
         Some("Background") => Some(Propagation::Background),
         Some("Orphan") => Some(Propagation::Orphan),
-        Some(other) => return Err(ApiError::bad_request(format!("propagationPolicy: Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""))),
-        None => orphan.map(|o| if o { Propagation::Orphan } else { Propagation::Background }),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "propagationPolicy: Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+            )));
+        }
+        None => orphan.map(|o| {
+            if o {
+                Propagation::Orphan
+            } else {
+                Propagation::Background
+            }
+        }),
     };
     let dry_run = query.get("dryRun").is_some_and(|v| v == "All")
-        || body.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All"));
+        || body
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v == "All"));
     Ok(DeleteOptions {
         propagation,
-        grace_period_seconds: query.num("gracePeriodSeconds")?.or_else(|| body.get("gracePeriodSeconds").and_then(Value::as_u64)),
-        precondition_uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),
-        precondition_resource_version: body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from),
+        grace_period_seconds: query
+            .num("gracePeriodSeconds")?
+            .or_else(|| body.get("gracePeriodSeconds").and_then(Value::as_u64)),
+        precondition_uid: body
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(String::from),
+        precondition_resource_version: body
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(String::from),
         dry_run,
     })
 }
 
-pub(crate) fn list_body(ty: &ResourceType, version: &str, items: Vec<Value>, rv: u64, cont: Option<String>, remaining: Option<u64>) -> Value {
+pub(crate) fn list_body(
+    ty: &ResourceType,
+    version: &str,
+    items: Vec<Value>,
+    rv: u64,
+    cont: Option<String>,
+    remaining: Option<u64>,
+) -> Value {
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = cont {
         meta["continue"] = json!(c);
@@ -217,13 +338,37 @@ pub(crate) fn list_body(ty: &ResourceType, version: &str, items: Vec<Value>, rv:
     json!({"kind": format!("{}List", ty.kind), "apiVersion": ty.api_version_for(version), "metadata": meta, "items": items})
 }
 
-fn list(state: &Arc<ServerState>, ty: &ResourceType, version: &str, ns: Option<&str>, query: &Query) -> Result<Response<Body>, ApiError> {
-    let l = state.store.list(&ty.group_resource(), ns, &query.list_options()?)?;
-    let items = l.items.into_iter().map(|o| present(o, ty, version)).collect();
-    Ok(response::ok(&list_body(ty, version, items, l.resource_version, l.continue_token, l.remaining)))
+fn list(
+    state: &Arc<ServerState>,
+    ty: &ResourceType,
+    version: &str,
+    ns: Option<&str>,
+    query: &Query,
+) -> Result<Response<Body>, ApiError> {
+    let l = state
+        .store
+        .list(&ty.group_resource(), ns, &query.list_options()?)?;
+    let items = l
+        .items
+        .into_iter()
+        .map(|o| present(o, ty, version))
+        .collect();
+    Ok(response::ok(&list_body(
+        ty,
+        version,
+        items,
+        l.resource_version,
+        l.continue_token,
+        l.remaining,
+    )))
 }
 
-fn logs(state: &Arc<ServerState>, ns: &str, name: &str, query: &Query) -> Result<Response<Body>, ApiError> {
+fn logs(
+    state: &Arc<ServerState>,
+    ns: &str,
+    name: &str,
+    query: &Query,
+) -> Result<Response<Body>, ApiError> {
     let pod = state.store.get(&GroupResource::core("pods"), ns, name)?;
     let names: Vec<String> = ["/spec/initContainers", "/spec/containers"]
         .iter()
@@ -231,13 +376,34 @@ fn logs(state: &Arc<ServerState>, ns: &str, name: &str, query: &Query) -> Result
         .flatten()
         .filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from))
         .collect();
-    let regular: Vec<String> = pod.pointer("/spec/containers").and_then(Value::as_array).into_iter().flatten().filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from)).collect();
-    let default_container = pod.pointer("/metadata/annotations/kubectl.kubernetes.io~1default-container").and_then(Value::as_str);
-    let container = match query.get("container").filter(|c| !c.is_empty()).or(default_container) {
+    let regular: Vec<String> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from))
+        .collect();
+    let default_container = pod
+        .pointer("/metadata/annotations/kubectl.kubernetes.io~1default-container")
+        .and_then(Value::as_str);
+    let container = match query
+        .get("container")
+        .filter(|c| !c.is_empty())
+        .or(default_container)
+    {
         Some(c) if names.iter().any(|n| n == c) => c.to_string(),
-        Some(c) => return Err(ApiError::bad_request(format!("container {c} is not valid for pod {name}"))),
+        Some(c) => {
+            return Err(ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )));
+        }
         None if regular.len() == 1 => regular[0].clone(),
-        None => return Err(ApiError::bad_request(format!("a container name must be specified for pod {name}, choose one of: [{}]", names.join(" ")))),
+        None => {
+            return Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                names.join(" ")
+            )));
+        }
     };
     let logs = state.store.logs();
     let data = logs.read(ns, name, &container);
@@ -252,9 +418,15 @@ fn logs(state: &Arc<ServerState>, ns: &str, name: &str, query: &Query) -> Result
     let ct = "text/plain";
     if !query.flag("follow") {
         let mut resp = Response::new(response::full(first));
-        resp.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
         return Ok(resp);
     }
     let stream = logs.follow(ns, name, &container, data.len());
-    Ok(watch::stream_response(ct, Bytes::from(first), stream, state.shutdown.clone()))
+    Ok(watch::stream_response(
+        ct,
+        Bytes::from(first),
+        stream,
+        state.shutdown.clone(),
+    ))
 }

@@ -10,13 +10,18 @@ use crate::store::ApiError;
 pub type Body = BoxBody<Bytes, std::io::Error>;
 
 pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 pub fn json_response(code: u16, value: &Value) -> Response<Body> {
     let mut resp = Response::new(full(value.to_string()));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -37,7 +42,10 @@ pub fn error(e: &ApiError) -> Response<Body> {
 pub fn text(code: u16, body: &str) -> Response<Body> {
     let mut resp = Response::new(full(body.to_string()));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     resp
 }
 
@@ -49,9 +57,18 @@ pub fn success_status(details: Value) -> Value {
 /// The error an injected fault answers with.
 pub fn fault_error(status: u16, retry_after: Option<u64>) -> ApiError {
     let (reason, message) = match status {
-        429 => ("TooManyRequests", "Too many requests, please try again later."),
-        503 => ("ServiceUnavailable", "the server is currently unable to handle the request"),
-        504 => ("Timeout", "the server was unable to return a response in the time allotted, but may still be processing the request"),
+        429 => (
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        ),
+        503 => (
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+        504 => (
+            "Timeout",
+            "the server was unable to return a response in the time allotted, but may still be processing the request",
+        ),
         500 => ("InternalError", "Internal error occurred: injected fault"),
         _ => ("InternalError", "injected fault"),
     };

@@ -27,10 +27,16 @@ type Tx = mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>;
 
 fn channel_body(content_type: &'static str) -> (Tx, Response<Body>) {
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(64);
-    let body = BodyExt::boxed(StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx)));
+    let body = BodyExt::boxed(StreamBody::new(
+        tokio_stream::wrappers::ReceiverStream::new(rx),
+    ));
     let mut resp = Response::new(body);
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
     (tx, resp)
 }
 
@@ -41,7 +47,12 @@ async fn send_json(tx: &Tx, v: &Value) -> bool {
 }
 
 /// A streaming response of `first` and then `rest`, ending at shutdown.
-pub(crate) fn stream_response(content_type: &'static str, first: Bytes, rest: impl Stream<Item = Bytes> + Send + 'static, shutdown: CancellationToken) -> Response<Body> {
+pub(crate) fn stream_response(
+    content_type: &'static str,
+    first: Bytes,
+    rest: impl Stream<Item = Bytes> + Send + 'static,
+    shutdown: CancellationToken,
+) -> Response<Body> {
     let (tx, resp) = channel_body(content_type);
     tokio::spawn(async move {
         if !first.is_empty() && tx.send(Ok(Frame::data(first))).await.is_err() {
@@ -94,7 +105,13 @@ impl Filter {
 }
 
 /// Starts a watch (`?watch=true`).
-pub(crate) fn serve(state: &Arc<ServerState>, ty: ResourceType, version: &str, namespace: Option<&str>, query: &Query) -> Result<Response<Body>, ApiError> {
+pub(crate) fn serve(
+    state: &Arc<ServerState>,
+    ty: ResourceType,
+    version: &str,
+    namespace: Option<&str>,
+    query: &Query,
+) -> Result<Response<Body>, ApiError> {
     let filter = Filter {
         namespace: namespace.map(String::from),
         labels: LabelSelector::parse(query.get("labelSelector").unwrap_or(""))?,
@@ -102,7 +119,10 @@ pub(crate) fn serve(state: &Arc<ServerState>, ty: ResourceType, version: &str, n
     };
     let since = match query.get("resourceVersion") {
         None | Some("") | Some("0") => None,
-        Some(rv) => Some(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?),
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
+        ),
     };
     let send_initial = query.flag("sendInitialEvents");
     let bookmarks = query.flag("allowWatchBookmarks");
@@ -110,7 +130,9 @@ pub(crate) fn serve(state: &Arc<ServerState>, ty: ResourceType, version: &str, n
     let gr = ty.group_resource();
     let (tx, resp) = channel_body("application/json");
     let version = version.to_string();
-    let started = state.store.watch(&gr, namespace, if send_initial { None } else { since });
+    let started = state
+        .store
+        .watch(&gr, namespace, if send_initial { None } else { since });
     let state = state.clone();
     tokio::spawn(async move {
         let (initial, rx) = match started {
@@ -137,7 +159,10 @@ pub(crate) fn serve(state: &Arc<ServerState>, ty: ResourceType, version: &str, n
                 return;
             }
         }
-        run(state, ty, version, filter, rx, tx, last_rv, bookmarks, timeout).await;
+        run(
+            state, ty, version, filter, rx, tx, last_rv, bookmarks, timeout,
+        )
+        .await;
     });
     Ok(resp)
 }
@@ -151,7 +176,17 @@ fn bookmark(ty: &ResourceType, version: &str, rv: u64, initial_end: bool) -> Val
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn run(state: Arc<ServerState>, ty: ResourceType, version: String, filter: Filter, mut rx: broadcast::Receiver<StoreEvent>, tx: Tx, mut last_rv: u64, bookmarks: bool, timeout: Option<Duration>) {
+async fn run(
+    state: Arc<ServerState>,
+    ty: ResourceType,
+    version: String,
+    filter: Filter,
+    mut rx: broadcast::Receiver<StoreEvent>,
+    tx: Tx,
+    mut last_rv: u64,
+    bookmarks: bool,
+    timeout: Option<Duration>,
+) {
     let gr = ty.group_resource();
     let deadline = tokio::time::sleep(timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600)));
     tokio::pin!(deadline);

@@ -14,7 +14,8 @@ const DNS1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanume
 fn is_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -33,7 +34,11 @@ pub fn validate_name(ty: &ResourceType, name: &str) -> Option<Cause> {
         }
         _ if ty.group == "rbac.authorization.k8s.io" => {
             if name.contains('/') || name.contains('%') || name == "." || name == ".." {
-                Some(invalid_value("metadata.name", &v, "may not contain '/' or '%'"))
+                Some(invalid_value(
+                    "metadata.name",
+                    &v,
+                    "may not contain '/' or '%'",
+                ))
             } else {
                 None
             }
@@ -48,8 +53,16 @@ fn invalid(ty: &ResourceType, obj: &Value, causes: Vec<Cause>) -> Result<(), Api
     if causes.is_empty() {
         return Ok(());
     }
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-    Err(ApiError::invalid(&ty.kind, &ty.group_resource(), name, causes))
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    Err(ApiError::invalid(
+        &ty.kind,
+        &ty.group_resource(),
+        name,
+        causes,
+    ))
 }
 
 fn set_default(obj: &mut Value, pointer: &str, value: Value) {
@@ -82,7 +95,11 @@ pub fn on_update(ty: &ResourceType, old: &Value, new: &mut Value) -> Result<(), 
         let (o, n) = (old.pointer(path), new.pointer(path));
         if o != n {
             let field = path.trim_start_matches('/').replace('/', ".");
-            causes.push(invalid_value(&field, n.unwrap_or(&Value::Null), "field is immutable"));
+            causes.push(invalid_value(
+                &field,
+                n.unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
         }
     };
     match (ty.group.as_str(), ty.resource.as_str()) {
@@ -107,7 +124,12 @@ pub fn on_update(ty: &ResourceType, old: &Value, new: &mut Value) -> Result<(), 
         ("", "pods") => {
             let strip = |v: &Value| {
                 let mut s = v.get("spec").cloned().unwrap_or(Value::Null);
-                for c in s.get_mut("containers").and_then(Value::as_array_mut).into_iter().flatten() {
+                for c in s
+                    .get_mut("containers")
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
                     if let Some(m) = c.as_object_mut() {
                         m.remove("image");
                     }
@@ -134,7 +156,11 @@ pub fn on_update(ty: &ResourceType, old: &Value, new: &mut Value) -> Result<(), 
     invalid(ty, new, causes)
 }
 
-fn default_and_validate(ty: &ResourceType, obj: &mut Value, creating: bool) -> Result<(), ApiError> {
+fn default_and_validate(
+    ty: &ResourceType,
+    obj: &mut Value,
+    creating: bool,
+) -> Result<(), ApiError> {
     let mut causes = Vec::new();
     match (ty.group.as_str(), ty.resource.as_str()) {
         ("", "namespaces") => {
@@ -142,9 +168,19 @@ fn default_and_validate(ty: &ResourceType, obj: &mut Value, creating: bool) -> R
             if creating {
                 set_default(obj, "/status/phase", json!("Active"));
             }
-            let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
-            set_default(obj, "/metadata/labels/kubernetes.io~1metadata.name", name.clone());
-            if let Some(l) = obj.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
+            let name = obj
+                .pointer("/metadata/name")
+                .cloned()
+                .unwrap_or(Value::Null);
+            set_default(
+                obj,
+                "/metadata/labels/kubernetes.io~1metadata.name",
+                name.clone(),
+            );
+            if let Some(l) = obj
+                .pointer_mut("/metadata/labels")
+                .and_then(Value::as_object_mut)
+            {
                 l.remove("kubernetes.io~1metadata.name");
                 l.insert("kubernetes.io/metadata.name".into(), name);
             }
@@ -160,16 +196,22 @@ fn default_and_validate(ty: &ResourceType, obj: &mut Value, creating: bool) -> R
         ("", "services") => {
             set_default(obj, "/spec/type", json!("ClusterIP"));
             set_default(obj, "/spec/sessionAffinity", json!("None"));
-            for p in obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut).into_iter().flatten() {
+            for p in obj
+                .pointer_mut("/spec/ports")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
                 set_default(p, "/protocol", json!("TCP"));
                 let port = p.get("port").cloned().unwrap_or(Value::Null);
                 set_default(p, "/targetPort", port);
             }
         }
         ("batch", "jobs") => job(obj, &mut causes),
-        ("apps", "deployments") | ("apps", "daemonsets") | ("apps", "replicasets") | ("apps", "statefulsets") => {
-            workload(ty, obj, &mut causes)
-        }
+        ("apps", "deployments")
+        | ("apps", "daemonsets")
+        | ("apps", "replicasets")
+        | ("apps", "statefulsets") => workload(ty, obj, &mut causes),
         ("apiextensions.k8s.io", "customresourcedefinitions") => crd(obj, &mut causes),
         _ => {}
     }
@@ -188,9 +230,18 @@ fn secret(obj: &mut Value, causes: &mut Vec<Cause>) {
             }
         }
     }
-    for (k, v) in obj.get("data").and_then(Value::as_object).into_iter().flatten() {
+    for (k, v) in obj
+        .get("data")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
         if v.as_str().is_none_or(|s| engine.decode(s).is_err()) {
-            causes.push(invalid_value(&format!("data[{k}]"), v, "illegal base64 data"));
+            causes.push(invalid_value(
+                &format!("data[{k}]"),
+                v,
+                "illegal base64 data",
+            ));
         }
     }
 }
@@ -208,13 +259,23 @@ fn pod_spec(obj: &mut Value, at: &str, field: &str, causes: &mut Vec<Cause>) {
     match spec.get_mut("containers").and_then(Value::as_array_mut) {
         Some(cs) if !cs.is_empty() => {
             for (i, c) in cs.iter_mut().enumerate() {
-                if c.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+                if c.get("name")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
                     causes.push(required(&format!("{field}.containers[{i}].name"), ""));
                 }
                 match c.get("image").and_then(Value::as_str) {
                     Some(img) if !img.is_empty() => {
-                        let tagged = img.rsplit('/').next().is_some_and(|l| l.contains(':') || l.contains('@'));
-                        let policy = if !tagged || img.ends_with(":latest") { "Always" } else { "IfNotPresent" };
+                        let tagged = img
+                            .rsplit('/')
+                            .next()
+                            .is_some_and(|l| l.contains(':') || l.contains('@'));
+                        let policy = if !tagged || img.ends_with(":latest") {
+                            "Always"
+                        } else {
+                            "IfNotPresent"
+                        };
                         set_default(c, "/imagePullPolicy", json!(policy));
                     }
                     _ => causes.push(required(&format!("{field}.containers[{i}].image"), "")),
@@ -229,15 +290,26 @@ fn pod_spec(obj: &mut Value, at: &str, field: &str, causes: &mut Vec<Cause>) {
 
 fn job(obj: &mut Value, causes: &mut Vec<Cause>) {
     let uid = obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null);
-    let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+    let name = obj
+        .pointer("/metadata/name")
+        .cloned()
+        .unwrap_or(Value::Null);
     set_default(obj, "/spec/backoffLimit", json!(6));
     set_default(obj, "/spec/completions", json!(1));
     set_default(obj, "/spec/parallelism", json!(1));
     set_default(obj, "/spec/completionMode", json!("NonIndexed"));
     set_default(obj, "/spec/suspend", json!(false));
-    set_default(obj, "/spec/podReplacementPolicy", json!("TerminatingOrFailed"));
+    set_default(
+        obj,
+        "/spec/podReplacementPolicy",
+        json!("TerminatingOrFailed"),
+    );
     if obj.pointer("/spec/manualSelector") != Some(&json!(true)) {
-        set_default(obj, "/spec/selector", json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}));
+        set_default(
+            obj,
+            "/spec/selector",
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+        );
         if let Some(labels) = obj.pointer_mut("/spec/template/metadata").map(|m| {
             if !m.get("labels").is_some_and(Value::is_object) {
                 m["labels"] = json!({});
@@ -267,25 +339,39 @@ fn job(obj: &mut Value, causes: &mut Vec<Cause>) {
         Some("Never") | Some("OnFailure") => {}
         Some(other) => causes.push(Cause {
             reason: "FieldValueNotSupported".into(),
-            message: format!("Unsupported value: \"{other}\": supported values: \"OnFailure\", \"Never\""),
+            message: format!(
+                "Unsupported value: \"{other}\": supported values: \"OnFailure\", \"Never\""
+            ),
             field: "spec.template.spec.restartPolicy".into(),
         }),
-        None => causes.push(required("spec.template.spec.restartPolicy", "valid values: \"OnFailure\", \"Never\"")),
+        None => causes.push(required(
+            "spec.template.spec.restartPolicy",
+            "valid values: \"OnFailure\", \"Never\"",
+        )),
     }
 }
 
 fn workload(ty: &ResourceType, obj: &mut Value, causes: &mut Vec<Cause>) {
-    if ty.resource == "deployments" || ty.resource == "replicasets" || ty.resource == "statefulsets" {
+    if ty.resource == "deployments" || ty.resource == "replicasets" || ty.resource == "statefulsets"
+    {
         set_default(obj, "/spec/replicas", json!(1));
     }
     set_default(obj, "/spec/revisionHistoryLimit", json!(10));
     match ty.resource.as_str() {
         "deployments" => {
             set_default(obj, "/spec/progressDeadlineSeconds", json!(600));
-            set_default(obj, "/spec/strategy", json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}));
+            set_default(
+                obj,
+                "/spec/strategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
+            );
         }
         "daemonsets" => {
-            set_default(obj, "/spec/updateStrategy", json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}));
+            set_default(
+                obj,
+                "/spec/updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+            );
         }
         _ => {}
     }
@@ -294,7 +380,10 @@ fn workload(ty: &ResourceType, obj: &mut Value, causes: &mut Vec<Cause>) {
         return;
     };
     pod_spec(obj, "/spec/template/spec", "spec.template.spec", causes);
-    let labels = obj.pointer("/spec/template/metadata/labels").cloned().unwrap_or(json!({}));
+    let labels = obj
+        .pointer("/spec/template/metadata/labels")
+        .cloned()
+        .unwrap_or(json!({}));
     let matches = match_labels
         .get("matchLabels")
         .and_then(Value::as_object)
@@ -309,28 +398,58 @@ fn workload(ty: &ResourceType, obj: &mut Value, causes: &mut Vec<Cause>) {
 }
 
 fn crd(obj: &mut Value, causes: &mut Vec<Cause>) {
-    let group = obj.pointer("/spec/group").and_then(Value::as_str).unwrap_or("").to_string();
-    let plural = obj.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or("").to_string();
-    let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+    let group = obj
+        .pointer("/spec/group")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let plural = obj
+        .pointer("/spec/names/plural")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let name = obj
+        .pointer("/metadata/name")
+        .cloned()
+        .unwrap_or(Value::Null);
     if group.is_empty() {
         causes.push(required("spec.group", ""));
     }
     if plural.is_empty() {
         causes.push(required("spec.names.plural", ""));
     }
-    if obj.pointer("/spec/names/kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+    if obj
+        .pointer("/spec/names/kind")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
         causes.push(required("spec.names.kind", ""));
     }
     if name.as_str() != Some(format!("{plural}.{group}").as_str()) {
-        causes.push(invalid_value("metadata.name", &name, "must be spec.names.plural+\".\"+spec.group"));
+        causes.push(invalid_value(
+            "metadata.name",
+            &name,
+            "must be spec.names.plural+\".\"+spec.group",
+        ));
     }
-    let versions = obj.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let versions = obj
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if versions.is_empty() {
-        causes.push(required("spec.versions", "must have exactly one version marked as storage version"));
+        causes.push(required(
+            "spec.versions",
+            "must have exactly one version marked as storage version",
+        ));
     }
     if let Some(names) = obj.pointer("/spec/names").cloned() {
         let mut accepted = names;
-        let kind = accepted.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        let kind = accepted
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         set_default(&mut accepted, "/singular", json!(kind.to_lowercase()));
         set_default(&mut accepted, "/listKind", json!(format!("{kind}List")));
         set_default(obj, "/spec/names/singular", accepted["singular"].clone());
@@ -355,20 +474,28 @@ fn crd(obj: &mut Value, causes: &mut Vec<Cause>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::types::Registry;
     use crate::store::types::GroupResource;
+    use crate::store::types::Registry;
 
     fn ty(g: &str, r: &str) -> ResourceType {
-        Registry::builtin().get(&GroupResource::new(g, r)).cloned().unwrap()
+        Registry::builtin()
+            .get(&GroupResource::new(g, r))
+            .cloned()
+            .unwrap()
     }
 
     #[test]
     fn names_follow_the_resource_rule() {
         assert!(validate_name(&ty("", "configmaps"), "a.b-c").is_none());
         let c = validate_name(&ty("", "configmaps"), "Bad_Name").unwrap();
-        assert!(c.message.starts_with("Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"));
+        assert!(
+            c.message
+                .starts_with("Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain")
+        );
         assert!(validate_name(&ty("", "namespaces"), "a.b").is_some());
-        assert!(validate_name(&ty("rbac.authorization.k8s.io", "clusterroles"), "system:x").is_none());
+        assert!(
+            validate_name(&ty("rbac.authorization.k8s.io", "clusterroles"), "system:x").is_none()
+        );
     }
 
     #[test]
@@ -377,13 +504,24 @@ mod tests {
         let mut job = json!({"metadata": {"name": "j", "uid": "u1"},
             "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}}}});
         on_create(&t, &mut job).unwrap();
-        assert_eq!(job.pointer("/spec/template/metadata/labels/job-name"), Some(&json!("j")));
-        assert_eq!(job.pointer("/spec/selector/matchLabels/batch.kubernetes.io~1controller-uid"), Some(&json!("u1")));
+        assert_eq!(
+            job.pointer("/spec/template/metadata/labels/job-name"),
+            Some(&json!("j"))
+        );
+        assert_eq!(
+            job.pointer("/spec/selector/matchLabels/batch.kubernetes.io~1controller-uid"),
+            Some(&json!("u1"))
+        );
         let mut changed = job.clone();
         changed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("busybox:2");
         let e = on_update(&t, &job, &mut changed).unwrap_err();
         assert_eq!(e.code, 422);
-        assert!(e.message.starts_with("Job.batch \"j\" is invalid: spec.template: Invalid value: "), "{}", e.message);
+        assert!(
+            e.message
+                .starts_with("Job.batch \"j\" is invalid: spec.template: Invalid value: "),
+            "{}",
+            e.message
+        );
         assert!(e.message.ends_with("field is immutable"));
     }
 }

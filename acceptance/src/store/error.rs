@@ -59,11 +59,12 @@ impl ApiError {
 
     /// 409 `configmaps "x" already exists`.
     pub fn already_exists(gr: &GroupResource, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{gr} \"{name}\" already exists")).with_details(
-            name,
-            gr,
-            &gr.resource,
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{gr} \"{name}\" already exists"),
         )
+        .with_details(name, gr, &gr.resource)
     }
 
     /// 409 `Operation cannot be fulfilled on configmaps "x": <why>`.
@@ -110,11 +111,12 @@ impl ApiError {
 
     /// 403 `<resource> "x" is forbidden: <why>`.
     pub fn forbidden(gr: &GroupResource, name: &str, why: &str) -> Self {
-        Self::new(403, "Forbidden", format!("{gr} \"{name}\" is forbidden: {why}")).with_details(
-            name,
-            gr,
-            &gr.resource,
+        Self::new(
+            403,
+            "Forbidden",
+            format!("{gr} \"{name}\" is forbidden: {why}"),
         )
+        .with_details(name, gr, &gr.resource)
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -131,7 +133,11 @@ impl ApiError {
 
     /// 404 for a path or resource type the server does not serve.
     pub fn no_route() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     /// 410 `too old resource version: 5 (10)`.
@@ -147,7 +153,9 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"
+            ),
         )
     }
 
@@ -160,7 +168,12 @@ impl ApiError {
     }
 
     /// The apply-conflict error, with one `FieldManagerConflict` cause per field.
-    pub fn apply_conflicts(gr: &GroupResource, name: &str, message: String, causes: Vec<Cause>) -> Self {
+    pub fn apply_conflicts(
+        gr: &GroupResource,
+        name: &str,
+        message: String,
+        causes: Vec<Cause>,
+    ) -> Self {
         let mut e = Self::new(409, "Conflict", message).with_details(name, gr, &gr.resource);
         if let Some(d) = e.details.as_mut() {
             d["causes"] = causes_json(&causes);
@@ -185,7 +198,7 @@ impl ApiError {
         if let Some(secs) = self.retry_after {
             let d = s
                 .as_object_mut()
-                .and_then(|m| Some(m.entry("details").or_insert_with(|| json!({}))));
+                .map(|m| m.entry("details").or_insert_with(|| json!({})));
             if let Some(d) = d {
                 d["retryAfterSeconds"] = json!(secs);
             }

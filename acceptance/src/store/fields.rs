@@ -64,7 +64,10 @@ impl FieldSet {
                 let path = vec![PathElem::Field(k.clone())];
                 if k == "metadata" {
                     if let Some(meta) = v.as_object() {
-                        for (mk, mv) in meta.iter().filter(|(mk, _)| !SYSTEM_META.contains(&mk.as_str())) {
+                        for (mk, mv) in meta
+                            .iter()
+                            .filter(|(mk, _)| !SYSTEM_META.contains(&mk.as_str()))
+                        {
                             let mut p = path.clone();
                             p.push(PathElem::Field(mk.clone()));
                             walk(mv, p, &mut set);
@@ -163,10 +166,8 @@ fn walk(v: &Value, path: FieldPath, set: &mut BTreeSet<FieldPath>) {
 
 fn parse_v1(v: &Value, path: FieldPath, set: &mut BTreeSet<FieldPath>) {
     let Some(m) = v.as_object() else { return };
-    if m.is_empty() || m.contains_key(".") {
-        if !path.is_empty() {
-            set.insert(path.clone());
-        }
+    if (m.is_empty() || m.contains_key(".")) && !path.is_empty() {
+        set.insert(path.clone());
     }
     for (k, child) in m {
         let el = if let Some(f) = k.strip_prefix("f:") {
@@ -206,7 +207,9 @@ pub fn get_path<'a>(obj: &'a Value, path: &[PathElem]) -> Option<&'a Value> {
 
 /// Removes the value at a path (a map key or a keyed list item). Missing paths are ignored.
 pub fn remove_path(obj: &mut Value, path: &[PathElem]) {
-    let Some((last, parent_path)) = path.split_last() else { return };
+    let Some((last, parent_path)) = path.split_last() else {
+        return;
+    };
     let mut cur = obj;
     for el in parent_path {
         let next = match el {
@@ -279,7 +282,9 @@ pub fn merge_apply(live: &mut Value, config: &Value) {
                 }
             }
         }
-        (Value::Array(l), Value::Array(c)) if is_keyed_list(c) && (l.is_empty() || is_keyed_list(l)) => {
+        (Value::Array(l), Value::Array(c))
+            if is_keyed_list(c) && (l.is_empty() || is_keyed_list(l)) =>
+        {
             for citem in c {
                 let key = item_key(citem);
                 match find_item(l, &key) {
@@ -330,7 +335,13 @@ mod tests {
     #[test]
     fn apply_merges_keyed_lists() {
         let mut live = json!({"c": [{"name": "a", "x": 1}], "l": [1, 2], "m": {"k": 1}});
-        merge_apply(&mut live, &json!({"c": [{"name": "a", "y": 2}, {"name": "b"}], "l": [3], "m": {"j": 2}}));
-        assert_eq!(live, json!({"c": [{"name": "a", "x": 1, "y": 2}, {"name": "b"}], "l": [3], "m": {"k": 1, "j": 2}}));
+        merge_apply(
+            &mut live,
+            &json!({"c": [{"name": "a", "y": 2}, {"name": "b"}], "l": [3], "m": {"j": 2}}),
+        );
+        assert_eq!(
+            live,
+            json!({"c": [{"name": "a", "x": 1, "y": 2}, {"name": "b"}], "l": [3], "m": {"k": 1, "j": 2}})
+        );
     }
 }

@@ -34,7 +34,7 @@ impl PodLogs {
         f(&mut g)
     }
 
-    fn buffer<'a>(map: &'a mut HashMap<Key, Buffer>, k: Key) -> &'a mut Buffer {
+    fn buffer(map: &mut HashMap<Key, Buffer>, k: Key) -> &mut Buffer {
         map.entry(k).or_insert_with(|| Buffer {
             data: Vec::new(),
             closed: false,
@@ -71,7 +71,11 @@ impl PodLogs {
 
     /// Everything logged so far.
     pub fn read(&self, namespace: &str, pod: &str, container: &str) -> Vec<u8> {
-        self.with(|m| m.get(&key(namespace, pod, container)).map(|b| b.data.clone()).unwrap_or_default())
+        self.with(|m| {
+            m.get(&key(namespace, pod, container))
+                .map(|b| b.data.clone())
+                .unwrap_or_default()
+        })
     }
 
     /// Drops all buffers of a pod (the pod was deleted); followers end.
@@ -90,32 +94,45 @@ impl PodLogs {
 
     /// A stream of the log from byte `offset` on, following appends until the buffer is closed
     /// or removed.
-    pub fn follow(&self, namespace: &str, pod: &str, container: &str, offset: usize) -> impl Stream<Item = Bytes> + Send + 'static {
+    pub fn follow(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        offset: usize,
+    ) -> impl Stream<Item = Bytes> + Send + 'static {
         let this = self.clone();
         let k = key(namespace, pod, container);
         let rx = self.with(|m| Self::buffer(m, k.clone()).version.subscribe());
-        futures::stream::unfold((this, k, rx, offset, false), |(this, k, mut rx, offset, done)| async move {
-            if done {
-                return None;
-            }
-            loop {
-                let (chunk, closed, exists) = this.with(|m| match m.get(&k) {
-                    Some(b) => (b.data.get(offset..).map(<[u8]>::to_vec).unwrap_or_default(), b.closed, true),
-                    None => (Vec::new(), true, false),
-                });
-                if !chunk.is_empty() {
-                    let next = offset + chunk.len();
-                    return Some((Bytes::from(chunk), (this, k, rx, next, closed)));
-                }
-                if closed || !exists {
+        futures::stream::unfold(
+            (this, k, rx, offset, false),
+            |(this, k, mut rx, offset, done)| async move {
+                if done {
                     return None;
                 }
-                rx.borrow_and_update();
-                if rx.changed().await.is_err() {
-                    return None;
+                loop {
+                    let (chunk, closed, exists) = this.with(|m| match m.get(&k) {
+                        Some(b) => (
+                            b.data.get(offset..).map(<[u8]>::to_vec).unwrap_or_default(),
+                            b.closed,
+                            true,
+                        ),
+                        None => (Vec::new(), true, false),
+                    });
+                    if !chunk.is_empty() {
+                        let next = offset + chunk.len();
+                        return Some((Bytes::from(chunk), (this, k, rx, next, closed)));
+                    }
+                    if closed || !exists {
+                        return None;
+                    }
+                    rx.borrow_and_update();
+                    if rx.changed().await.is_err() {
+                        return None;
+                    }
                 }
-            }
-        })
+            },
+        )
     }
 }
 

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::fields::{FieldPath, FieldSet, PathElem, get_path, merge_apply, path_string, remove_path};
+use super::fields::{
+    FieldPath, FieldSet, PathElem, get_path, merge_apply, path_string, remove_path,
+};
 
 /// One `managedFields` entry.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,7 +23,9 @@ pub struct Entry {
 
 impl Entry {
     fn same_owner(&self, manager: &str, operation: &str, subresource: Option<&str>) -> bool {
-        self.manager == manager && self.operation == operation && self.subresource.as_deref() == subresource
+        self.manager == manager
+            && self.operation == operation
+            && self.subresource.as_deref() == subresource
     }
 }
 
@@ -49,10 +53,19 @@ impl Managers {
                         Some(Entry {
                             manager: e.get("manager")?.as_str()?.to_string(),
                             operation: e.get("operation")?.as_str()?.to_string(),
-                            api_version: e.get("apiVersion").and_then(Value::as_str).unwrap_or("").into(),
+                            api_version: e
+                                .get("apiVersion")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .into(),
                             time: e.get("time").and_then(Value::as_str).unwrap_or("").into(),
-                            subresource: e.get("subresource").and_then(Value::as_str).map(String::from),
-                            fields: FieldSet::from_fields_v1(e.get("fieldsV1").unwrap_or(&Value::Null)),
+                            subresource: e
+                                .get("subresource")
+                                .and_then(Value::as_str)
+                                .map(String::from),
+                            fields: FieldSet::from_fields_v1(
+                                e.get("fieldsV1").unwrap_or(&Value::Null),
+                            ),
                         })
                     })
                     .collect()
@@ -63,7 +76,9 @@ impl Managers {
 
     /// Writes `metadata.managedFields` (removing it when empty).
     pub fn write(&self, obj: &mut Value) {
-        let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else { return };
+        let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return;
+        };
         let entries: Vec<Value> = self
             .0
             .iter()
@@ -90,8 +105,19 @@ impl Managers {
         }
     }
 
-    fn entry_mut(&mut self, manager: &str, operation: &str, subresource: Option<&str>, api_version: &str, time: &str) -> &mut Entry {
-        let idx = match self.0.iter().position(|e| e.same_owner(manager, operation, subresource)) {
+    fn entry_mut(
+        &mut self,
+        manager: &str,
+        operation: &str,
+        subresource: Option<&str>,
+        api_version: &str,
+        time: &str,
+    ) -> &mut Entry {
+        let idx = match self
+            .0
+            .iter()
+            .position(|e| e.same_owner(manager, operation, subresource))
+        {
             Some(i) => i,
             None => {
                 self.0.push(Entry {
@@ -113,7 +139,15 @@ impl Managers {
 
     /// Records a non-apply write: `manager` takes every field whose value changed from `old` to
     /// `new`; other managers lose changed and removed fields.
-    pub fn record_update(&mut self, manager: &str, api_version: &str, subresource: Option<&str>, time: &str, old: Option<&Value>, new: &Value) {
+    pub fn record_update(
+        &mut self,
+        manager: &str,
+        api_version: &str,
+        subresource: Option<&str>,
+        time: &str,
+        old: Option<&Value>,
+        new: &Value,
+    ) {
         let new_set = FieldSet::from_object(new);
         let changed: Vec<FieldPath> = new_set
             .0
@@ -122,7 +156,13 @@ impl Managers {
             .cloned()
             .collect();
         let removed: Vec<FieldPath> = old
-            .map(|o| FieldSet::from_object(o).0.into_iter().filter(|p| get_path(new, p).is_none()).collect())
+            .map(|o| {
+                FieldSet::from_object(o)
+                    .0
+                    .into_iter()
+                    .filter(|p| get_path(new, p).is_none())
+                    .collect()
+            })
             .unwrap_or_default();
         for e in self.0.iter_mut() {
             for p in changed.iter().chain(removed.iter()) {
@@ -144,18 +184,38 @@ impl Managers {
     /// Server-side apply of `config` by `manager` onto `live` (an empty object when creating).
     /// Returns the merged object, or the conflicts when `force` is false.
     #[allow(clippy::too_many_arguments)]
-    pub fn apply(&mut self, manager: &str, api_version: &str, subresource: Option<&str>, time: &str, live: &Value, config: &Value, force: bool) -> Result<Value, Vec<Conflict>> {
+    pub fn apply(
+        &mut self,
+        manager: &str,
+        api_version: &str,
+        subresource: Option<&str>,
+        time: &str,
+        live: &Value,
+        config: &Value,
+        force: bool,
+    ) -> Result<Value, Vec<Conflict>> {
         let new_set = FieldSet::from_object(config);
         let mut conflicts = Vec::new();
-        for e in self.0.iter().filter(|e| !e.same_owner(manager, "Apply", subresource)) {
-            for p in new_set.0.iter().filter(|p| !matches!(p.last(), Some(PathElem::Key(_)))) {
+        for e in self
+            .0
+            .iter()
+            .filter(|e| !e.same_owner(manager, "Apply", subresource))
+        {
+            for p in new_set
+                .0
+                .iter()
+                .filter(|p| !matches!(p.last(), Some(PathElem::Key(_))))
+            {
                 if e.fields.contains(p) && get_path(live, p) != get_path(config, p) {
                     let who = if e.operation == "Update" {
                         format!("\"{}\" using {}", e.manager, e.api_version)
                     } else {
                         format!("\"{}\"", e.manager)
                     };
-                    conflicts.push(Conflict { manager: who, path: p.clone() });
+                    conflicts.push(Conflict {
+                        manager: who,
+                        path: p.clone(),
+                    });
                 }
             }
         }
@@ -171,14 +231,14 @@ impl Managers {
             .find(|e| e.same_owner(manager, "Apply", subresource))
             .map(|e| e.fields.clone())
             .unwrap_or_default();
-        let mut dropped: Vec<&FieldPath> = previous.0.iter().filter(|p| !new_set.contains(p)).collect();
+        let mut dropped: Vec<&FieldPath> =
+            previous.0.iter().filter(|p| !new_set.contains(p)).collect();
         dropped.sort_by_key(|p| std::cmp::Reverse(p.len()));
         let mut removed = Vec::new();
         for p in dropped {
-            let shared = self
-                .0
-                .iter()
-                .any(|e| !e.same_owner(manager, "Apply", subresource) && e.fields.owns_at_or_below(p));
+            let shared = self.0.iter().any(|e| {
+                !e.same_owner(manager, "Apply", subresource) && e.fields.owns_at_or_below(p)
+            });
             if !shared && !new_set.owns_at_or_below(p) {
                 remove_path(&mut merged, p);
                 removed.push(p.clone());
@@ -204,11 +264,18 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
     let n = conflicts.len();
     if n == 1 {
         let c = &conflicts[0];
-        return format!("Apply failed with 1 conflict: conflict with {}: {}", c.manager, path_string(&c.path));
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            c.manager,
+            path_string(&c.path)
+        );
     }
     let mut by_manager: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for c in conflicts {
-        by_manager.entry(&c.manager).or_default().push(path_string(&c.path));
+        by_manager
+            .entry(&c.manager)
+            .or_default()
+            .push(path_string(&c.path));
     }
     let parts: Vec<String> = by_manager
         .iter()
@@ -231,31 +298,107 @@ mod tests {
     fn apply_conflicts_force_and_removal() {
         let mut m = Managers::default();
         let empty = json!({});
-        let a = m.apply("a", "v1", None, "t", &empty, &json!({"data": {"x": "1", "y": "1"}}), false).unwrap();
+        let a = m
+            .apply(
+                "a",
+                "v1",
+                None,
+                "t",
+                &empty,
+                &json!({"data": {"x": "1", "y": "1"}}),
+                false,
+            )
+            .unwrap();
         // b applies a different x: conflict.
-        let err = m.apply("b", "v1", None, "t", &a, &json!({"data": {"x": "2"}}), false).unwrap_err();
-        assert_eq!(conflict_message(&err), "Apply failed with 1 conflict: conflict with \"a\": .data.x");
+        let err = m
+            .apply(
+                "b",
+                "v1",
+                None,
+                "t",
+                &a,
+                &json!({"data": {"x": "2"}}),
+                false,
+            )
+            .unwrap_err();
+        assert_eq!(
+            conflict_message(&err),
+            "Apply failed with 1 conflict: conflict with \"a\": .data.x"
+        );
         // same value: shared, no conflict.
-        let shared = m.apply("b", "v1", None, "t", &a, &json!({"data": {"y": "1"}}), false).unwrap();
+        let shared = m
+            .apply(
+                "b",
+                "v1",
+                None,
+                "t",
+                &a,
+                &json!({"data": {"y": "1"}}),
+                false,
+            )
+            .unwrap();
         // a drops y: still owned by b, so kept; a drops x: removed.
-        let after = m.apply("a", "v1", None, "t", &shared, &json!({"data": {"z": "1"}}), false).unwrap();
+        let after = m
+            .apply(
+                "a",
+                "v1",
+                None,
+                "t",
+                &shared,
+                &json!({"data": {"z": "1"}}),
+                false,
+            )
+            .unwrap();
         assert_eq!(after, json!({"data": {"y": "1", "z": "1"}}));
         // forced takeover
-        let forced = m.apply("c", "v1", None, "t", &after, &json!({"data": {"z": "9"}}), true).unwrap();
+        let forced = m
+            .apply(
+                "c",
+                "v1",
+                None,
+                "t",
+                &after,
+                &json!({"data": {"z": "9"}}),
+                true,
+            )
+            .unwrap();
         assert_eq!(forced["data"]["z"], "9");
-        let a_entry = m.0.iter().find(|e| e.manager == "a").map(|e| e.fields.clone());
+        let a_entry =
+            m.0.iter()
+                .find(|e| e.manager == "a")
+                .map(|e| e.fields.clone());
         assert!(a_entry.is_none(), "a lost its only field");
     }
 
     #[test]
     fn update_takes_changed_fields() {
         let mut m = Managers::default();
-        let old = m.apply("a", "v1", None, "t", &json!({}), &json!({"data": {"x": "1"}}), false).unwrap();
+        let old = m
+            .apply(
+                "a",
+                "v1",
+                None,
+                "t",
+                &json!({}),
+                &json!({"data": {"x": "1"}}),
+                false,
+            )
+            .unwrap();
         let new = json!({"data": {"x": "2"}});
         m.record_update("kubectl-edit", "v1", None, "t", Some(&old), &new);
         assert_eq!(m.0.len(), 1);
         assert_eq!(m.0[0].manager, "kubectl-edit");
-        let err = m.apply("a", "v1", None, "t", &new, &json!({"data": {"x": "3"}}), false).unwrap_err();
+        let err = m
+            .apply(
+                "a",
+                "v1",
+                None,
+                "t",
+                &new,
+                &json!({"data": {"x": "3"}}),
+                false,
+            )
+            .unwrap_err();
         assert_eq!(err[0].manager, "\"kubectl-edit\" using v1");
     }
 }

@@ -208,7 +208,9 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("resource_version", &self.resource_version()).finish()
+        f.debug_struct("Store")
+            .field("resource_version", &self.resource_version())
+            .finish()
     }
 }
 
@@ -282,9 +284,15 @@ impl Store {
 
     /// Lists objects (all namespaces when `namespace` is `None`), sorted by namespace and name.
     /// Errors: 400 for bad selectors or continue tokens, 404 for unknown types.
-    pub fn list(&self, gr: &GroupResource, namespace: Option<&str>, opts: &ListOptions) -> Result<ObjectList, ApiError> {
+    pub fn list(
+        &self,
+        gr: &GroupResource,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ObjectList, ApiError> {
         let labels = LabelSelector::parse(opts.label_selector.as_deref().unwrap_or(""))?;
-        let fields = FieldSelector::parse(opts.field_selector.as_deref().unwrap_or(""), &gr.resource)?;
+        let fields =
+            FieldSelector::parse(opts.field_selector.as_deref().unwrap_or(""), &gr.resource)?;
         let start = match &opts.continue_token {
             Some(t) if !t.is_empty() => Some(decode_continue(t)?),
             _ => None,
@@ -308,7 +316,8 @@ impl Store {
             last_key = Some((ns.clone(), name.clone()));
             items.push(obj.clone());
         }
-        let continue_token = (remaining > 0).then(|| encode_continue(last_key.unwrap_or_default(), st.rv));
+        let continue_token =
+            (remaining > 0).then(|| encode_continue(last_key.unwrap_or_default(), st.rv));
         Ok(ObjectList {
             items,
             resource_version: st.rv,
@@ -326,7 +335,12 @@ impl Store {
     /// `since = None`: every current object of `gr` (in `namespace`) as `Added`. `Some(rv)`: the
     /// recorded events of `gr` after `rv`; 410 Gone when `rv` is older than the history kept.
     /// The receiver carries all types; filter by `gr`/namespace.
-    pub fn watch(&self, gr: &GroupResource, namespace: Option<&str>, since: Option<u64>) -> Result<(Vec<StoreEvent>, broadcast::Receiver<StoreEvent>), ApiError> {
+    pub fn watch(
+        &self,
+        gr: &GroupResource,
+        namespace: Option<&str>,
+        since: Option<u64>,
+    ) -> Result<(Vec<StoreEvent>, broadcast::Receiver<StoreEvent>), ApiError> {
         let st = self.lock();
         st.registry.get(gr).ok_or_else(ApiError::no_route)?;
         let rx = self.inner.events.subscribe();
@@ -383,7 +397,9 @@ pub(crate) fn rv_of(obj: &Value) -> u64 {
 }
 
 pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
-    obj.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str)
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
 }
 
 fn encode_continue(key: (String, String), rv: u64) -> String {
@@ -393,7 +409,9 @@ fn encode_continue(key: (String, String), rv: u64) -> String {
 
 fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
     let bad = || ApiError::bad_request("continue key is not valid: illegal base64 data");
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
     Ok((
         v.get("ns").and_then(Value::as_str).unwrap_or("").into(),
@@ -403,7 +421,14 @@ fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
 
 impl State {
     /// Stores a change: bumps the global resourceVersion, records and broadcasts the event.
-    fn commit(&mut self, tx: &broadcast::Sender<StoreEvent>, gr: &GroupResource, kind: EventKind, mut obj: Value, old: Option<Value>) -> Value {
+    fn commit(
+        &mut self,
+        tx: &broadcast::Sender<StoreEvent>,
+        gr: &GroupResource,
+        kind: EventKind,
+        mut obj: Value,
+        old: Option<Value>,
+    ) -> Value {
         self.rv += 1;
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), json!(self.rv.to_string()));
@@ -440,6 +465,8 @@ impl State {
     }
 
     fn object(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<&Value> {
-        self.objects.get(gr).and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+        self.objects
+            .get(gr)
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
     }
 }

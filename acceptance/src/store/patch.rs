@@ -23,7 +23,9 @@ impl Patch {
     /// The patch type for a content type (parameters such as `; charset=utf-8` ignored).
     pub fn from_content_type(ct: &str, body: Value) -> Result<Patch, ApiError> {
         match ct.split(';').next().unwrap_or("").trim() {
-            "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(Patch::Apply(body)),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => {
+                Ok(Patch::Apply(body))
+            }
             "application/merge-patch+json" => Ok(Patch::Merge(body)),
             "application/json-patch+json" => Ok(Patch::Json(body)),
             "application/strategic-merge-patch+json" => Ok(Patch::Strategic(body)),
@@ -41,11 +43,19 @@ pub fn apply_patch(target: &Value, patch: &Patch) -> Result<Value, ApiError> {
             let ops: json_patch::Patch = serde_json::from_value(p.clone())
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
             json_patch::patch(&mut out, &ops).map_err(|e| {
-                ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}"))
+                ApiError::new(
+                    422,
+                    "Invalid",
+                    format!("the server rejected our request due to an error in our request: {e}"),
+                )
             })?;
         }
         Patch::Strategic(p) => strategic_merge(&mut out, p),
-        Patch::Apply(_) => return Err(ApiError::internal("apply patches go through server-side apply")),
+        Patch::Apply(_) => {
+            return Err(ApiError::internal(
+                "apply patches go through server-side apply",
+            ));
+        }
     }
     Ok(out)
 }
@@ -69,7 +79,9 @@ pub fn strategic_merge(target: &mut Value, patch: &Value) {
     if !target.is_object() {
         *target = Value::Object(Default::default());
     }
-    let Some(t) = target.as_object_mut() else { return };
+    let Some(t) = target.as_object_mut() else {
+        return;
+    };
     for (k, pv) in p {
         if k.starts_with("$") {
             continue;
@@ -79,8 +91,15 @@ pub fn strategic_merge(target: &mut Value, patch: &Value) {
                 t.remove(k);
             }
             Value::Object(_) => strategic_merge(t.entry(k.clone()).or_insert(Value::Null), pv),
-            Value::Array(items) if is_keyed_list(items) && t.get(k).and_then(Value::as_array).is_some_and(|a| a.is_empty() || is_keyed_list(a)) => {
-                let Some(Value::Array(live)) = t.get_mut(k) else { continue };
+            Value::Array(items)
+                if is_keyed_list(items)
+                    && t.get(k)
+                        .and_then(Value::as_array)
+                        .is_some_and(|a| a.is_empty() || is_keyed_list(a)) =>
+            {
+                let Some(Value::Array(live)) = t.get_mut(k) else {
+                    continue;
+                };
                 for item in items {
                     let name = item.get("name");
                     let pos = live.iter().position(|l| l.get("name") == name);
@@ -113,17 +132,25 @@ mod tests {
 
     #[test]
     fn strategic_merges_named_lists() {
-        let mut t = json!({"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b"}], "x": 1}});
+        let mut t =
+            json!({"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b"}], "x": 1}});
         strategic_merge(
             &mut t,
             &json!({"spec": {"containers": [{"name": "a", "image": "2"}, {"name": "b", "$patch": "delete"}, {"name": "c"}], "x": null}}),
         );
-        assert_eq!(t, json!({"spec": {"containers": [{"name": "a", "image": "2"}, {"name": "c"}]}}));
+        assert_eq!(
+            t,
+            json!({"spec": {"containers": [{"name": "a", "image": "2"}, {"name": "c"}]}})
+        );
     }
 
     #[test]
     fn json_patch_errors_are_422() {
-        let e = apply_patch(&json!({}), &Patch::Json(json!([{"op": "remove", "path": "/x"}]))).unwrap_err();
+        let e = apply_patch(
+            &json!({}),
+            &Patch::Json(json!([{"op": "remove", "path": "/x"}])),
+        )
+        .unwrap_err();
         assert_eq!(e.code, 422);
     }
 }

@@ -78,15 +78,18 @@ fn bad(part: &str) -> ApiError {
 fn valid_key(k: &str) -> bool {
     !k.is_empty()
         && k.len() <= 316
-        && k
-            .chars()
+        && k.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
 }
 
 fn parse_label_req(part: &str) -> Result<LabelReq, ApiError> {
     if let Some(k) = part.strip_prefix('!') {
         let k = k.trim();
-        return if valid_key(k) { Ok(LabelReq::NotExists(k.into())) } else { Err(bad(part)) };
+        return if valid_key(k) {
+            Ok(LabelReq::NotExists(k.into()))
+        } else {
+            Err(bad(part))
+        };
     }
     for (op, ctor) in [("!=", 0), ("==", 1), ("=", 1)] {
         if let Some((k, v)) = part.split_once(op) {
@@ -131,7 +134,11 @@ fn parse_label_req(part: &str) -> Result<LabelReq, ApiError> {
             LabelReq::In(key.into(), values)
         });
     }
-    if valid_key(part) { Ok(LabelReq::Exists(part.into())) } else { Err(bad(part)) }
+    if valid_key(part) {
+        Ok(LabelReq::Exists(part.into()))
+    } else {
+        Err(bad(part))
+    }
 }
 
 /// A parsed field selector (`metadata.name=x,status.phase!=Running`).

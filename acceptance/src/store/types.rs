@@ -176,25 +176,142 @@ fn t(
 
 fn builtin_types() -> Vec<ResourceType> {
     let mut v = vec![
-        t("", "v1", "namespaces", "Namespace", false, &["ns"], true, false),
+        t(
+            "",
+            "v1",
+            "namespaces",
+            "Namespace",
+            false,
+            &["ns"],
+            true,
+            false,
+        ),
         t("", "v1", "nodes", "Node", false, &["no"], true, false),
         t("", "v1", "pods", "Pod", true, &["po"], true, false),
         t("", "v1", "secrets", "Secret", true, &[], false, false),
-        t("", "v1", "configmaps", "ConfigMap", true, &["cm"], false, false),
-        t("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"], false, false),
+        t(
+            "",
+            "v1",
+            "configmaps",
+            "ConfigMap",
+            true,
+            &["cm"],
+            false,
+            false,
+        ),
+        t(
+            "",
+            "v1",
+            "serviceaccounts",
+            "ServiceAccount",
+            true,
+            &["sa"],
+            false,
+            false,
+        ),
         t("", "v1", "services", "Service", true, &["svc"], true, false),
-        t("", "v1", "endpoints", "Endpoints", true, &["ep"], false, false),
+        t(
+            "",
+            "v1",
+            "endpoints",
+            "Endpoints",
+            true,
+            &["ep"],
+            false,
+            false,
+        ),
         t("", "v1", "events", "Event", true, &["ev"], false, false),
-        t("apps", "v1", "deployments", "Deployment", true, &["deploy"], true, true),
-        t("apps", "v1", "daemonsets", "DaemonSet", true, &["ds"], true, true),
-        t("apps", "v1", "replicasets", "ReplicaSet", true, &["rs"], true, true),
-        t("apps", "v1", "statefulsets", "StatefulSet", true, &["sts"], true, true),
+        t(
+            "apps",
+            "v1",
+            "deployments",
+            "Deployment",
+            true,
+            &["deploy"],
+            true,
+            true,
+        ),
+        t(
+            "apps",
+            "v1",
+            "daemonsets",
+            "DaemonSet",
+            true,
+            &["ds"],
+            true,
+            true,
+        ),
+        t(
+            "apps",
+            "v1",
+            "replicasets",
+            "ReplicaSet",
+            true,
+            &["rs"],
+            true,
+            true,
+        ),
+        t(
+            "apps",
+            "v1",
+            "statefulsets",
+            "StatefulSet",
+            true,
+            &["sts"],
+            true,
+            true,
+        ),
         t("batch", "v1", "jobs", "Job", true, &[], true, true),
-        t("coordination.k8s.io", "v1", "leases", "Lease", true, &[], false, false),
-        t("events.k8s.io", "v1", "events", "Event", true, &["ev"], false, false),
-        t("rbac.authorization.k8s.io", "v1", "roles", "Role", true, &[], false, false),
-        t("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, &[], false, false),
-        t("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, &[], false, false),
+        t(
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            "Lease",
+            true,
+            &[],
+            false,
+            false,
+        ),
+        t(
+            "events.k8s.io",
+            "v1",
+            "events",
+            "Event",
+            true,
+            &["ev"],
+            false,
+            false,
+        ),
+        t(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "roles",
+            "Role",
+            true,
+            &[],
+            false,
+            false,
+        ),
+        t(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "rolebindings",
+            "RoleBinding",
+            true,
+            &[],
+            false,
+            false,
+        ),
+        t(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterroles",
+            "ClusterRole",
+            false,
+            &[],
+            false,
+            false,
+        ),
         t(
             "rbac.authorization.k8s.io",
             "v1",
@@ -219,7 +336,13 @@ fn builtin_types() -> Vec<ResourceType> {
     for ty in v.iter_mut() {
         if matches!(
             ty.resource.as_str(),
-            "pods" | "services" | "deployments" | "daemonsets" | "replicasets" | "statefulsets" | "jobs"
+            "pods"
+                | "services"
+                | "deployments"
+                | "daemonsets"
+                | "replicasets"
+                | "statefulsets"
+                | "jobs"
         ) {
             ty.categories = vec!["all".into()];
         }
@@ -234,9 +357,15 @@ mod tests {
     #[test]
     fn looks_up_by_kind_and_url() {
         let r = Registry::builtin();
-        assert_eq!(r.by_kind("batch/v1", "Job").map(|t| t.resource.as_str()), Some("jobs"));
+        assert_eq!(
+            r.by_kind("batch/v1", "Job").map(|t| t.resource.as_str()),
+            Some("jobs")
+        );
         assert!(r.lookup("", "v1", "secrets").is_some());
         assert!(r.lookup("", "v2", "secrets").is_none());
-        assert_eq!(GroupResource::new("batch", "jobs").to_string(), "jobs.batch");
+        assert_eq!(
+            GroupResource::new("batch", "jobs").to_string(),
+            "jobs.batch"
+        );
     }
 }

@@ -22,50 +22,117 @@ impl Store {
     /// Creates an object in `namespace` (ignored for cluster-scoped types). The body's
     /// `apiVersion`/`kind` may be omitted. Errors: 409 AlreadyExists, 404 (namespace or type
     /// missing), 403 (namespace terminating), 422 Invalid, 400 BadRequest.
-    pub fn create(&self, gr: &GroupResource, namespace: &str, obj: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
+    pub fn create(
+        &self,
+        gr: &GroupResource,
+        namespace: &str,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         let mut st = self.lock();
-        let ty = st.registry.get(gr).cloned().ok_or_else(ApiError::no_route)?;
+        let ty = st
+            .registry
+            .get(gr)
+            .cloned()
+            .ok_or_else(ApiError::no_route)?;
         self.create_locked(&mut st, &ty, namespace, obj, opts, false)
     }
 
     /// Replaces an object (name from the body). Errors: 404, 409 Conflict (stale
     /// `resourceVersion`), 422 Invalid (e.g. a Job's `spec.template` changed).
-    pub fn update(&self, gr: &GroupResource, namespace: &str, obj: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
+    pub fn update(
+        &self,
+        gr: &GroupResource,
+        namespace: &str,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         self.update_sub(gr, namespace, obj, opts, None)
     }
 
     /// Replaces only `.status` (the `/status` subresource).
-    pub fn update_status(&self, gr: &GroupResource, namespace: &str, obj: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
+    pub fn update_status(
+        &self,
+        gr: &GroupResource,
+        namespace: &str,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         self.update_sub(gr, namespace, obj, opts, STATUS)
     }
 
     /// Patches an object; [`Patch::Apply`] is server-side apply (creates when missing; needs
     /// `field_manager`; 409 with the conflicting fields unless `force`).
-    pub fn patch(&self, gr: &GroupResource, namespace: &str, name: &str, patch: Patch, opts: &WriteOptions) -> Result<Value, ApiError> {
+    pub fn patch(
+        &self,
+        gr: &GroupResource,
+        namespace: &str,
+        name: &str,
+        patch: Patch,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         self.patch_sub(gr, namespace, name, patch, opts, None)
     }
 
     /// Patches only `.status` (the `/status` subresource).
-    pub fn patch_status(&self, gr: &GroupResource, namespace: &str, name: &str, patch: Patch, opts: &WriteOptions) -> Result<Value, ApiError> {
+    pub fn patch_status(
+        &self,
+        gr: &GroupResource,
+        namespace: &str,
+        name: &str,
+        patch: Patch,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         self.patch_sub(gr, namespace, name, patch, opts, STATUS)
     }
 
-    pub(crate) fn update_sub(&self, gr: &GroupResource, namespace: &str, obj: Value, opts: &WriteOptions, sub: Option<&str>) -> Result<Value, ApiError> {
+    pub(crate) fn update_sub(
+        &self,
+        gr: &GroupResource,
+        namespace: &str,
+        obj: Value,
+        opts: &WriteOptions,
+        sub: Option<&str>,
+    ) -> Result<Value, ApiError> {
         let name = meta_str(&obj, "name").unwrap_or("").to_string();
         self.update_named(gr, namespace, &name, obj, opts, sub)
     }
 
     /// Update with the name from the URL (the body's name must match).
-    pub(crate) fn update_named(&self, gr: &GroupResource, namespace: &str, name: &str, obj: Value, opts: &WriteOptions, sub: Option<&str>) -> Result<Value, ApiError> {
+    pub(crate) fn update_named(
+        &self,
+        gr: &GroupResource,
+        namespace: &str,
+        name: &str,
+        obj: Value,
+        opts: &WriteOptions,
+        sub: Option<&str>,
+    ) -> Result<Value, ApiError> {
         let mut st = self.lock();
-        let ty = st.registry.get(gr).cloned().ok_or_else(ApiError::no_route)?;
+        let ty = st
+            .registry
+            .get(gr)
+            .cloned()
+            .ok_or_else(ApiError::no_route)?;
         check_subresource(&ty, sub)?;
         self.update_locked(&mut st, &ty, namespace, name, obj, opts, sub, false)
     }
 
-    pub(crate) fn patch_sub(&self, gr: &GroupResource, namespace: &str, name: &str, patch: Patch, opts: &WriteOptions, sub: Option<&str>) -> Result<Value, ApiError> {
+    pub(crate) fn patch_sub(
+        &self,
+        gr: &GroupResource,
+        namespace: &str,
+        name: &str,
+        patch: Patch,
+        opts: &WriteOptions,
+        sub: Option<&str>,
+    ) -> Result<Value, ApiError> {
         let mut st = self.lock();
-        let ty = st.registry.get(gr).cloned().ok_or_else(ApiError::no_route)?;
+        let ty = st
+            .registry
+            .get(gr)
+            .cloned()
+            .ok_or_else(ApiError::no_route)?;
         check_subresource(&ty, sub)?;
         let ns = if ty.namespaced { namespace } else { "" };
         if let Patch::Apply(config) = patch {
@@ -78,23 +145,45 @@ impl Store {
                 "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
             ));
         }
-        let old = st.object(&ty.group_resource(), ns, name).cloned().ok_or_else(|| ApiError::not_found(&ty.group_resource(), name))?;
+        let old = st
+            .object(&ty.group_resource(), ns, name)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&ty.group_resource(), name))?;
         let patched = apply_patch(&old, &patch)?;
         self.update_locked(&mut st, &ty, ns, name, patched, opts, sub, false)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn apply_locked(&self, st: &mut State, ty: &ResourceType, ns: &str, name: &str, config: Value, opts: &WriteOptions, sub: Option<&str>) -> Result<Value, ApiError> {
+    fn apply_locked(
+        &self,
+        st: &mut State,
+        ty: &ResourceType,
+        ns: &str,
+        name: &str,
+        config: Value,
+        opts: &WriteOptions,
+        sub: Option<&str>,
+    ) -> Result<Value, ApiError> {
         let gr = ty.group_resource();
         let Some(manager) = opts.field_manager.as_deref().filter(|m| !m.is_empty()) else {
-            return Err(ApiError::invalid("PatchOptions", &GroupResource::new("meta.k8s.io", ""), "", vec![required("fieldManager", "is required for apply patch")]));
+            return Err(ApiError::invalid(
+                "PatchOptions",
+                &GroupResource::new("meta.k8s.io", ""),
+                "",
+                vec![required("fieldManager", "is required for apply patch")],
+            ));
         };
         if !config.is_object() {
-            return Err(ApiError::bad_request("error decoding YAML: the apply configuration is not an object"));
+            return Err(ApiError::bad_request(
+                "error decoding YAML: the apply configuration is not an object",
+            ));
         }
         check_type_meta(ty, &config)?;
         if meta_str(&config, "name").is_some_and(|n| n != name) {
-            return Err(ApiError::bad_request(format!("the name of the object ({}) does not match the name on the URL ({name})", meta_str(&config, "name").unwrap_or(""))));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                meta_str(&config, "name").unwrap_or("")
+            )));
         }
         let mut config = config;
         if sub.is_some() {
@@ -139,10 +228,20 @@ impl Store {
         }
     }
 
-    pub(super) fn create_locked(&self, st: &mut State, ty: &ResourceType, namespace: &str, mut obj: Value, opts: &WriteOptions, managed_done: bool) -> Result<Value, ApiError> {
+    pub(super) fn create_locked(
+        &self,
+        st: &mut State,
+        ty: &ResourceType,
+        namespace: &str,
+        mut obj: Value,
+        opts: &WriteOptions,
+        managed_done: bool,
+    ) -> Result<Value, ApiError> {
         let gr = ty.group_resource();
         if !obj.is_object() {
-            return Err(ApiError::bad_request("the body of the request is not a JSON object"));
+            return Err(ApiError::bad_request(
+                "the body of the request is not a JSON object",
+            ));
         }
         check_type_meta(ty, &obj)?;
         obj["apiVersion"] = json!(ty.api_version());
@@ -150,39 +249,78 @@ impl Store {
         if !obj.get("metadata").is_some_and(Value::is_object) {
             obj["metadata"] = json!({});
         }
-        let meta = obj["metadata"].as_object_mut().expect("metadata is an object");
+        let meta = obj["metadata"]
+            .as_object_mut()
+            .expect("metadata is an object");
         if ty.namespaced {
             if let Some(body_ns) = meta.get("namespace").and_then(Value::as_str) {
                 if !namespace.is_empty() && body_ns != namespace {
-                    return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
                 }
             }
-            let ns = if namespace.is_empty() { meta.get("namespace").and_then(Value::as_str).unwrap_or("").to_string() } else { namespace.to_string() };
+            let ns = if namespace.is_empty() {
+                meta.get("namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            } else {
+                namespace.to_string()
+            };
             if ns.is_empty() {
-                return Err(ApiError::bad_request("the server could not find the requested resource: namespace is required"));
+                return Err(ApiError::bad_request(
+                    "the server could not find the requested resource: namespace is required",
+                ));
             }
             meta.insert("namespace".into(), json!(ns));
         } else {
             meta.remove("namespace");
         }
-        let mut name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        let mut name = meta
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if name.is_empty() {
-            if let Some(prefix) = meta.get("generateName").and_then(Value::as_str).filter(|p| !p.is_empty()) {
+            if let Some(prefix) = meta
+                .get("generateName")
+                .and_then(Value::as_str)
+                .filter(|p| !p.is_empty())
+            {
                 name = format!("{prefix}{}", name_suffix());
                 meta.insert("name".into(), json!(name));
             } else {
-                return Err(ApiError::invalid(&ty.kind, &gr, "", vec![required("metadata.name", "name or generateName is required")]));
+                return Err(ApiError::invalid(
+                    &ty.kind,
+                    &gr,
+                    "",
+                    vec![required(
+                        "metadata.name",
+                        "name or generateName is required",
+                    )],
+                ));
             }
         }
         if let Some(cause) = admission::validate_name(ty, &name) {
             return Err(ApiError::invalid(&ty.kind, &gr, &name, vec![cause]));
         }
-        let ns = meta.get("namespace").and_then(Value::as_str).unwrap_or("").to_string();
+        let ns = meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if ty.namespaced {
             match st.object(&GroupResource::core("namespaces"), "", &ns) {
                 None => return Err(ApiError::not_found(&GroupResource::core("namespaces"), &ns)),
                 Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => {
-                    return Err(ApiError::forbidden(&gr, &name, &format!("unable to create new content in namespace {ns} because it is being terminated")));
+                    return Err(ApiError::forbidden(
+                        &gr,
+                        &name,
+                        &format!(
+                            "unable to create new content in namespace {ns} because it is being terminated"
+                        ),
+                    ));
                 }
                 Some(_) => {}
             }
@@ -190,7 +328,12 @@ impl Store {
         if st.object(&gr, &ns, &name).is_some() {
             return Err(ApiError::already_exists(&gr, &name));
         }
-        for k in ["deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "selfLink"] {
+        for k in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+            "selfLink",
+        ] {
             meta.remove(k);
         }
         meta.insert("uid".into(), json!(new_uid()));
@@ -211,7 +354,14 @@ impl Store {
                 m.remove("managedFields");
             }
             let mut managers = Managers::default();
-            managers.record_update(manager_of(opts), &ty.api_version(), None, &now_rfc3339(), None, &obj);
+            managers.record_update(
+                manager_of(opts),
+                &ty.api_version(),
+                None,
+                &now_rfc3339(),
+                None,
+                &obj,
+            );
             managers.write(&mut obj);
         }
         if opts.dry_run {
@@ -225,16 +375,33 @@ impl Store {
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn update_locked(&self, st: &mut State, ty: &ResourceType, ns: &str, name: &str, new: Value, opts: &WriteOptions, sub: Option<&str>, managed_done: bool) -> Result<Value, ApiError> {
+    pub(super) fn update_locked(
+        &self,
+        st: &mut State,
+        ty: &ResourceType,
+        ns: &str,
+        name: &str,
+        new: Value,
+        opts: &WriteOptions,
+        sub: Option<&str>,
+        managed_done: bool,
+    ) -> Result<Value, ApiError> {
         let gr = ty.group_resource();
         let ns = if ty.namespaced { ns } else { "" };
         if !new.is_object() {
-            return Err(ApiError::bad_request("the body of the request is not a JSON object"));
+            return Err(ApiError::bad_request(
+                "the body of the request is not a JSON object",
+            ));
         }
         check_type_meta(ty, &new)?;
-        let old = st.object(&gr, ns, name).cloned().ok_or_else(|| ApiError::not_found(&gr, name))?;
+        let old = st
+            .object(&gr, ns, name)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&gr, name))?;
         if let Some(body_name) = meta_str(&new, "name").filter(|n| *n != name) {
-            return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
         }
         if let Some(rv) = meta_str(&new, "resourceVersion").filter(|rv| !rv.is_empty()) {
             if Some(rv) != meta_str(&old, "resourceVersion") {
@@ -243,7 +410,14 @@ impl Store {
         }
         if let Some(uid) = meta_str(&new, "uid").filter(|u| !u.is_empty()) {
             if Some(uid) != meta_str(&old, "uid") {
-                return Err(ApiError::conflict(&gr, name, &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta_str(&old, "uid").unwrap_or(""))));
+                return Err(ApiError::conflict(
+                    &gr,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        meta_str(&old, "uid").unwrap_or("")
+                    ),
+                ));
             }
         }
         let mut result = if sub.is_some() {
@@ -257,7 +431,10 @@ impl Store {
                 }
             }
             if managed_done {
-                r["metadata"]["managedFields"] = new.pointer("/metadata/managedFields").cloned().unwrap_or(Value::Null);
+                r["metadata"]["managedFields"] = new
+                    .pointer("/metadata/managedFields")
+                    .cloned()
+                    .unwrap_or(Value::Null);
             }
             r
         } else {
@@ -265,11 +442,26 @@ impl Store {
             if !r.get("metadata").is_some_and(Value::is_object) {
                 r["metadata"] = json!({});
             }
-            let (om, rm) = (old["metadata"].as_object().cloned().unwrap_or_default(), r["metadata"].as_object_mut().expect("object"));
-            for k in ["uid", "creationTimestamp", "namespace", "name", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+            let (om, rm) = (
+                old["metadata"].as_object().cloned().unwrap_or_default(),
+                r["metadata"].as_object_mut().expect("object"),
+            );
+            for k in [
+                "uid",
+                "creationTimestamp",
+                "namespace",
+                "name",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ] {
                 copy_key(&om, rm, k);
             }
-            if !rm.get("managedFields").is_some_and(|m| m.as_array().is_some_and(|a| !a.is_empty())) {
+            if rm
+                .get("managedFields")
+                .and_then(Value::as_array)
+                .is_none_or(|a| a.is_empty())
+            {
                 copy_key(&om, rm, "managedFields");
             }
             if ty.status_subresource {
@@ -294,12 +486,22 @@ impl Store {
         }
         admission::on_update(ty, &old, &mut result)?;
         if ty.generation && spec_of(&old, ty) != spec_of(&result, ty) {
-            let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+            let g = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             result["metadata"]["generation"] = json!(g + 1);
         }
         if !managed_done {
             let mut managers = Managers::read(&result);
-            managers.record_update(manager_of(opts), &ty.api_version(), sub, &now_rfc3339(), Some(&old), &result);
+            managers.record_update(
+                manager_of(opts),
+                &ty.api_version(),
+                sub,
+                &now_rfc3339(),
+                Some(&old),
+                &result,
+            );
             managers.write(&mut result);
         }
         if same_ignoring_bookkeeping(&old, &result) {
@@ -309,10 +511,20 @@ impl Store {
             return Ok(result);
         }
         let finished = result.pointer("/metadata/deletionTimestamp").is_some()
-            && result.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty())
-            && !(gr == GroupResource::core("pods") && st.pod_deadlines.contains_key(&(ns.to_string(), name.to_string())))
-            && !(gr == GroupResource::core("namespaces"));
-        let kind = if finished { EventKind::Deleted } else { EventKind::Modified };
+            && result
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_none_or(|f| f.is_empty())
+            && !(gr == GroupResource::core("pods")
+                && st
+                    .pod_deadlines
+                    .contains_key(&(ns.to_string(), name.to_string())))
+            && gr != GroupResource::core("namespaces");
+        let kind = if finished {
+            EventKind::Deleted
+        } else {
+            EventKind::Modified
+        };
         let stored = st.commit(&self.inner.events, &gr, kind, result, Some(old));
         if finished {
             self.after_removal(st, ty, &stored);
@@ -345,13 +557,19 @@ fn check_subresource(ty: &ResourceType, sub: Option<&str>) -> Result<(), ApiErro
 fn check_type_meta(ty: &ResourceType, obj: &Value) -> Result<(), ApiError> {
     if let Some(kind) = obj.get("kind").and_then(Value::as_str) {
         if kind != ty.kind {
-            return Err(ApiError::bad_request(format!("the kind in the data ({kind}) does not match the expected kind ({})", ty.kind)));
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({kind}) does not match the expected kind ({})",
+                ty.kind
+            )));
         }
     }
     if let Some(av) = obj.get("apiVersion").and_then(Value::as_str) {
         let (g, v) = super::types::split_api_version(av);
         if g != ty.group || !ty.serves(v) {
-            return Err(ApiError::bad_request(format!("the API version in the data ({av}) does not match the expected API version ({})", ty.api_version())));
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({})",
+                ty.api_version()
+            )));
         }
     }
     Ok(())
@@ -389,14 +607,31 @@ fn same_ignoring_bookkeeping(old: &Value, new: &Value) -> bool {
 
 /// Adds (or refreshes) the resource type a CRD defines.
 pub(super) fn register_crd(st: &mut State, crd: &Value) {
-    let s = |p: &str| crd.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let s = |p: &str| {
+        crd.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let versions: Vec<&Value> = crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter(|v| v.get("served") != Some(&json!(false))).collect())
+        .map(|a| {
+            a.iter()
+                .filter(|v| v.get("served") != Some(&json!(false)))
+                .collect()
+        })
         .unwrap_or_default();
-    let mut names: Vec<String> = versions.iter().filter_map(|v| v.get("name").and_then(Value::as_str).map(String::from)).collect();
-    if let Some(storage) = versions.iter().find(|v| v.get("storage") == Some(&json!(true))).and_then(|v| v.get("name")).and_then(Value::as_str) {
+    let mut names: Vec<String> = versions
+        .iter()
+        .filter_map(|v| v.get("name").and_then(Value::as_str).map(String::from))
+        .collect();
+    if let Some(storage) = versions
+        .iter()
+        .find(|v| v.get("storage") == Some(&json!(true)))
+        .and_then(|v| v.get("name"))
+        .and_then(Value::as_str)
+    {
         names.retain(|n| n != storage);
         names.insert(0, storage.to_string());
     }
@@ -406,11 +641,17 @@ pub(super) fn register_crd(st: &mut State, crd: &Value) {
     let strings = |p: &str| -> Vec<String> {
         crd.pointer(p)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let kind = s("/spec/names/kind");
-    let singular = Some(s("/spec/names/singular")).filter(|x| !x.is_empty()).unwrap_or_else(|| kind.to_lowercase());
+    let singular = Some(s("/spec/names/singular"))
+        .filter(|x| !x.is_empty())
+        .unwrap_or_else(|| kind.to_lowercase());
     st.registry.insert(ResourceType {
         group: s("/spec/group"),
         versions: names,
@@ -420,7 +661,9 @@ pub(super) fn register_crd(st: &mut State, crd: &Value) {
         namespaced: s("/spec/scope") != "Cluster",
         short_names: strings("/spec/names/shortNames"),
         categories: strings("/spec/names/categories"),
-        status_subresource: versions.iter().any(|v| v.pointer("/subresources/status").is_some()),
+        status_subresource: versions
+            .iter()
+            .any(|v| v.pointer("/subresources/status").is_some()),
         generation: true,
         custom: true,
     });

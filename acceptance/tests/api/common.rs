@@ -9,14 +9,23 @@ use talos_sim::{SimCluster, SimConfig};
 pub async fn client_for(kubeconfig_yaml: &str) -> Client {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let kc = Kubeconfig::from_yaml(kubeconfig_yaml).expect("kubeconfig parses");
-    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("kubeconfig loads");
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig loads");
     Client::try_from(config).expect("client builds")
 }
 
 /// A fresh cluster and an admin (client-certificate) client.
 pub async fn start() -> (SimCluster, Client) {
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into())).try_init();
-    let sim = SimCluster::start(SimConfig::default()).await.expect("cluster starts");
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .try_init();
+    let sim = SimCluster::start(SimConfig::default())
+        .await
+        .expect("cluster starts");
     let client = client_for(&sim.kubeconfig_yaml()).await;
     (sim, client)
 }
@@ -40,7 +49,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "condition not met within {secs}s");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not met within {secs}s"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -1,7 +1,9 @@
 //! CustomResourceDefinitions: establishment and serving the new kind.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kube::discovery::Discovery;
 use serde_json::json;
 
@@ -23,9 +25,14 @@ fn flux_crd() -> CustomResourceDefinition {
 async fn crd_is_established_and_its_kind_served() {
     let (_sim, client) = start().await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &flux_crd()).await.unwrap();
+    crds.create(&PostParams::default(), &flux_crd())
+        .await
+        .unwrap();
     let established = eventually(5, || async {
-        let c = crds.get("fluxinstances.fluxcd.controlplane.io").await.unwrap();
+        let c = crds
+            .get("fluxinstances.fluxcd.controlplane.io")
+            .await
+            .unwrap();
         let conds = c.status?.conditions?;
         let ok = |t: &str| conds.iter().any(|c| c.type_ == t && c.status == "True");
         (ok("Established") && ok("NamesAccepted")).then_some(())
@@ -33,30 +40,71 @@ async fn crd_is_established_and_its_kind_served() {
     .await;
     let _: () = established;
     let discovery = Discovery::new(client.clone()).run().await.unwrap();
-    let (ar, caps) = discovery.resolve_gvk(&GroupVersionKind::gvk("fluxcd.controlplane.io", "v1", "FluxInstance")).expect("FluxInstance discovered");
+    let (ar, caps) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk(
+            "fluxcd.controlplane.io",
+            "v1",
+            "FluxInstance",
+        ))
+        .expect("FluxInstance discovered");
     assert_eq!(ar.plural, "fluxinstances");
-    assert!(caps.subresources.iter().any(|(s, _)| s.plural == "fluxinstances/status") || caps.scope == kube::discovery::Scope::Namespaced);
+    assert!(
+        caps.subresources
+            .iter()
+            .any(|(s, _)| s.plural == "fluxinstances/status")
+            || caps.scope == kube::discovery::Scope::Namespaced
+    );
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
     let instance = json!({"apiVersion": "fluxcd.controlplane.io/v1", "kind": "FluxInstance", "metadata": {"name": "flux"},
         "spec": {"distribution": {"version": "2.x", "registry": "ghcr.io/fluxcd"}, "sync": {"kind": "GitRepository", "url": "https://example.com/repo", "ref": "refs/heads/main", "path": "clusters/staging"}}});
-    let created = api.patch("flux", &PatchParams::apply("talosboot"), &Patch::Apply(&instance)).await.unwrap();
+    let created = api
+        .patch(
+            "flux",
+            &PatchParams::apply("talosboot"),
+            &Patch::Apply(&instance),
+        )
+        .await
+        .unwrap();
     assert_eq!(created.metadata.generation, Some(1));
     let st = api
         .patch_status("flux", &PatchParams::default(), &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded"}]}})))
         .await
         .unwrap();
-    assert_eq!(st.data["status"]["conditions"][0]["reason"], "ReconciliationSucceeded");
+    assert_eq!(
+        st.data["status"]["conditions"][0]["reason"],
+        "ReconciliationSucceeded"
+    );
     assert_eq!(st.metadata.generation, Some(1));
     // strategic merge patch is not supported for custom resources
-    let e = status(api.patch("flux", &PatchParams::default(), &Patch::Strategic(json!({"spec": {}}))).await.unwrap_err());
+    let e = status(
+        api.patch(
+            "flux",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {}})),
+        )
+        .await
+        .unwrap_err(),
+    );
     assert_eq!(e.code, 415);
     // deleting the CRD removes the kind
-    crds.delete("fluxinstances.fluxcd.controlplane.io", &DeleteParams::default()).await.unwrap();
+    crds.delete(
+        "fluxinstances.fluxcd.controlplane.io",
+        &DeleteParams::default(),
+    )
+    .await
+    .unwrap();
     let e = status(api.get("flux").await.unwrap_err());
     assert_eq!(e.code, 404);
-    let unknown = ApiResource::from_gvk(&GroupVersionKind::gvk("fluxcd.controlplane.io", "v1", "FluxInstance"));
+    let unknown = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "fluxcd.controlplane.io",
+        "v1",
+        "FluxInstance",
+    ));
     let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &unknown);
-    assert_eq!(status(api.list(&Default::default()).await.unwrap_err()).code, 404);
+    assert_eq!(
+        status(api.list(&Default::default()).await.unwrap_err()).code,
+        404
+    );
 }
 
 #[tokio::test]
@@ -67,5 +115,10 @@ async fn crd_name_must_match_plural_and_group() {
     bad.metadata.name = Some("wrong.fluxcd.controlplane.io".into());
     let e = status(crds.create(&PostParams::default(), &bad).await.unwrap_err());
     assert_eq!(e.code, 422);
-    assert!(e.message.contains("must be spec.names.plural+\".\"+spec.group"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("must be spec.names.plural+\".\"+spec.group"),
+        "{}",
+        e.message
+    );
 }

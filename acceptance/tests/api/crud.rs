@@ -11,7 +11,10 @@ use crate::common::{cm, start, status};
 async fn configmap_crud_round_trip() {
     let (_sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let created = api.create(&PostParams::default(), &cm("app", json!({"k": "v"}))).await.unwrap();
+    let created = api
+        .create(&PostParams::default(), &cm("app", json!({"k": "v"})))
+        .await
+        .unwrap();
     let meta = &created.metadata;
     assert!(meta.uid.as_deref().is_some_and(|u| u.len() == 36));
     assert!(meta.creation_timestamp.is_some());
@@ -21,11 +24,24 @@ async fn configmap_crud_round_trip() {
     assert_eq!(got.data.unwrap()["k"], "v");
     let mut changed = created.clone();
     changed.data = Some([("k".to_string(), "w".to_string())].into());
-    let updated = api.replace("app", &PostParams::default(), &changed).await.unwrap();
-    let rv2: u64 = updated.metadata.resource_version.as_deref().unwrap().parse().unwrap();
+    let updated = api
+        .replace("app", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    let rv2: u64 = updated
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(rv2 > rv);
     let list = api.list(&ListParams::default()).await.unwrap();
-    assert!(list.items.iter().any(|c| c.metadata.name.as_deref() == Some("app")));
+    assert!(
+        list.items
+            .iter()
+            .any(|c| c.metadata.name.as_deref() == Some("app"))
+    );
     api.delete("app", &DeleteParams::default()).await.unwrap();
     let e = status(api.get("app").await.unwrap_err());
     assert_eq!(e.code, 404);
@@ -36,22 +52,46 @@ async fn errors_are_kubernetes_status_bodies() {
     let (_sim, client) = start().await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     let e = status(secrets.get("x").await.unwrap_err());
-    assert_eq!((e.code, e.reason.as_str(), e.message.as_str()), (404, "NotFound", "secrets \"x\" not found"));
+    assert_eq!(
+        (e.code, e.reason.as_str(), e.message.as_str()),
+        (404, "NotFound", "secrets \"x\" not found")
+    );
     let d = e.details.unwrap();
     assert_eq!((d.name.as_str(), d.kind.as_str()), ("x", "secrets"));
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    cms.create(&PostParams::default(), &cm("dup", json!({}))).await.unwrap();
-    let e = status(cms.create(&PostParams::default(), &cm("dup", json!({}))).await.unwrap_err());
-    assert_eq!((e.code, e.reason.as_str(), e.message.as_str()), (409, "AlreadyExists", "configmaps \"dup\" already exists"));
+    cms.create(&PostParams::default(), &cm("dup", json!({})))
+        .await
+        .unwrap();
+    let e = status(
+        cms.create(&PostParams::default(), &cm("dup", json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.reason.as_str(), e.message.as_str()),
+        (409, "AlreadyExists", "configmaps \"dup\" already exists")
+    );
 
-    let e = status(cms.create(&PostParams::default(), &cm("Bad_Name", json!({}))).await.unwrap_err());
+    let e = status(
+        cms.create(&PostParams::default(), &cm("Bad_Name", json!({})))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
     assert!(e.message.starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"), "{}", e.message);
 
     let missing: Api<ConfigMap> = Api::namespaced(client.clone(), "nope");
-    let e = status(missing.create(&PostParams::default(), &cm("a", json!({}))).await.unwrap_err());
-    assert_eq!((e.code, e.message.as_str()), (404, "namespaces \"nope\" not found"));
+    let e = status(
+        missing
+            .create(&PostParams::default(), &cm("a", json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (404, "namespaces \"nope\" not found")
+    );
 
     let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client, "default");
     let e = status(jobs.get("j").await.unwrap_err());
@@ -63,24 +103,40 @@ async fn errors_are_kubernetes_status_bodies() {
 async fn stale_resource_version_conflicts() {
     let (_sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let first = api.create(&PostParams::default(), &cm("x", json!({"a": "1"}))).await.unwrap();
+    let first = api
+        .create(&PostParams::default(), &cm("x", json!({"a": "1"})))
+        .await
+        .unwrap();
     let mut a = first.clone();
     a.data = Some([("a".to_string(), "2".to_string())].into());
     api.replace("x", &PostParams::default(), &a).await.unwrap();
     let mut b = first;
     b.data = Some([("a".to_string(), "3".to_string())].into());
-    let e = status(api.replace("x", &PostParams::default(), &b).await.unwrap_err());
+    let e = status(
+        api.replace("x", &PostParams::default(), &b)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 409);
     assert_eq!(e.reason, "Conflict");
-    assert_eq!(e.message, "Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again");
+    assert_eq!(
+        e.message,
+        "Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again"
+    );
 }
 
 #[tokio::test]
 async fn noop_update_keeps_resource_version() {
     let (_sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let c = api.create(&PostParams::default(), &cm("same", json!({"a": "1"}))).await.unwrap();
-    let again = api.replace("same", &PostParams::default(), &c).await.unwrap();
+    let c = api
+        .create(&PostParams::default(), &cm("same", json!({"a": "1"})))
+        .await
+        .unwrap();
+    let again = api
+        .replace("same", &PostParams::default(), &c)
+        .await
+        .unwrap();
     assert_eq!(again.metadata.resource_version, c.metadata.resource_version);
 }
 
@@ -97,18 +153,45 @@ fn deployment(name: &str, image: &str) -> Deployment {
 async fn generation_tracks_spec_changes_only() {
     let (_sim, client) = start().await;
     let api: Api<Deployment> = Api::namespaced(client, "default");
-    let d = api.create(&PostParams::default(), &deployment("web", "nginx:1")).await.unwrap();
+    let d = api
+        .create(&PostParams::default(), &deployment("web", "nginx:1"))
+        .await
+        .unwrap();
     assert_eq!(d.metadata.generation, Some(1));
     assert_eq!(d.spec.as_ref().unwrap().replicas, Some(1), "defaulted");
     let pp = PatchParams::default();
-    let d = api.patch("web", &pp, &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}))).await.unwrap();
+    let d = api
+        .patch(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(d.metadata.generation, Some(1));
-    let d = api.patch("web", &pp, &Patch::Merge(json!({"spec": {"replicas": 3}}))).await.unwrap();
+    let d = api
+        .patch("web", &pp, &Patch::Merge(json!({"spec": {"replicas": 3}})))
+        .await
+        .unwrap();
     assert_eq!(d.metadata.generation, Some(2));
     // status through the main resource is ignored; through /status it is stored, generation kept
-    let d = api.patch("web", &pp, &Patch::Merge(json!({"status": {"replicas": 9}}))).await.unwrap();
+    let d = api
+        .patch(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"status": {"replicas": 9}})),
+        )
+        .await
+        .unwrap();
     assert!(d.status.is_none());
-    let d = api.patch_status("web", &pp, &Patch::Merge(json!({"status": {"observedGeneration": 2, "replicas": 3}}))).await.unwrap();
+    let d = api
+        .patch_status(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"status": {"observedGeneration": 2, "replicas": 3}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(d.metadata.generation, Some(2));
     assert_eq!(d.status.unwrap().observed_generation, Some(2));
     let d = api.get("web").await.unwrap();
@@ -119,40 +202,97 @@ async fn generation_tracks_spec_changes_only() {
 async fn label_and_field_selectors() {
     let (_sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    for (name, labels) in [("a", json!({"app": "web", "tier": "fe"})), ("b", json!({"app": "db"})), ("c", json!({"app": "web", "legacy": "1"}))] {
+    for (name, labels) in [
+        ("a", json!({"app": "web", "tier": "fe"})),
+        ("b", json!({"app": "db"})),
+        ("c", json!({"app": "web", "legacy": "1"})),
+    ] {
         let mut c = cm(name, json!({}));
         c.metadata.labels = serde_json::from_value(labels).unwrap();
         api.create(&PostParams::default(), &c).await.unwrap();
     }
-    let names = |l: kube::core::ObjectList<ConfigMap>| -> Vec<String> { l.items.into_iter().filter_map(|c| c.metadata.name).collect() };
+    let names = |l: kube::core::ObjectList<ConfigMap>| -> Vec<String> {
+        l.items
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .collect()
+    };
     let q = |s: &str| ListParams::default().labels(s);
     assert_eq!(names(api.list(&q("app=web")).await.unwrap()), ["a", "c"]);
-    assert_eq!(names(api.list(&q("app==web,!legacy")).await.unwrap()), ["a"]);
+    assert_eq!(
+        names(api.list(&q("app==web,!legacy")).await.unwrap()),
+        ["a"]
+    );
     assert_eq!(names(api.list(&q("app!=web")).await.unwrap()), ["b"]);
-    assert_eq!(names(api.list(&q("app in (db,cache)")).await.unwrap()), ["b"]);
-    assert_eq!(names(api.list(&q("app notin (db),tier")).await.unwrap()), ["a"]);
+    assert_eq!(
+        names(api.list(&q("app in (db,cache)")).await.unwrap()),
+        ["b"]
+    );
+    assert_eq!(
+        names(api.list(&q("app notin (db),tier")).await.unwrap()),
+        ["a"]
+    );
     assert_eq!(names(api.list(&q("legacy")).await.unwrap()), ["c"]);
-    assert_eq!(names(api.list(&ListParams::default().fields("metadata.name=b")).await.unwrap()), ["b"]);
-    assert_eq!(names(api.list(&ListParams::default().fields("metadata.name!=b").labels("app")).await.unwrap()), ["a", "c"]);
-    let e = status(api.list(&ListParams::default().fields("spec.nope=1")).await.unwrap_err());
-    assert_eq!((e.code, e.message.as_str()), (400, "field label not supported: spec.nope"));
+    assert_eq!(
+        names(
+            api.list(&ListParams::default().fields("metadata.name=b"))
+                .await
+                .unwrap()
+        ),
+        ["b"]
+    );
+    assert_eq!(
+        names(
+            api.list(
+                &ListParams::default()
+                    .fields("metadata.name!=b")
+                    .labels("app")
+            )
+            .await
+            .unwrap()
+        ),
+        ["a", "c"]
+    );
+    let e = status(
+        api.list(&ListParams::default().fields("spec.nope=1"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (400, "field label not supported: spec.nope")
+    );
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     let s: Secret = serde_json::from_value(json!({"metadata": {"name": "tls"}, "type": "kubernetes.io/tls", "stringData": {"tls.crt": "c", "tls.key": "k"}})).unwrap();
     secrets.create(&PostParams::default(), &s).await.unwrap();
-    let opaque: Secret = serde_json::from_value(json!({"metadata": {"name": "plain"}, "stringData": {"a": "b"}})).unwrap();
-    let created = secrets.create(&PostParams::default(), &opaque).await.unwrap();
+    let opaque: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "plain"}, "stringData": {"a": "b"}}))
+            .unwrap();
+    let created = secrets
+        .create(&PostParams::default(), &opaque)
+        .await
+        .unwrap();
     assert_eq!(created.type_.as_deref(), Some("Opaque"));
     assert_eq!(created.data.unwrap()["a"].0, b"b");
-    let l = secrets.list(&ListParams::default().fields("type=kubernetes.io/tls")).await.unwrap();
+    let l = secrets
+        .list(&ListParams::default().fields("type=kubernetes.io/tls"))
+        .await
+        .unwrap();
     assert_eq!(l.items.len(), 1);
 
     // cross-namespace list and cluster-scoped nodes
     let all: Api<Namespace> = Api::all(client.clone());
-    let ns = all.list(&ListParams::default().labels("kubernetes.io/metadata.name=kube-system")).await.unwrap();
+    let ns = all
+        .list(&ListParams::default().labels("kubernetes.io/metadata.name=kube-system"))
+        .await
+        .unwrap();
     assert_eq!(ns.items.len(), 1);
     let nodes: Api<Node> = Api::all(client);
-    let cps = nodes.list(&ListParams::default().labels("node-role.kubernetes.io/control-plane")).await.unwrap();
+    let cps = nodes
+        .list(&ListParams::default().labels("node-role.kubernetes.io/control-plane"))
+        .await
+        .unwrap();
     assert_eq!(cps.items.len(), 1);
 }
 
@@ -161,13 +301,18 @@ async fn paging_with_limit_and_continue() {
     let (_sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     for i in 0..5 {
-        api.create(&PostParams::default(), &cm(&format!("p{i}"), json!({}))).await.unwrap();
+        api.create(&PostParams::default(), &cm(&format!("p{i}"), json!({})))
+            .await
+            .unwrap();
     }
     let first = api.list(&ListParams::default().limit(2)).await.unwrap();
     assert_eq!(first.items.len(), 2);
     let token = first.metadata.continue_.clone().expect("continue token");
     assert_eq!(first.metadata.remaining_item_count, Some(3));
-    let second = api.list(&ListParams::default().limit(10).continue_token(&token)).await.unwrap();
+    let second = api
+        .list(&ListParams::default().limit(10).continue_token(&token))
+        .await
+        .unwrap();
     assert_eq!(second.items.len(), 3);
     assert!(second.metadata.continue_.is_none());
 }
@@ -175,18 +320,52 @@ async fn paging_with_limit_and_continue() {
 #[tokio::test]
 async fn discovery_lists_resources_and_subresources() {
     let (_sim, client) = start().await;
-    let discovery = kube::discovery::Discovery::new(client.clone()).run().await.unwrap();
+    let discovery = kube::discovery::Discovery::new(client.clone())
+        .run()
+        .await
+        .unwrap();
     let groups: Vec<String> = discovery.groups().map(|g| g.name().to_string()).collect();
-    for g in ["", "apps", "batch", "rbac.authorization.k8s.io", "coordination.k8s.io", "apiextensions.k8s.io"] {
-        assert!(groups.iter().any(|x| x == g), "group {g:?} missing from {groups:?}");
+    for g in [
+        "",
+        "apps",
+        "batch",
+        "rbac.authorization.k8s.io",
+        "coordination.k8s.io",
+        "apiextensions.k8s.io",
+    ] {
+        assert!(
+            groups.iter().any(|x| x == g),
+            "group {g:?} missing from {groups:?}"
+        );
     }
     let req = http::Request::get("/api/v1").body(Vec::new()).unwrap();
     let v: serde_json::Value = client.request(req).await.unwrap();
-    let names: Vec<&str> = v["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
-    for n in ["pods", "pods/log", "pods/status", "secrets", "configmaps", "namespaces", "nodes", "services", "serviceaccounts", "events"] {
+    let names: Vec<&str> = v["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    for n in [
+        "pods",
+        "pods/log",
+        "pods/status",
+        "secrets",
+        "configmaps",
+        "namespaces",
+        "nodes",
+        "services",
+        "serviceaccounts",
+        "events",
+    ] {
         assert!(names.contains(&n), "{n} missing");
     }
-    let pods = v["resources"].as_array().unwrap().iter().find(|r| r["name"] == "pods").unwrap();
+    let pods = v["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "pods")
+        .unwrap();
     assert_eq!(pods["shortNames"], json!(["po"]));
     assert_eq!(pods["namespaced"], json!(true));
     let version = client.apiserver_version().await.unwrap();

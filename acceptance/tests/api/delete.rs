@@ -22,7 +22,13 @@ async fn finalizers_hold_the_object_until_removed() {
     assert!(held.metadata.deletion_timestamp.is_some());
     let still = api.get("fin").await.unwrap();
     assert!(still.metadata.deletion_timestamp.is_some());
-    api.patch("fin", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    api.patch(
+        "fin",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     eventually(5, || gone(&api, "fin")).await;
 }
 
@@ -38,9 +44,16 @@ fn child(name: &str, owner: &ConfigMap) -> ConfigMap {
 async fn background_deletion_collects_dependents() {
     let (_sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let owner = api.create(&PostParams::default(), &cm("owner", json!({}))).await.unwrap();
-    api.create(&PostParams::default(), &child("dep", &owner)).await.unwrap();
-    api.delete("owner", &DeleteParams::background()).await.unwrap();
+    let owner = api
+        .create(&PostParams::default(), &cm("owner", json!({})))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &child("dep", &owner))
+        .await
+        .unwrap();
+    api.delete("owner", &DeleteParams::background())
+        .await
+        .unwrap();
     eventually(5, || gone(&api, "owner")).await;
     eventually(5, || gone(&api, "dep")).await;
 }
@@ -49,17 +62,42 @@ async fn background_deletion_collects_dependents() {
 async fn foreground_deletion_removes_dependents_first() {
     let (_sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let owner = api.create(&PostParams::default(), &cm("owner", json!({}))).await.unwrap();
+    let owner = api
+        .create(&PostParams::default(), &cm("owner", json!({})))
+        .await
+        .unwrap();
     let mut dep = child("dep", &owner);
     dep.metadata.finalizers = Some(vec!["example.com/slow".into()]);
     api.create(&PostParams::default(), &dep).await.unwrap();
-    let r = api.delete("owner", &DeleteParams::foreground()).await.unwrap();
+    let r = api
+        .delete("owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
     let o = r.left().expect("owner kept while dependents exist");
-    assert!(o.metadata.finalizers.unwrap().contains(&"foregroundDeletion".to_string()));
+    assert!(
+        o.metadata
+            .finalizers
+            .unwrap()
+            .contains(&"foregroundDeletion".to_string())
+    );
     // the dependent gets deleted (held by its finalizer), the owner waits
-    eventually(5, || async { api.get("dep").await.unwrap().metadata.deletion_timestamp.map(|_| ()) }).await;
+    eventually(5, || async {
+        api.get("dep")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .map(|_| ())
+    })
+    .await;
     assert!(api.get_opt("owner").await.unwrap().is_some());
-    api.patch("dep", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    api.patch(
+        "dep",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     eventually(5, || gone(&api, "dep")).await;
     eventually(5, || gone(&api, "owner")).await;
 }
@@ -68,9 +106,22 @@ async fn foreground_deletion_removes_dependents_first() {
 async fn orphan_deletion_keeps_dependents() {
     let (_sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let owner = api.create(&PostParams::default(), &cm("owner", json!({}))).await.unwrap();
-    api.create(&PostParams::default(), &child("dep", &owner)).await.unwrap();
-    api.delete("owner", &DeleteParams { propagation_policy: Some(PropagationPolicy::Orphan), ..Default::default() }).await.unwrap();
+    let owner = api
+        .create(&PostParams::default(), &cm("owner", json!({})))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &child("dep", &owner))
+        .await
+        .unwrap();
+    api.delete(
+        "owner",
+        &DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Orphan),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     eventually(5, || gone(&api, "owner")).await;
     let dep = api.get("dep").await.unwrap();
     assert!(dep.metadata.owner_references.unwrap_or_default().is_empty());
@@ -81,33 +132,78 @@ async fn namespace_termination() {
     let (_sim, client) = start().await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "doomed"}})).unwrap();
-    let created = namespaces.create(&PostParams::default(), &ns).await.unwrap();
+    let created = namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
     assert_eq!(created.status.unwrap().phase.as_deref(), Some("Active"));
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
     let mut held = cm("held", json!({}));
     held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     api.create(&PostParams::default(), &held).await.unwrap();
-    api.create(&PostParams::default(), &cm("free", json!({}))).await.unwrap();
-    namespaces.delete("doomed", &DeleteParams::default()).await.unwrap();
+    api.create(&PostParams::default(), &cm("free", json!({})))
+        .await
+        .unwrap();
+    namespaces
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
     let ns = namespaces.get("doomed").await.unwrap();
     assert_eq!(ns.status.unwrap().phase.as_deref(), Some("Terminating"));
-    let e = status(api.create(&PostParams::default(), &cm("late", json!({}))).await.unwrap_err());
+    let e = status(
+        api.create(&PostParams::default(), &cm("late", json!({})))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 403);
     assert_eq!(e.reason, "Forbidden");
-    assert_eq!(e.message, "configmaps \"late\" is forbidden: unable to create new content in namespace doomed because it is being terminated");
+    assert_eq!(
+        e.message,
+        "configmaps \"late\" is forbidden: unable to create new content in namespace doomed because it is being terminated"
+    );
     eventually(5, || gone(&api, "free")).await;
-    assert!(namespaces.get_opt("doomed").await.unwrap().is_some(), "held by the finalized ConfigMap");
-    api.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
-    eventually(5, || async { namespaces.get_opt("doomed").await.unwrap().is_none().then_some(()) }).await;
+    assert!(
+        namespaces.get_opt("doomed").await.unwrap().is_some(),
+        "held by the finalized ConfigMap"
+    );
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually(5, || async {
+        namespaces
+            .get_opt("doomed")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn delete_preconditions() {
     let (_sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    api.create(&PostParams::default(), &cm("pre", json!({}))).await.unwrap();
-    let dp = DeleteParams { preconditions: Some(kube::api::Preconditions { uid: Some("wrong".into()), resource_version: None }), ..Default::default() };
+    api.create(&PostParams::default(), &cm("pre", json!({})))
+        .await
+        .unwrap();
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some("wrong".into()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
     let e = status(api.delete("pre", &dp).await.unwrap_err());
     assert_eq!(e.code, 409);
-    assert!(e.message.contains("Precondition failed: UID in precondition: wrong"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("Precondition failed: UID in precondition: wrong"),
+        "{}",
+        e.message
+    );
 }

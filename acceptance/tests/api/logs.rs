@@ -8,7 +8,10 @@ use serde_json::json;
 use crate::common::{start, status};
 
 fn pod(name: &str, containers: &[&str]) -> Pod {
-    let cs: Vec<_> = containers.iter().map(|c| json!({"name": c, "image": "busybox:1"})).collect();
+    let cs: Vec<_> = containers
+        .iter()
+        .map(|c| json!({"name": c, "image": "busybox:1"}))
+        .collect();
     serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"containers": cs}})).unwrap()
 }
 
@@ -16,16 +19,52 @@ fn pod(name: &str, containers: &[&str]) -> Pod {
 async fn logs_plain_tail_and_container() {
     let (sim, client) = start().await;
     let api: Api<Pod> = Api::namespaced(client, "default");
-    api.create(&PostParams::default(), &pod("one", &["main"])).await.unwrap();
-    sim.store().logs().append("default", "one", "main", b"a\nb\nc\n");
-    assert_eq!(api.logs("one", &LogParams::default()).await.unwrap(), "a\nb\nc\n");
-    assert_eq!(api.logs("one", &LogParams { tail_lines: Some(1), ..Default::default() }).await.unwrap(), "c\n");
-    api.create(&PostParams::default(), &pod("two", &["a", "b"])).await.unwrap();
+    api.create(&PostParams::default(), &pod("one", &["main"]))
+        .await
+        .unwrap();
+    sim.store()
+        .logs()
+        .append("default", "one", "main", b"a\nb\nc\n");
+    assert_eq!(
+        api.logs("one", &LogParams::default()).await.unwrap(),
+        "a\nb\nc\n"
+    );
+    assert_eq!(
+        api.logs(
+            "one",
+            &LogParams {
+                tail_lines: Some(1),
+                ..Default::default()
+            }
+        )
+        .await
+        .unwrap(),
+        "c\n"
+    );
+    api.create(&PostParams::default(), &pod("two", &["a", "b"]))
+        .await
+        .unwrap();
     let e = status(api.logs("two", &LogParams::default()).await.unwrap_err());
     assert_eq!(e.code, 400);
-    assert_eq!(e.message, "a container name must be specified for pod two, choose one of: [a b]");
-    sim.store().logs().append("default", "two", "b", b"from b\n");
-    assert_eq!(api.logs("two", &LogParams { container: Some("b".into()), ..Default::default() }).await.unwrap(), "from b\n");
+    assert_eq!(
+        e.message,
+        "a container name must be specified for pod two, choose one of: [a b]"
+    );
+    sim.store()
+        .logs()
+        .append("default", "two", "b", b"from b\n");
+    assert_eq!(
+        api.logs(
+            "two",
+            &LogParams {
+                container: Some("b".into()),
+                ..Default::default()
+            }
+        )
+        .await
+        .unwrap(),
+        "from b\n"
+    );
     let e = status(api.logs("nope", &LogParams::default()).await.unwrap_err());
     assert_eq!(e.message, "pods \"nope\" not found");
 }
@@ -34,15 +73,28 @@ async fn logs_plain_tail_and_container() {
 async fn logs_follow_streams_until_the_container_ends() {
     let (sim, client) = start().await;
     let api: Api<Pod> = Api::namespaced(client, "default");
-    api.create(&PostParams::default(), &pod("f", &["main"])).await.unwrap();
+    api.create(&PostParams::default(), &pod("f", &["main"]))
+        .await
+        .unwrap();
     let logs = sim.store().logs().clone();
     logs.append("default", "f", "main", b"first\n");
-    let reader = api.log_stream("f", &LogParams { follow: true, ..Default::default() }).await.unwrap();
+    let reader = api
+        .log_stream(
+            "f",
+            &LogParams {
+                follow: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     let mut lines = reader.lines().boxed();
     assert_eq!(lines.next().await.unwrap().unwrap(), "first");
     logs.append("default", "f", "main", b"second\n");
     assert_eq!(lines.next().await.unwrap().unwrap(), "second");
     logs.close("default", "f", "main");
-    let rest = tokio::time::timeout(std::time::Duration::from_secs(5), lines.next()).await.expect("stream ends");
+    let rest = tokio::time::timeout(std::time::Duration::from_secs(5), lines.next())
+        .await
+        .expect("stream ends");
     assert!(rest.is_none());
 }

@@ -10,8 +10,14 @@ use serde_json::json;
 
 use crate::common::{cm, start};
 
-async fn next<K>(s: &mut (impl futures::Stream<Item = kube::Result<WatchEvent<K>>> + Unpin)) -> WatchEvent<K> {
-    tokio::time::timeout(Duration::from_secs(5), s.next()).await.expect("event in time").expect("stream open").expect("no error")
+async fn next<K>(
+    s: &mut (impl futures::Stream<Item = kube::Result<WatchEvent<K>>> + Unpin),
+) -> WatchEvent<K> {
+    tokio::time::timeout(Duration::from_secs(5), s.next())
+        .await
+        .expect("event in time")
+        .expect("stream open")
+        .expect("no error")
 }
 
 #[tokio::test]
@@ -20,12 +26,28 @@ async fn watch_from_resource_version_sees_changes() {
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     let list = api.list(&Default::default()).await.unwrap();
     let rv = list.metadata.resource_version.unwrap();
-    let mut stream = api.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
-    api.create(&PostParams::default(), &cm("w", json!({"a": "1"}))).await.unwrap();
-    api.patch("w", &PatchParams::default(), &Patch::Merge(json!({"data": {"a": "2"}}))).await.unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    api.create(&PostParams::default(), &cm("w", json!({"a": "1"})))
+        .await
+        .unwrap();
+    api.patch(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"a": "2"}})),
+    )
+    .await
+    .unwrap();
     api.delete("w", &DeleteParams::default()).await.unwrap();
-    assert!(matches!(next(&mut stream).await, WatchEvent::Added(c) if c.metadata.name.as_deref() == Some("w")));
-    assert!(matches!(next(&mut stream).await, WatchEvent::Modified(c) if c.data.as_ref().unwrap()["a"] == "2"));
+    assert!(
+        matches!(next(&mut stream).await, WatchEvent::Added(c) if c.metadata.name.as_deref() == Some("w"))
+    );
+    assert!(
+        matches!(next(&mut stream).await, WatchEvent::Modified(c) if c.data.as_ref().unwrap()["a"] == "2")
+    );
     assert!(matches!(next(&mut stream).await, WatchEvent::Deleted(_)));
 }
 
@@ -37,9 +59,25 @@ async fn watch_with_label_selector_reports_leaving_objects_as_deleted() {
     c.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
     let created = api.create(&PostParams::default(), &c).await.unwrap();
     let rv = created.metadata.resource_version.unwrap();
-    let mut stream = api.watch(&WatchParams::default().labels("app=x"), &rv).await.unwrap().boxed();
-    api.patch("sel", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "y"}}}))).await.unwrap();
-    api.patch("sel", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "x"}}}))).await.unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default().labels("app=x"), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    api.patch(
+        "sel",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "y"}}})),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "sel",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "x"}}})),
+    )
+    .await
+    .unwrap();
     assert!(matches!(next(&mut stream).await, WatchEvent::Deleted(_)));
     assert!(matches!(next(&mut stream).await, WatchEvent::Added(_)));
 }
@@ -48,8 +86,18 @@ async fn watch_with_label_selector_reports_leaving_objects_as_deleted() {
 async fn bookmarks_are_sent_when_allowed() {
     let (_sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let rv = api.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
-    let mut stream = api.watch(&WatchParams::default().bookmarks(true), &rv).await.unwrap().boxed();
+    let rv = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
     assert!(matches!(next(&mut stream).await, WatchEvent::Bookmark(_)));
 }
 
@@ -57,14 +105,29 @@ async fn bookmarks_are_sent_when_allowed() {
 async fn too_old_resource_version_is_gone() {
     let (sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    api.create(&PostParams::default(), &cm("old", json!({}))).await.unwrap();
+    api.create(&PostParams::default(), &cm("old", json!({})))
+        .await
+        .unwrap();
     sim.store().compact(); // like an etcd compaction
-    let mut stream = api.watch(&WatchParams::default(), "1").await.unwrap().boxed();
-    match tokio::time::timeout(Duration::from_secs(5), stream.next()).await.unwrap().unwrap().unwrap() {
+    let mut stream = api
+        .watch(&WatchParams::default(), "1")
+        .await
+        .unwrap()
+        .boxed();
+    match tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+    {
         WatchEvent::Error(s) => {
             assert_eq!(s.code, 410);
             assert_eq!(s.reason, "Expired");
-            assert!(s.message.starts_with("too old resource version: 1 ("), "{}", s.message);
+            assert!(
+                s.message.starts_with("too old resource version: 1 ("),
+                "{}",
+                s.message
+            );
         }
         other => panic!("expected a 410 error event, got {other:?}"),
     }
@@ -74,9 +137,20 @@ async fn too_old_resource_version_is_gone() {
 async fn watch_times_out_when_asked() {
     let (_sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let rv = api.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
-    let stream = api.watch(&WatchParams::default().timeout(1), &rv).await.unwrap();
-    let all: Vec<_> = tokio::time::timeout(Duration::from_secs(5), stream.collect::<Vec<_>>()).await.expect("stream ends");
+    let rv = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let stream = api
+        .watch(&WatchParams::default().timeout(1).disable_bookmarks(), &rv)
+        .await
+        .unwrap();
+    let all: Vec<_> = tokio::time::timeout(Duration::from_secs(5), stream.collect::<Vec<_>>())
+        .await
+        .expect("stream ends");
     assert!(all.is_empty());
 }
 
@@ -90,7 +164,12 @@ async fn kube_runtime_watcher_lists_then_watches() {
     let mut events = watcher(api.clone(), watcher::Config::default().labels("w=1")).boxed();
     let mut seen_init = false;
     loop {
-        match tokio::time::timeout(Duration::from_secs(5), events.try_next()).await.unwrap().unwrap().unwrap() {
+        match tokio::time::timeout(Duration::from_secs(5), events.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
             watcher::Event::InitApply(c) => {
                 assert_eq!(c.metadata.name.as_deref(), Some("pre"));
                 seen_init = true;
@@ -107,9 +186,18 @@ async fn kube_runtime_watcher_lists_then_watches() {
     let mut applied = false;
     let mut deleted = false;
     while !(applied && deleted) {
-        match tokio::time::timeout(Duration::from_secs(5), events.try_next()).await.unwrap().unwrap().unwrap() {
-            watcher::Event::Apply(c) if c.metadata.name.as_deref() == Some("post") => applied = true,
-            watcher::Event::Delete(c) if c.metadata.name.as_deref() == Some("pre") => deleted = true,
+        match tokio::time::timeout(Duration::from_secs(5), events.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
+            watcher::Event::Apply(c) if c.metadata.name.as_deref() == Some("post") => {
+                applied = true
+            }
+            watcher::Event::Delete(c) if c.metadata.name.as_deref() == Some("pre") => {
+                deleted = true
+            }
             _ => {}
         }
     }
@@ -119,11 +207,18 @@ async fn kube_runtime_watcher_lists_then_watches() {
 async fn kube_runtime_watcher_streaming_list() {
     let (_sim, client) = start().await;
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    api.create(&PostParams::default(), &cm("s1", json!({}))).await.unwrap();
+    api.create(&PostParams::default(), &cm("s1", json!({})))
+        .await
+        .unwrap();
     let mut events = watcher(api, watcher::Config::default().streaming_lists()).boxed();
     let mut names = Vec::new();
     loop {
-        match tokio::time::timeout(Duration::from_secs(5), events.try_next()).await.unwrap().unwrap().unwrap() {
+        match tokio::time::timeout(Duration::from_secs(5), events.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
             watcher::Event::InitApply(c) => names.push(c.metadata.name.unwrap()),
             watcher::Event::InitDone => break,
             _ => {}

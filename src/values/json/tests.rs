@@ -182,7 +182,7 @@ fn nested_collections_and_paths() {
     );
     assert_eq!(
         err.path(),
-        AttributePath::attr("env").then_key("K").then_index(1)
+        &AttributePath::attr("env").then_key("K").then_index(1)
     );
     assert!(
         decode(r#"{"pair":[1]}"#, &ty)

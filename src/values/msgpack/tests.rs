@@ -189,6 +189,25 @@ fn refinement_edge_cases() {
         to_msgpack(&not_null, &Type::Dynamic).unwrap(),
         hex("d4 00 00")
     );
+    // Refinements stay under cty's 1 KiB limit: a long prefix is cut at a character boundary,
+    // an over-long number bound is dropped.
+    let long = refined(Refinements {
+        string_prefix: Some("é".repeat(1000)),
+        ..Default::default()
+    });
+    let expected = refined(Refinements {
+        string_prefix: Some("é".repeat(128)),
+        ..Default::default()
+    });
+    let bytes = to_msgpack(&long, &Type::String).unwrap();
+    assert_eq!(from_msgpack(&bytes, &Type::String).unwrap(), expected);
+    let huge_bound = refined(Refinements {
+        not_null: true,
+        number_lower: Some((Number::Big("1".repeat(2000)), true)),
+        ..Default::default()
+    });
+    let bytes = to_msgpack(&huge_bound, &Type::Number).unwrap();
+    assert_eq!(bytes, hex("c7 03 0c 81 01 c2"));
     // Empty refinements are a plain unknown.
     assert_eq!(
         to_msgpack(&refined(Refinements::default()), &Type::String).unwrap(),

@@ -94,6 +94,24 @@ fn read_refinements(payload: &[u8], ty: &Type) -> Result<Refined, &'static str> 
     Ok(Refined::Unknown(out))
 }
 
+/// Longest string prefix written: cty refuses refinement payloads over 1 KiB, and a shorter
+/// prefix is still a true refinement.
+const MAX_PREFIX_LEN: usize = 256;
+
+/// Longest encoded number bound written, for the same reason.
+const MAX_BOUND_LEN: usize = 256;
+
+fn bounded_prefix(prefix: &str) -> &str {
+    if prefix.len() <= MAX_PREFIX_LEN {
+        return prefix;
+    }
+    let mut end = MAX_PREFIX_LEN;
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    &prefix[..end]
+}
+
 impl Encoder {
     /// A plain unknown (`d4 00 00`), or extension 12 with the refinements that apply to `ty`.
     pub(super) fn unknown(
@@ -118,7 +136,8 @@ impl Encoder {
         }
         match ty {
             Type::String => {
-                if let Some(prefix) = r.string_prefix.as_deref().filter(|p| !p.is_empty()) {
+                let prefix = r.string_prefix.as_deref().filter(|p| !p.is_empty());
+                if let Some(prefix) = prefix.map(bounded_prefix) {
                     key(&mut body, 2);
                     infallible(encode::write_str(&mut body, prefix));
                 }
@@ -127,6 +146,10 @@ impl Encoder {
                 for (k, bound) in [(3, &r.number_lower), (4, &r.number_upper)] {
                     if let Some((n, inclusive)) = bound {
                         let n = self.number(n)?;
+                        if n.len() > MAX_BOUND_LEN {
+                            // Dropping a bound only weakens the refinement; it stays true.
+                            continue;
+                        }
                         key(&mut body, k);
                         infallible(encode::write_array_len(&mut body, 2));
                         body.as_mut_vec().extend_from_slice(&n);

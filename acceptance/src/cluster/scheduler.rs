@@ -1,0 +1,201 @@
+//! The scheduler: binds Pending pods without `spec.nodeName` to a feasible node (fewest pods
+//! first). Filters, in the real scheduler's order: `spec.unschedulable`, taints (NoSchedule /
+//! NoExecute) against tolerations, `nodeSelector`, required node affinity. An unschedulable pod
+//! gets `PodScheduled=False` (reason `Unschedulable`) and a `FailedScheduling` event worded like
+//! kube-scheduler's.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::events::{self, EventType};
+use super::obj;
+use super::reconcile;
+use crate::controller::{Controller, ControllerContext, ControllerFuture};
+use crate::store::{ApiError, ListOptions, Patch, Store};
+
+/// See the module docs.
+pub struct Scheduler;
+
+impl Controller for Scheduler {
+    fn name(&self) -> &str {
+        "kube-scheduler"
+    }
+
+    fn run(self: Box<Self>, ctx: ControllerContext) -> ControllerFuture {
+        Box::pin(reconcile::run(ctx, vec![obj::pods(), obj::nodes()], schedule_all))
+    }
+}
+
+fn schedule_all(store: &Store) {
+    let Ok(nodes) = store.list(&obj::nodes(), None, &ListOptions::default()) else { return };
+    let Ok(pods) = store.list(&obj::pods(), None, &ListOptions::default()) else { return };
+    let mut load: BTreeMap<String, usize> = BTreeMap::new();
+    for p in &pods.items {
+        *load.entry(obj::s(p, "/spec/nodeName").to_string()).or_default() += 1;
+    }
+    for pod in pods.items.iter().filter(|p| wants_scheduling(p)) {
+        let result = match place(pod, &nodes.items, &load) {
+            Ok(node) => bind(store, pod, &node).map(|()| *load.entry(node).or_default() += 1),
+            Err(message) => mark_unschedulable(store, pod, &message),
+        };
+        if let Err(e) = result {
+            tracing::debug!(pod = obj::name(pod), %e, "scheduling failed");
+        }
+    }
+}
+
+fn wants_scheduling(pod: &Value) -> bool {
+    obj::s(pod, "/spec/nodeName").is_empty()
+        && !obj::is_deleting(pod)
+        && matches!(obj::s(pod, "/spec/schedulerName"), "" | "default-scheduler")
+        && obj::pod_phase(pod) == "Pending"
+}
+
+/// The node to bind to, or the `FailedScheduling` message.
+pub fn place(pod: &Value, nodes: &[Value], load: &BTreeMap<String, usize>) -> Result<String, String> {
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    let mut feasible = Vec::new();
+    for node in nodes {
+        match filter(pod, node) {
+            None => feasible.push(obj::name(node).to_string()),
+            Some(reason) => *reasons.entry(reason).or_default() += 1,
+        }
+    }
+    if let Some(best) = feasible.iter().min_by_key(|n| (load.get(*n).copied().unwrap_or(0), (*n).clone())) {
+        return Ok(best.clone());
+    }
+    let n = nodes.len();
+    let mut parts: Vec<String> = reasons.iter().map(|(r, c)| format!("{c} {r}")).collect();
+    parts.sort();
+    Err(format!(
+        "0/{n} nodes are available: {}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling.",
+        parts.join(", ")
+    ))
+}
+
+/// The first failing filter for `node`, as the scheduler words it.
+fn filter(pod: &Value, node: &Value) -> Option<String> {
+    if node.pointer("/spec/unschedulable") == Some(&json!(true)) {
+        return Some("node(s) were unschedulable".into());
+    }
+    let tolerations = obj::arr(pod, "/spec/tolerations");
+    for taint in obj::arr(node, "/spec/taints") {
+        let effect = obj::s(taint, "/effect");
+        if matches!(effect, "NoSchedule" | "NoExecute") && !tolerations.iter().any(|t| tolerates(t, taint)) {
+            return Some(format!("node(s) had untolerated taint {{{}: {}}}", obj::s(taint, "/key"), obj::s(taint, "/value")));
+        }
+    }
+    if !node_selector_matches(pod, node) || !node_affinity_matches(pod, node) {
+        return Some("node(s) didn't match Pod's node affinity/selector".into());
+    }
+    None
+}
+
+/// Whether toleration `t` tolerates `taint` (an empty key with `Exists` tolerates everything).
+pub fn tolerates(t: &Value, taint: &Value) -> bool {
+    let key = obj::s(t, "/key");
+    let exists = obj::s(t, "/operator") == "Exists";
+    let effect_ok = matches!(obj::s(t, "/effect"), "") || obj::s(t, "/effect") == obj::s(taint, "/effect");
+    if key.is_empty() {
+        return exists && effect_ok;
+    }
+    key == obj::s(taint, "/key") && effect_ok && (exists || obj::s(t, "/value") == obj::s(taint, "/value"))
+}
+
+/// Whether all of the node's `NoSchedule`/`NoExecute` taints are tolerated.
+pub fn tolerates_node(tolerations: &[Value], node: &Value) -> bool {
+    obj::arr(node, "/spec/taints").iter().all(|taint| {
+        !matches!(obj::s(taint, "/effect"), "NoSchedule" | "NoExecute") || tolerations.iter().any(|t| tolerates(t, taint))
+    })
+}
+
+pub(crate) fn node_selector_matches(pod: &Value, node: &Value) -> bool {
+    let labels = node.pointer("/metadata/labels");
+    pod.pointer("/spec/nodeSelector")
+        .and_then(Value::as_object)
+        .is_none_or(|sel| sel.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v)))
+}
+
+pub(crate) fn node_affinity_matches(pod: &Value, node: &Value) -> bool {
+    let terms = obj::arr(pod, "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms");
+    terms.is_empty() || terms.iter().any(|term| term_matches(term, node))
+}
+
+fn term_matches(term: &Value, node: &Value) -> bool {
+    let labels = |k: &str| node.pointer("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str);
+    let fields = |k: &str| (k == "metadata.name").then(|| obj::name(node));
+    let exprs = obj::arr(term, "/matchExpressions").iter().map(|e| (e, &labels as &dyn Fn(&str) -> Option<&str>));
+    let fexprs = obj::arr(term, "/matchFields").iter().map(|e| (e, &fields as &dyn Fn(&str) -> Option<&str>));
+    exprs.chain(fexprs).all(|(e, get)| {
+        let actual = get(obj::s(e, "/key"));
+        let values: Vec<&str> = obj::arr(e, "/values").iter().filter_map(Value::as_str).collect();
+        match obj::s(e, "/operator") {
+            "In" => actual.is_some_and(|a| values.contains(&a)),
+            "NotIn" => actual.is_none_or(|a| !values.contains(&a)),
+            "Exists" => actual.is_some(),
+            "DoesNotExist" => actual.is_none(),
+            "Gt" | "Lt" => {
+                let (a, v) = (actual.and_then(|a| a.parse::<i64>().ok()), values.first().and_then(|v| v.parse::<i64>().ok()));
+                match (a, v, obj::s(e, "/operator")) {
+                    (Some(a), Some(v), "Gt") => a > v,
+                    (Some(a), Some(v), _) => a < v,
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    })
+}
+
+fn bind(store: &Store, pod: &Value, node: &str) -> Result<(), ApiError> {
+    let mut bound = pod.clone();
+    bound["spec"]["nodeName"] = json!(node);
+    let opts = obj::manager("kube-scheduler");
+    let stored = store.update(&obj::pods(), obj::namespace(pod), bound, &opts)?;
+    let mut conds = obj::arr(&stored, "/status/conditions").to_vec();
+    obj::set_condition(&mut conds, "PodScheduled", "True", "", "");
+    store.patch_status(&obj::pods(), obj::namespace(pod), obj::name(pod), Patch::Merge(json!({"status": {"conditions": conds}})), &opts)?;
+    let msg = format!("Successfully assigned {}/{} to {node}", obj::namespace(pod), obj::name(pod));
+    events::record(store, &stored, EventType::Normal, "Scheduled", &msg, "default-scheduler");
+    Ok(())
+}
+
+fn mark_unschedulable(store: &Store, pod: &Value, message: &str) -> Result<(), ApiError> {
+    let current = obj::condition(pod, "PodScheduled");
+    if current.is_some_and(|c| obj::s(c, "/message") == message) {
+        return Ok(());
+    }
+    let mut conds = obj::arr(pod, "/status/conditions").to_vec();
+    obj::set_condition(&mut conds, "PodScheduled", "False", "Unschedulable", message);
+    let opts = obj::manager("kube-scheduler");
+    store.patch_status(&obj::pods(), obj::namespace(pod), obj::name(pod), Patch::Merge(json!({"status": {"conditions": conds}})), &opts)?;
+    events::record(store, pod, EventType::Warning, "FailedScheduling", message, "default-scheduler");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, taints: Value) -> Value {
+        json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}, "spec": {"taints": taints}})
+    }
+
+    #[test]
+    fn words_failures_like_the_scheduler() {
+        let nodes = vec![
+            node("cp", json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}, {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}])),
+            node("w", json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}])),
+        ];
+        let pod = json!({"spec": {}});
+        assert_eq!(
+            place(&pod, &nodes, &BTreeMap::new()).unwrap_err(),
+            "0/2 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        );
+        let all = json!({"spec": {"tolerations": [{"operator": "Exists"}]}});
+        assert_eq!(place(&all, &nodes, &BTreeMap::new()).unwrap(), "cp");
+        let affinity = json!({"spec": {"tolerations": [{"operator": "Exists"}], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}]}]}}}}});
+        assert_eq!(place(&affinity, &nodes, &BTreeMap::new()).unwrap(), "w");
+    }
+}

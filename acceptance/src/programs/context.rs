@@ -1,0 +1,111 @@
+//! [`ProgramContext`]: what a program sees of its container: argv, environment, files from
+//! volume mounts, the network (API reachability), stdout/stderr (the pod log) and readiness.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::{Image, ProgramRegistry, files};
+use crate::cluster::network::{self, DialError, Endpoint, Vantage};
+use crate::cluster::obj;
+use crate::config::SimConfig;
+use crate::store::Store;
+
+/// The running container, as its program sees it. Cheap to clone.
+#[derive(Clone)]
+pub struct ProgramContext {
+    /// The in-process API: programs that reached the API server act through it.
+    pub store: Store,
+    pub config: SimConfig,
+    /// All programs (a shell runs other commands of its image through it).
+    pub registry: ProgramRegistry,
+    /// The container's image.
+    pub image: Image,
+    /// The pod, as the kubelet last saw it.
+    pub pod: Arc<Value>,
+    /// The container's spec.
+    pub container: Arc<Value>,
+    pub argv: Vec<String>,
+    /// The resolved environment (explicit `env` wins over kubelet-injected service variables).
+    pub env: BTreeMap<String, String>,
+    pub(crate) ready: Arc<watch::Sender<bool>>,
+}
+
+impl std::fmt::Debug for ProgramContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgramContext").field("pod", &self.pod_name()).field("container", &self.container_name()).field("argv", &self.argv).finish_non_exhaustive()
+    }
+}
+
+impl ProgramContext {
+    pub fn namespace(&self) -> &str {
+        obj::namespace(&self.pod)
+    }
+
+    pub fn pod_name(&self) -> &str {
+        obj::name(&self.pod)
+    }
+
+    pub fn container_name(&self) -> &str {
+        obj::s(&self.container, "/name")
+    }
+
+    pub fn node(&self) -> &str {
+        obj::s(&self.pod, "/spec/nodeName")
+    }
+
+    pub fn host_network(&self) -> bool {
+        self.pod.pointer("/spec/hostNetwork") == Some(&Value::Bool(true))
+    }
+
+    /// The same container running another argv (a shell's child process).
+    pub fn with_argv(&self, argv: Vec<String>) -> ProgramContext {
+        ProgramContext { argv, ..self.clone() }
+    }
+
+    /// Writes one line to the container's log (stdout and stderr share it, as in `kubectl logs`).
+    pub fn out(&self, line: &str) {
+        let mut bytes = line.as_bytes().to_vec();
+        bytes.push(b'\n');
+        self.store.logs().append(self.namespace(), self.pod_name(), self.container_name(), &bytes);
+    }
+
+    /// Reports readiness (used when the container has a `readinessProbe`).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.send_replace(ready);
+    }
+
+    /// Sleeps for a human-scale duration, scaled by the pace.
+    pub async fn sleep(&self, human: Duration) {
+        tokio::time::sleep(self.config.pace.scale(human)).await;
+    }
+
+    /// The API endpoint in-cluster clients use: `KUBERNETES_SERVICE_HOST`/`_PORT`.
+    pub fn endpoint(&self) -> Endpoint {
+        let host = self.env.get("KUBERNETES_SERVICE_HOST").cloned().unwrap_or_else(|| network::SERVICE_HOST.into());
+        let port = self.env.get("KUBERNETES_SERVICE_PORT").and_then(|p| p.parse().ok()).unwrap_or(network::SERVICE_PORT);
+        Endpoint { host, port }
+    }
+
+    /// Connects to the API endpoint: `Ok` when reachable from this pod (see
+    /// [`network::check_api`]); a timeout only fails after the dial timeout (scaled by pace).
+    pub async fn dial_api(&self) -> Result<(), DialError> {
+        let from = Vantage { node: self.node().to_string(), host_network: self.host_network() };
+        let result = network::check_api(&self.store, &self.config, &from, &self.endpoint());
+        if let Err(e) = &result {
+            if e.is_timeout() {
+                tokio::time::sleep(network::dial_timeout(self.config.pace)).await;
+            }
+        }
+        result
+    }
+
+    /// Reads a file of the container: volume mounts of ConfigMaps, Secrets and projected
+    /// volumes are read from the store at the time of the call.
+    pub fn read_file(&self, path: &str) -> Result<Vec<u8>, files::FileError> {
+        files::read(&self.store, &self.pod, &self.container, path)
+    }
+}

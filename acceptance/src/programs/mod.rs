@@ -1,0 +1,230 @@
+//! Programs the simulated kubelet runs in containers, selected by image and command.
+//!
+//! A container image is known to the [`ProgramRegistry`] by its repository (tag and digest
+//! ignored, `docker.io/library/` normalized away): the [`Image`] says which commands exist in it
+//! and which one is the entrypoint. The container's argv is `command ++ args` (or
+//! `entrypoint ++ args`); its first word (basename) picks the [`Program`]. An unknown image is an
+//! image pull failure (`ErrImagePull`, then `ImagePullBackOff`); a command missing from a known
+//! image is a container start failure (`exec: "sh": executable file not found in $PATH`), as
+//! with the distroless `cilium-cli` image.
+//!
+//! Programs that "reach" the API act on the cluster through the in-process [`Store`] API: that
+//! is the simulation. Whether they may reach it at all is decided first, exactly as documented
+//! in [`crate::cluster::network`], from the endpoint their environment points them at
+//! ([`ProgramContext::dial_api`]).
+//!
+//! Built-in programs: `sh` (busybox/alpine subset: [`shell`]), `helm` ([`helm`]), `cilium`
+//! (cilium-cli: [`cilium`]), the Cilium agent and operator, Flux controllers and the Flux
+//! Operator ([`daemons`], [`flux_operator`]), `pause`.
+
+pub mod charts;
+pub mod cilium;
+mod context;
+pub mod daemons;
+pub mod files;
+pub mod flux_operator;
+pub mod helm;
+pub mod release;
+pub mod shell;
+pub mod values;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+pub use context::ProgramContext;
+
+
+/// How a program ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exit {
+    pub code: i32,
+    /// Container state reason override (`StartError`); `None` = `Completed`/`Error` by code.
+    pub reason: Option<String>,
+    /// `state.terminated.message` (the termination message).
+    pub message: Option<String>,
+}
+
+impl Exit {
+    pub fn code(code: i32) -> Exit {
+        Exit { code, reason: None, message: None }
+    }
+
+    pub fn ok() -> Exit {
+        Exit::code(0)
+    }
+
+    /// The runtime could not start the process (exit code 128, reason `StartError`).
+    pub fn start_error(message: impl Into<String>) -> Exit {
+        Exit { code: 128, reason: Some("StartError".into()), message: Some(message.into()) }
+    }
+}
+
+/// A boxed program run.
+pub type ProgramFuture = Pin<Box<dyn Future<Output = Exit> + Send + 'static>>;
+
+/// An emulated executable. `run` is dropped when the container is killed: no cleanup needed.
+pub trait Program: Send + Sync + 'static {
+    fn run(&self, ctx: ProgramContext) -> ProgramFuture;
+}
+
+impl<F, Fut> Program for F
+where
+    F: Fn(ProgramContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Exit> + Send + 'static,
+{
+    fn run(&self, ctx: ProgramContext) -> ProgramFuture {
+        Box::pin(self(ctx))
+    }
+}
+
+/// What an image contains.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Image {
+    /// The argv used when the container has no `command`.
+    pub entrypoint: Vec<String>,
+    /// Commands (basenames) present in the image.
+    pub commands: Vec<String>,
+}
+
+impl Image {
+    pub fn has(&self, command: &str) -> bool {
+        self.commands.iter().any(|c| c == command)
+    }
+}
+
+/// Images and programs, keyed by repository and by command. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct ProgramRegistry {
+    images: HashMap<String, Image>,
+    programs: HashMap<String, Arc<dyn Program>>,
+}
+
+impl std::fmt::Debug for ProgramRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut images: Vec<&String> = self.images.keys().collect();
+        images.sort();
+        f.debug_struct("ProgramRegistry").field("images", &images).finish_non_exhaustive()
+    }
+}
+
+const SHELL: &[&str] = &["sh", "ash", "bash", "echo", "sleep", "true", "false", "cat", "env"];
+
+impl ProgramRegistry {
+    /// An empty registry: every image fails to pull.
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// The images and programs of the simulated Talos cluster (see the module docs).
+    pub fn builtin() -> Self {
+        let mut r = Self::empty();
+        for repo in ["busybox", "alpine", "debian", "ubuntu", "bash"] {
+            r.add_image(repo, &["sh"], SHELL);
+        }
+        let helm_tools: Vec<&str> = SHELL.iter().copied().chain(["helm", "kubectl"]).collect();
+        r.add_image("ghcr.io/controlplaneio-fluxcd/flux-operator-bootstrap", &["helm"], &helm_tools);
+        r.add_image("alpine/helm", &["helm"], &helm_tools);
+        r.add_image("dtzar/helm-kubectl", &["sh"], &helm_tools);
+        r.add_image("quay.io/cilium/cilium-cli", &["cilium"], &["cilium"]);
+        r.add_image("quay.io/cilium/cilium-cli-ci", &["cilium"], &["cilium"]);
+        r.add_image("quay.io/cilium/cilium", &["cilium-agent"], &["cilium-agent", "cilium-dbg", "sh", "bash", "nsenter", "mount", "sysctl", "cp", "true"]);
+        r.add_image("quay.io/cilium/operator-generic", &["cilium-operator-generic"], &["cilium-operator-generic"]);
+        r.add_image("ghcr.io/controlplaneio-fluxcd/flux-operator", &["flux-operator"], &["flux-operator"]);
+        for c in ["source-controller", "kustomize-controller", "helm-controller", "notification-controller", "image-reflector-controller", "image-automation-controller"] {
+            r.add_image(&format!("ghcr.io/fluxcd/{c}"), &[c], &[c]);
+            r.add_program(c, daemons::Controller);
+        }
+        r.add_image("registry.k8s.io/pause", &["pause"], &["pause"]);
+        for c in SHELL {
+            r.add_program(c, shell::Shell);
+        }
+        r.add_program("helm", helm::Helm);
+        r.add_program("cilium", cilium::CiliumCli);
+        r.add_program("pause", daemons::Pause);
+        r.add_program("cilium-operator-generic", daemons::CiliumOperator);
+        r.add_program("flux-operator", flux_operator::FluxOperator);
+        for c in ["cilium-agent", "cilium-dbg", "nsenter", "mount", "sysctl", "cp"] {
+            r.add_program(c, daemons::CiliumAgentImage);
+        }
+        r
+    }
+
+    /// Makes `repository` pullable: `entrypoint` runs when a container has no `command`.
+    pub fn add_image(&mut self, repository: &str, entrypoint: &[&str], commands: &[&str]) {
+        let image = Image {
+            entrypoint: entrypoint.iter().map(|s| s.to_string()).collect(),
+            commands: commands.iter().map(|s| s.to_string()).collect(),
+        };
+        self.images.insert(repository_of(repository), image);
+    }
+
+    /// Registers the program run for `command` (a basename such as `helm`).
+    pub fn add_program(&mut self, command: &str, program: impl Program) {
+        self.programs.insert(command.to_string(), Arc::new(program));
+    }
+
+    /// The image for a reference such as `quay.io/cilium/cilium-cli:v0.18.7@sha256:...`.
+    pub fn image(&self, reference: &str) -> Option<&Image> {
+        self.images.get(&repository_of(reference))
+    }
+
+    /// The program for `command` (basename taken).
+    pub fn program(&self, command: &str) -> Option<Arc<dyn Program>> {
+        self.programs.get(basename(command)).cloned()
+    }
+}
+
+/// `/usr/local/bin/helm` → `helm`.
+pub fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The repository of an image reference, normalized: `docker.io/library/busybox:1.36` →
+/// `busybox`, `quay.io/cilium/cilium@sha256:..` → `quay.io/cilium/cilium`.
+pub fn repository_of(reference: &str) -> String {
+    let no_digest = reference.split('@').next().unwrap_or(reference);
+    let repo = match no_digest.rfind(':') {
+        Some(i) if !no_digest[i..].contains('/') => &no_digest[..i],
+        _ => no_digest,
+    };
+    let repo = repo.strip_prefix("docker.io/").or_else(|| repo.strip_prefix("index.docker.io/")).unwrap_or(repo);
+    repo.strip_prefix("library/").unwrap_or(repo).to_string()
+}
+
+/// The fully qualified reference containerd pulls: `busybox` → `docker.io/library/busybox:latest`.
+pub fn qualified_reference(reference: &str) -> String {
+    let first = reference.split('/').next().unwrap_or("");
+    let has_domain = reference.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    let mut out = if has_domain {
+        reference.to_string()
+    } else if reference.contains('/') {
+        format!("docker.io/{reference}")
+    } else {
+        format!("docker.io/library/{reference}")
+    };
+    let last = out.rsplit('/').next().unwrap_or("");
+    if !last.contains(':') && !out.contains('@') {
+        out.push_str(":latest");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_image_references() {
+        assert_eq!(repository_of("docker.io/library/busybox:1.36"), "busybox");
+        assert_eq!(repository_of("quay.io/cilium/cilium:v1.18.4@sha256:abc"), "quay.io/cilium/cilium");
+        assert_eq!(repository_of("localhost:5000/x"), "localhost:5000/x");
+        assert_eq!(qualified_reference("nope"), "docker.io/library/nope:latest");
+        assert_eq!(qualified_reference("ghcr.io/a/b:v1"), "ghcr.io/a/b:v1");
+        let r = ProgramRegistry::builtin();
+        assert!(r.image("busybox:1.36").is_some_and(|i| i.has("sh")));
+        assert!(r.image("quay.io/cilium/cilium-cli:v0.18.7").is_some_and(|i| !i.has("sh")));
+        assert!(r.image("example.com/unknown").is_none());
+    }
+}
