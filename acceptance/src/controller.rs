@@ -48,8 +48,8 @@ pub fn builtin_controllers() -> Vec<Box<dyn Controller>> {
 
 /// Controllers of the simulated cluster (nodes, scheduler, kubelet, workload controllers).
 /// The cluster model (`src/cluster/`) returns its controllers from here.
-pub fn cluster_controllers(_config: &SimConfig) -> Vec<Box<dyn Controller>> {
-    Vec::new()
+pub fn cluster_controllers(config: &SimConfig) -> Vec<Box<dyn Controller>> {
+    crate::cluster::controllers(config)
 }
 
 struct Housekeeping;

@@ -16,10 +16,10 @@ use tokio::sync::watch;
 #[serde(rename_all = "camelCase")]
 pub struct Matcher {
     /// Substring of the request path (e.g. `/secrets`, `/namespaces/kube-system/`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_contains: Option<String>,
     /// Kubernetes verb: get, list, watch, create, update, patch, delete (or an HTTP method).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verb: Option<String>,
 }
 

@@ -13,11 +13,15 @@
 //! - [`controller`]: the [`Controller`] trait, the hook for the cluster model.
 //! - [`server`]: the HTTP layer: TLS, authentication, routing, discovery, watch streams.
 //! - [`faults`]: bounded fault injection ([`Faults`]).
+//! - [`cluster`]: the cluster model (nodes, scheduler, kubelet, Job/Deployment/DaemonSet
+//!   controllers, pre-CNI networking); [`programs`]: what containers run (helm, cilium, ...).
 
+pub mod cluster;
 pub mod config;
 pub mod controller;
 pub mod faults;
 mod pki;
+pub mod programs;
 mod seed;
 pub mod server;
 pub mod sim;

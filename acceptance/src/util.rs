@@ -24,6 +24,54 @@ pub fn format_rfc3339(secs: u64) -> String {
     )
 }
 
+/// Parses `YYYY-MM-DDTHH:MM:SSZ` (fractions and offsets other than `Z` are not supported).
+pub fn parse_rfc3339(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let (hh, mm, ss) = (n(11..13)?, n(14..16)?, n(17..19)?);
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()
+}
+
+/// Seconds since the Unix epoch.
+pub fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// kubectl's short human duration (`5s`, `3m2s`, `2h`, `4d`), as in AGE columns.
+pub fn human_duration(secs: u64) -> String {
+    let (m, h, d) = (secs / 60, secs / 3600, secs / 86_400);
+    match () {
+        _ if secs < 120 => format!("{secs}s"),
+        _ if m < 10 => format!("{m}m{}s", secs % 60),
+        _ if m < 180 => format!("{m}m"),
+        _ if h < 8 => format!("{h}h{}m", m % 60),
+        _ if h < 48 => format!("{h}h"),
+        _ if h < 192 => format!("{d}d{}h", h % 24),
+        _ if d < 730 => format!("{d}d"),
+        _ => format!("{}y{}d", d / 365, d % 365),
+    }
+}
+
 /// Howard Hinnant's days-to-civil algorithm.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -136,6 +184,19 @@ mod tests {
     fn formats_timestamps() {
         assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn parses_timestamps_and_ages() {
+        assert_eq!(parse_rfc3339("2023-11-14T22:13:20Z"), Some(1_700_000_000));
+        assert_eq!(
+            parse_rfc3339(&format_rfc3339(86_400 * 400 + 59)),
+            Some(86_400 * 400 + 59)
+        );
+        assert_eq!(parse_rfc3339("nope"), None);
+        assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(185), "3m5s");
+        assert_eq!(human_duration(3 * 3600), "3h0m");
     }
 
     #[test]

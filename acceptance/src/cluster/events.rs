@@ -15,7 +15,14 @@ pub enum EventType {
 
 /// Records an event about `involved` (any object in wire form) from `component`.
 /// Failures are logged, never returned: events are best effort, as in Kubernetes.
-pub fn record(store: &Store, involved: &Value, ty: EventType, reason: &str, message: &str, component: &str) {
+pub fn record(
+    store: &Store,
+    involved: &Value,
+    ty: EventType,
+    reason: &str,
+    message: &str,
+    component: &str,
+) {
     let ns = match obj::namespace(involved) {
         "" => "default",
         ns => ns,

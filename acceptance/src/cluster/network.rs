@@ -77,7 +77,11 @@ impl fmt::Display for Endpoint {
 }
 
 fn join_host_port(host: &str, port: u16) -> String {
-    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 /// How long clients wait for a TCP connection before `i/o timeout` (30 s, scaled by the pace).
@@ -95,19 +99,31 @@ pub fn node_ip(store: &Store, node: &str) -> Option<String> {
 }
 
 fn is_control_plane(node: &Value) -> bool {
-    node.pointer("/metadata/labels/node-role.kubernetes.io~1control-plane").is_some()
+    node.pointer("/metadata/labels/node-role.kubernetes.io~1control-plane")
+        .is_some()
 }
 
 /// Whether the node's CNI is up (pod network exists): its `Ready` condition is `True`.
 pub fn pod_network_ready(store: &Store, node: &str) -> bool {
-    store.get(&obj::nodes(), "", node).is_ok_and(|n| obj::condition_true(&n, "Ready"))
+    store
+        .get(&obj::nodes(), "", node)
+        .is_ok_and(|n| obj::condition_true(&n, "Ready"))
 }
 
 /// Whether Cilium replaces kube-proxy (`cilium-config` key `kube-proxy-replacement`).
 fn cilium_kpr(store: &Store) -> bool {
     store
-        .get(&GroupResource::core("configmaps"), "kube-system", "cilium-config")
-        .is_ok_and(|cm| matches!(obj::s(&cm, "/data/kube-proxy-replacement"), "true" | "strict"))
+        .get(
+            &GroupResource::core("configmaps"),
+            "kube-system",
+            "cilium-config",
+        )
+        .is_ok_and(|cm| {
+            matches!(
+                obj::s(&cm, "/data/kube-proxy-replacement"),
+                "true" | "strict"
+            )
+        })
 }
 
 /// Whether Service ClusterIPs route on `node`: kube-proxy runs, or Cilium (kube-proxy
@@ -117,35 +133,64 @@ pub fn service_routing(store: &Store, config: &SimConfig, node: &str) -> bool {
 }
 
 /// Checks whether `endpoint` is reachable from `from` (see the module docs for the rule).
-pub fn check_api(store: &Store, config: &SimConfig, from: &Vantage, endpoint: &Endpoint) -> Result<(), DialError> {
+pub fn check_api(
+    store: &Store,
+    config: &SimConfig,
+    from: &Vantage,
+    endpoint: &Endpoint,
+) -> Result<(), DialError> {
     let host = endpoint.host.as_str();
     let port = endpoint.port;
     let loopback = matches!(host, "localhost" | "127.0.0.1" | "::1");
-    let ip = if host == "localhost" { "127.0.0.1" } else { host };
+    let ip = if host == "localhost" {
+        "127.0.0.1"
+    } else {
+        host
+    };
     let addr = join_host_port(ip, port);
     let node = store.get(&obj::nodes(), "", &from.node).ok();
     let pod_net = pod_network_ready(store, &from.node);
     if loopback {
         let kubeprism = from.host_network && config.kubeprism_port == Some(port);
-        let apiserver = from.host_network && port == APISERVER_PORT && node.as_ref().is_some_and(is_control_plane);
-        return if kubeprism || apiserver { Ok(()) } else { Err(DialError::Refused { addr }) };
+        let apiserver = from.host_network
+            && port == APISERVER_PORT
+            && node.as_ref().is_some_and(is_control_plane);
+        return if kubeprism || apiserver {
+            Ok(())
+        } else {
+            Err(DialError::Refused { addr })
+        };
     }
     if host == SERVICE_HOST {
-        let ok = port == SERVICE_PORT && service_routing(store, config, &from.node) && (from.host_network || pod_net);
-        return if ok { Ok(()) } else { Err(DialError::Timeout { addr }) };
+        let ok = port == SERVICE_PORT
+            && service_routing(store, config, &from.node)
+            && (from.host_network || pod_net);
+        return if ok {
+            Ok(())
+        } else {
+            Err(DialError::Timeout { addr })
+        };
     }
-    if !host.chars().all(|c| c.is_ascii_digit() || c == '.' || c == ':') {
-        return Err(DialError::NoSuchHost { host: host.to_string() });
+    if !host
+        .chars()
+        .all(|c| c.is_ascii_digit() || c == '.' || c == ':')
+    {
+        return Err(DialError::NoSuchHost {
+            host: host.to_string(),
+        });
     }
     let cp_ips = control_plane_ips(store);
-    if port == APISERVER_PORT && cp_ips.iter().any(|i| i == host) && (from.host_network || pod_net) {
+    if port == APISERVER_PORT && cp_ips.iter().any(|i| i == host) && (from.host_network || pod_net)
+    {
         return Ok(());
     }
     Err(DialError::Timeout { addr })
 }
 
 fn control_plane_ips(store: &Store) -> Vec<String> {
-    let Ok(list) = store.list(&obj::nodes(), None, &Default::default()) else { return Vec::new() };
+    let Ok(list) = store.list(&obj::nodes(), None, &Default::default()) else {
+        return Vec::new();
+    };
     list.items
         .iter()
         .filter(|n| is_control_plane(n))

@@ -44,12 +44,16 @@ pub(crate) fn uid(v: &Value) -> &str {
 }
 
 pub(crate) fn is_deleting(v: &Value) -> bool {
-    v.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+    v.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
 }
 
 /// The array at a pointer (empty when missing).
 pub(crate) fn arr<'a>(v: &'a Value, pointer: &str) -> &'a [Value] {
-    v.pointer(pointer).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
 }
 
 pub(crate) fn i64_at(v: &Value, pointer: &str) -> Option<i64> {
@@ -58,7 +62,9 @@ pub(crate) fn i64_at(v: &Value, pointer: &str) -> Option<i64> {
 
 /// The condition of `type` in `status.conditions`.
 pub(crate) fn condition<'a>(obj: &'a Value, ty: &str) -> Option<&'a Value> {
-    arr(obj, "/status/conditions").iter().find(|c| c.get("type").and_then(Value::as_str) == Some(ty))
+    arr(obj, "/status/conditions")
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(ty))
 }
 
 /// Whether `status.conditions[type=ty].status == "True"`.
@@ -67,13 +73,23 @@ pub(crate) fn condition_true(obj: &Value, ty: &str) -> bool {
 }
 
 /// Sets (or replaces) a condition; keeps `lastTransitionTime` when the status did not change.
-pub(crate) fn set_condition(conds: &mut Vec<Value>, ty: &str, status: &str, reason: &str, message: &str) {
+pub(crate) fn set_condition(
+    conds: &mut Vec<Value>,
+    ty: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) {
     let now = crate::util::now_rfc3339();
     let mut cond = json!({"type": ty, "status": status, "reason": reason, "message": message,
         "lastTransitionTime": now, "lastProbeTime": null});
-    if let Some(old) = conds.iter_mut().find(|c| c.get("type").and_then(Value::as_str) == Some(ty)) {
+    if let Some(old) = conds
+        .iter_mut()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(ty))
+    {
         if old.get("status").and_then(Value::as_str) == Some(status) {
-            cond["lastTransitionTime"] = old.get("lastTransitionTime").cloned().unwrap_or(json!(now));
+            cond["lastTransitionTime"] =
+                old.get("lastTransitionTime").cloned().unwrap_or(json!(now));
         }
         *old = cond;
     } else {
@@ -115,7 +131,9 @@ pub(crate) fn short_hash(v: &Value) -> String {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..10).map(|i| ALPHABET[((h >> (i * 6)) % ALPHABET.len() as u64) as usize] as char).collect()
+    (0..10)
+        .map(|i| ALPHABET[((h >> (i * 6)) % ALPHABET.len() as u64) as usize] as char)
+        .collect()
 }
 
 /// `matchLabels` of a selector, as `k=v,k2=v2` for list options.
@@ -123,7 +141,12 @@ pub(crate) fn selector_string(selector: &Value) -> String {
     selector
         .get("matchLabels")
         .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
         .unwrap_or_default()
 }
 

@@ -15,7 +15,11 @@ pub(crate) fn resync(ctx: &ControllerContext) -> Duration {
 }
 
 /// Runs `reconcile` until shutdown, after every relevant change and at least every resync tick.
-pub(crate) async fn run(ctx: ControllerContext, interests: Vec<GroupResource>, mut reconcile: impl FnMut(&Store) + Send) {
+pub(crate) async fn run(
+    ctx: ControllerContext,
+    interests: Vec<GroupResource>,
+    mut reconcile: impl FnMut(&Store) + Send,
+) {
     let mut rx = ctx.store.subscribe();
     let tick = resync(&ctx);
     loop {

@@ -23,16 +23,26 @@ impl Controller for Scheduler {
     }
 
     fn run(self: Box<Self>, ctx: ControllerContext) -> ControllerFuture {
-        Box::pin(reconcile::run(ctx, vec![obj::pods(), obj::nodes()], schedule_all))
+        Box::pin(reconcile::run(
+            ctx,
+            vec![obj::pods(), obj::nodes()],
+            schedule_all,
+        ))
     }
 }
 
 fn schedule_all(store: &Store) {
-    let Ok(nodes) = store.list(&obj::nodes(), None, &ListOptions::default()) else { return };
-    let Ok(pods) = store.list(&obj::pods(), None, &ListOptions::default()) else { return };
+    let Ok(nodes) = store.list(&obj::nodes(), None, &ListOptions::default()) else {
+        return;
+    };
+    let Ok(pods) = store.list(&obj::pods(), None, &ListOptions::default()) else {
+        return;
+    };
     let mut load: BTreeMap<String, usize> = BTreeMap::new();
     for p in &pods.items {
-        *load.entry(obj::s(p, "/spec/nodeName").to_string()).or_default() += 1;
+        *load
+            .entry(obj::s(p, "/spec/nodeName").to_string())
+            .or_default() += 1;
     }
     for pod in pods.items.iter().filter(|p| wants_scheduling(p)) {
         let result = match place(pod, &nodes.items, &load) {
@@ -53,7 +63,11 @@ fn wants_scheduling(pod: &Value) -> bool {
 }
 
 /// The node to bind to, or the `FailedScheduling` message.
-pub fn place(pod: &Value, nodes: &[Value], load: &BTreeMap<String, usize>) -> Result<String, String> {
+pub fn place(
+    pod: &Value,
+    nodes: &[Value],
+    load: &BTreeMap<String, usize>,
+) -> Result<String, String> {
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut feasible = Vec::new();
     for node in nodes {
@@ -62,7 +76,10 @@ pub fn place(pod: &Value, nodes: &[Value], load: &BTreeMap<String, usize>) -> Re
             Some(reason) => *reasons.entry(reason).or_default() += 1,
         }
     }
-    if let Some(best) = feasible.iter().min_by_key(|n| (load.get(*n).copied().unwrap_or(0), (*n).clone())) {
+    if let Some(best) = feasible
+        .iter()
+        .min_by_key(|n| (load.get(*n).copied().unwrap_or(0), (*n).clone()))
+    {
         return Ok(best.clone());
     }
     let n = nodes.len();
@@ -82,8 +99,14 @@ fn filter(pod: &Value, node: &Value) -> Option<String> {
     let tolerations = obj::arr(pod, "/spec/tolerations");
     for taint in obj::arr(node, "/spec/taints") {
         let effect = obj::s(taint, "/effect");
-        if matches!(effect, "NoSchedule" | "NoExecute") && !tolerations.iter().any(|t| tolerates(t, taint)) {
-            return Some(format!("node(s) had untolerated taint {{{}: {}}}", obj::s(taint, "/key"), obj::s(taint, "/value")));
+        if matches!(effect, "NoSchedule" | "NoExecute")
+            && !tolerations.iter().any(|t| tolerates(t, taint))
+        {
+            return Some(format!(
+                "node(s) had untolerated taint {{{}: {}}}",
+                obj::s(taint, "/key"),
+                obj::s(taint, "/value")
+            ));
         }
     }
     if !node_selector_matches(pod, node) || !node_affinity_matches(pod, node) {
@@ -96,17 +119,21 @@ fn filter(pod: &Value, node: &Value) -> Option<String> {
 pub fn tolerates(t: &Value, taint: &Value) -> bool {
     let key = obj::s(t, "/key");
     let exists = obj::s(t, "/operator") == "Exists";
-    let effect_ok = matches!(obj::s(t, "/effect"), "") || obj::s(t, "/effect") == obj::s(taint, "/effect");
+    let effect_ok =
+        matches!(obj::s(t, "/effect"), "") || obj::s(t, "/effect") == obj::s(taint, "/effect");
     if key.is_empty() {
         return exists && effect_ok;
     }
-    key == obj::s(taint, "/key") && effect_ok && (exists || obj::s(t, "/value") == obj::s(taint, "/value"))
+    key == obj::s(taint, "/key")
+        && effect_ok
+        && (exists || obj::s(t, "/value") == obj::s(taint, "/value"))
 }
 
 /// Whether all of the node's `NoSchedule`/`NoExecute` taints are tolerated.
 pub fn tolerates_node(tolerations: &[Value], node: &Value) -> bool {
     obj::arr(node, "/spec/taints").iter().all(|taint| {
-        !matches!(obj::s(taint, "/effect"), "NoSchedule" | "NoExecute") || tolerations.iter().any(|t| tolerates(t, taint))
+        !matches!(obj::s(taint, "/effect"), "NoSchedule" | "NoExecute")
+            || tolerations.iter().any(|t| tolerates(t, taint))
     })
 }
 
@@ -114,38 +141,56 @@ pub(crate) fn node_selector_matches(pod: &Value, node: &Value) -> bool {
     let labels = node.pointer("/metadata/labels");
     pod.pointer("/spec/nodeSelector")
         .and_then(Value::as_object)
-        .is_none_or(|sel| sel.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v)))
+        .is_none_or(|sel| {
+            sel.iter()
+                .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        })
 }
 
 pub(crate) fn node_affinity_matches(pod: &Value, node: &Value) -> bool {
-    let terms = obj::arr(pod, "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms");
+    let terms = obj::arr(
+        pod,
+        "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms",
+    );
     terms.is_empty() || terms.iter().any(|term| term_matches(term, node))
 }
 
 fn term_matches(term: &Value, node: &Value) -> bool {
-    let labels = |k: &str| node.pointer("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str);
-    let fields = |k: &str| (k == "metadata.name").then(|| obj::name(node));
-    let exprs = obj::arr(term, "/matchExpressions").iter().map(|e| (e, &labels as &dyn Fn(&str) -> Option<&str>));
-    let fexprs = obj::arr(term, "/matchFields").iter().map(|e| (e, &fields as &dyn Fn(&str) -> Option<&str>));
-    exprs.chain(fexprs).all(|(e, get)| {
-        let actual = get(obj::s(e, "/key"));
-        let values: Vec<&str> = obj::arr(e, "/values").iter().filter_map(Value::as_str).collect();
-        match obj::s(e, "/operator") {
-            "In" => actual.is_some_and(|a| values.contains(&a)),
-            "NotIn" => actual.is_none_or(|a| !values.contains(&a)),
-            "Exists" => actual.is_some(),
-            "DoesNotExist" => actual.is_none(),
-            "Gt" | "Lt" => {
-                let (a, v) = (actual.and_then(|a| a.parse::<i64>().ok()), values.first().and_then(|v| v.parse::<i64>().ok()));
-                match (a, v, obj::s(e, "/operator")) {
-                    (Some(a), Some(v), "Gt") => a > v,
-                    (Some(a), Some(v), _) => a < v,
-                    _ => false,
-                }
-            }
-            _ => false,
+    let label = |k: &str| {
+        node.pointer("/metadata/labels")
+            .and_then(|l| l.get(k))
+            .and_then(Value::as_str)
+    };
+    obj::arr(term, "/matchExpressions")
+        .iter()
+        .all(|e| expr_matches(e, label(obj::s(e, "/key"))))
+        && obj::arr(term, "/matchFields").iter().all(|e| {
+            expr_matches(
+                e,
+                (obj::s(e, "/key") == "metadata.name").then(|| obj::name(node)),
+            )
+        })
+}
+
+fn expr_matches(e: &Value, actual: Option<&str>) -> bool {
+    let values: Vec<&str> = obj::arr(e, "/values")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let number = |s: Option<&str>| s.and_then(|v| v.parse::<i64>().ok());
+    match obj::s(e, "/operator") {
+        "In" => actual.is_some_and(|a| values.contains(&a)),
+        "NotIn" => actual.is_none_or(|a| !values.contains(&a)),
+        "Exists" => actual.is_some(),
+        "DoesNotExist" => actual.is_none(),
+        "Gt" => {
+            matches!((number(actual), number(values.first().copied())), (Some(a), Some(v)) if a > v)
         }
-    })
+        "Lt" => {
+            matches!((number(actual), number(values.first().copied())), (Some(a), Some(v)) if a < v)
+        }
+        _ => false,
+    }
 }
 
 fn bind(store: &Store, pod: &Value, node: &str) -> Result<(), ApiError> {
@@ -155,9 +200,26 @@ fn bind(store: &Store, pod: &Value, node: &str) -> Result<(), ApiError> {
     let stored = store.update(&obj::pods(), obj::namespace(pod), bound, &opts)?;
     let mut conds = obj::arr(&stored, "/status/conditions").to_vec();
     obj::set_condition(&mut conds, "PodScheduled", "True", "", "");
-    store.patch_status(&obj::pods(), obj::namespace(pod), obj::name(pod), Patch::Merge(json!({"status": {"conditions": conds}})), &opts)?;
-    let msg = format!("Successfully assigned {}/{} to {node}", obj::namespace(pod), obj::name(pod));
-    events::record(store, &stored, EventType::Normal, "Scheduled", &msg, "default-scheduler");
+    store.patch_status(
+        &obj::pods(),
+        obj::namespace(pod),
+        obj::name(pod),
+        Patch::Merge(json!({"status": {"conditions": conds}})),
+        &opts,
+    )?;
+    let msg = format!(
+        "Successfully assigned {}/{} to {node}",
+        obj::namespace(pod),
+        obj::name(pod)
+    );
+    events::record(
+        store,
+        &stored,
+        EventType::Normal,
+        "Scheduled",
+        &msg,
+        "default-scheduler",
+    );
     Ok(())
 }
 
@@ -167,10 +229,29 @@ fn mark_unschedulable(store: &Store, pod: &Value, message: &str) -> Result<(), A
         return Ok(());
     }
     let mut conds = obj::arr(pod, "/status/conditions").to_vec();
-    obj::set_condition(&mut conds, "PodScheduled", "False", "Unschedulable", message);
+    obj::set_condition(
+        &mut conds,
+        "PodScheduled",
+        "False",
+        "Unschedulable",
+        message,
+    );
     let opts = obj::manager("kube-scheduler");
-    store.patch_status(&obj::pods(), obj::namespace(pod), obj::name(pod), Patch::Merge(json!({"status": {"conditions": conds}})), &opts)?;
-    events::record(store, pod, EventType::Warning, "FailedScheduling", message, "default-scheduler");
+    store.patch_status(
+        &obj::pods(),
+        obj::namespace(pod),
+        obj::name(pod),
+        Patch::Merge(json!({"status": {"conditions": conds}})),
+        &opts,
+    )?;
+    events::record(
+        store,
+        pod,
+        EventType::Warning,
+        "FailedScheduling",
+        message,
+        "default-scheduler",
+    );
     Ok(())
 }
 
@@ -185,8 +266,14 @@ mod tests {
     #[test]
     fn words_failures_like_the_scheduler() {
         let nodes = vec![
-            node("cp", json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}, {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}])),
-            node("w", json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}])),
+            node(
+                "cp",
+                json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}, {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
+            ),
+            node(
+                "w",
+                json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
+            ),
         ];
         let pod = json!({"spec": {}});
         assert_eq!(

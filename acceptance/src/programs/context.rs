@@ -36,7 +36,11 @@ pub struct ProgramContext {
 
 impl std::fmt::Debug for ProgramContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProgramContext").field("pod", &self.pod_name()).field("container", &self.container_name()).field("argv", &self.argv).finish_non_exhaustive()
+        f.debug_struct("ProgramContext")
+            .field("pod", &self.pod_name())
+            .field("container", &self.container_name())
+            .field("argv", &self.argv)
+            .finish_non_exhaustive()
     }
 }
 
@@ -63,14 +67,22 @@ impl ProgramContext {
 
     /// The same container running another argv (a shell's child process).
     pub fn with_argv(&self, argv: Vec<String>) -> ProgramContext {
-        ProgramContext { argv, ..self.clone() }
+        ProgramContext {
+            argv,
+            ..self.clone()
+        }
     }
 
     /// Writes one line to the container's log (stdout and stderr share it, as in `kubectl logs`).
     pub fn out(&self, line: &str) {
         let mut bytes = line.as_bytes().to_vec();
         bytes.push(b'\n');
-        self.store.logs().append(self.namespace(), self.pod_name(), self.container_name(), &bytes);
+        self.store.logs().append(
+            self.namespace(),
+            self.pod_name(),
+            self.container_name(),
+            &bytes,
+        );
     }
 
     /// Reports readiness (used when the container has a `readinessProbe`).
@@ -85,15 +97,26 @@ impl ProgramContext {
 
     /// The API endpoint in-cluster clients use: `KUBERNETES_SERVICE_HOST`/`_PORT`.
     pub fn endpoint(&self) -> Endpoint {
-        let host = self.env.get("KUBERNETES_SERVICE_HOST").cloned().unwrap_or_else(|| network::SERVICE_HOST.into());
-        let port = self.env.get("KUBERNETES_SERVICE_PORT").and_then(|p| p.parse().ok()).unwrap_or(network::SERVICE_PORT);
+        let host = self
+            .env
+            .get("KUBERNETES_SERVICE_HOST")
+            .cloned()
+            .unwrap_or_else(|| network::SERVICE_HOST.into());
+        let port = self
+            .env
+            .get("KUBERNETES_SERVICE_PORT")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(network::SERVICE_PORT);
         Endpoint { host, port }
     }
 
     /// Connects to the API endpoint: `Ok` when reachable from this pod (see
     /// [`network::check_api`]); a timeout only fails after the dial timeout (scaled by pace).
     pub async fn dial_api(&self) -> Result<(), DialError> {
-        let from = Vantage { node: self.node().to_string(), host_network: self.host_network() };
+        let from = Vantage {
+            node: self.node().to_string(),
+            host_network: self.host_network(),
+        };
         let result = network::check_api(&self.store, &self.config, &from, &self.endpoint());
         if let Err(e) = &result {
             if e.is_timeout() {

@@ -14,7 +14,12 @@ pub enum FileError {
 }
 
 /// Reads `path` in `container` of `pod`.
-pub fn read(store: &Store, pod: &Value, container: &Value, path: &str) -> Result<Vec<u8>, FileError> {
+pub fn read(
+    store: &Store,
+    pod: &Value,
+    container: &Value,
+    path: &str,
+) -> Result<Vec<u8>, FileError> {
     let not_found = || FileError::NotFound(path.to_string());
     let mount = obj::arr(container, "/volumeMounts")
         .iter()
@@ -36,11 +41,15 @@ pub fn read(store: &Store, pod: &Value, container: &Value, path: &str) -> Result
         Some(Value::Array(s)) => s.iter().collect(),
         _ => vec![volume],
     };
-    sources.iter().find_map(|src| from_source(store, ns, src, &rel)).ok_or_else(not_found)
+    sources
+        .iter()
+        .find_map(|src| from_source(store, ns, src, &rel))
+        .ok_or_else(not_found)
 }
 
 fn under(path: &str, mount: &str) -> bool {
-    !mount.is_empty() && (path == mount || path.starts_with(&format!("{}/", mount.trim_end_matches('/'))))
+    !mount.is_empty()
+        && (path == mount || path.starts_with(&format!("{}/", mount.trim_end_matches('/'))))
 }
 
 fn from_source(store: &Store, ns: &str, src: &Value, rel: &str) -> Option<Vec<u8>> {
@@ -57,15 +66,30 @@ fn from_source(store: &Store, ns: &str, src: &Value, rel: &str) -> Option<Vec<u8
     };
     let key = match obj::arr(source, "/items") {
         [] => rel.to_string(),
-        items => items.iter().find(|i| obj::s(i, "/path") == rel).map(|i| obj::s(i, "/key").to_string())?,
+        items => items
+            .iter()
+            .find(|i| obj::s(i, "/path") == rel)
+            .map(|i| obj::s(i, "/key").to_string())?,
     };
     let object = store.get(&gr, ns, name).ok()?;
     let b64 = base64::engine::general_purpose::STANDARD;
     if gr.resource == "secrets" {
-        return object.get("data").and_then(|d| d.get(&key)).and_then(Value::as_str).and_then(|v| b64.decode(v).ok());
+        return object
+            .get("data")
+            .and_then(|d| d.get(&key))
+            .and_then(Value::as_str)
+            .and_then(|v| b64.decode(v).ok());
     }
-    if let Some(text) = object.get("data").and_then(|d| d.get(&key)).and_then(Value::as_str) {
+    if let Some(text) = object
+        .get("data")
+        .and_then(|d| d.get(&key))
+        .and_then(Value::as_str)
+    {
         return Some(text.as_bytes().to_vec());
     }
-    object.get("binaryData").and_then(|d| d.get(&key)).and_then(Value::as_str).and_then(|v| b64.decode(v).ok())
+    object
+        .get("binaryData")
+        .and_then(|d| d.get(&key))
+        .and_then(Value::as_str)
+        .and_then(|v| b64.decode(v).ok())
 }

@@ -24,6 +24,7 @@ pub mod daemons;
 pub mod files;
 pub mod flux_operator;
 pub mod helm;
+pub mod manifests;
 pub mod release;
 pub mod shell;
 pub mod values;
@@ -34,7 +35,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 pub use context::ProgramContext;
-
 
 /// How a program ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,7 +48,11 @@ pub struct Exit {
 
 impl Exit {
     pub fn code(code: i32) -> Exit {
-        Exit { code, reason: None, message: None }
+        Exit {
+            code,
+            reason: None,
+            message: None,
+        }
     }
 
     pub fn ok() -> Exit {
@@ -57,7 +61,11 @@ impl Exit {
 
     /// The runtime could not start the process (exit code 128, reason `StartError`).
     pub fn start_error(message: impl Into<String>) -> Exit {
-        Exit { code: 128, reason: Some("StartError".into()), message: Some(message.into()) }
+        Exit {
+            code: 128,
+            reason: Some("StartError".into()),
+            message: Some(message.into()),
+        }
     }
 }
 
@@ -86,6 +94,9 @@ pub struct Image {
     pub entrypoint: Vec<String>,
     /// Commands (basenames) present in the image.
     pub commands: Vec<String>,
+    /// A program that runs every command of this image (an image with its own behaviour,
+    /// e.g. the Cilium agent image and its init containers); `None` = by command.
+    pub handler: Option<String>,
 }
 
 impl Image {
@@ -105,11 +116,15 @@ impl std::fmt::Debug for ProgramRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut images: Vec<&String> = self.images.keys().collect();
         images.sort();
-        f.debug_struct("ProgramRegistry").field("images", &images).finish_non_exhaustive()
+        f.debug_struct("ProgramRegistry")
+            .field("images", &images)
+            .finish_non_exhaustive()
     }
 }
 
-const SHELL: &[&str] = &["sh", "ash", "bash", "echo", "sleep", "true", "false", "cat", "env"];
+const SHELL: &[&str] = &[
+    "sh", "ash", "bash", "echo", "sleep", "true", "false", "cat", "env",
+];
 
 impl ProgramRegistry {
     /// An empty registry: every image fails to pull.
@@ -124,15 +139,46 @@ impl ProgramRegistry {
             r.add_image(repo, &["sh"], SHELL);
         }
         let helm_tools: Vec<&str> = SHELL.iter().copied().chain(["helm", "kubectl"]).collect();
-        r.add_image("ghcr.io/controlplaneio-fluxcd/flux-operator-bootstrap", &["helm"], &helm_tools);
+        r.add_image(
+            "ghcr.io/controlplaneio-fluxcd/flux-operator-bootstrap",
+            &["helm"],
+            &helm_tools,
+        );
         r.add_image("alpine/helm", &["helm"], &helm_tools);
         r.add_image("dtzar/helm-kubectl", &["sh"], &helm_tools);
         r.add_image("quay.io/cilium/cilium-cli", &["cilium"], &["cilium"]);
         r.add_image("quay.io/cilium/cilium-cli-ci", &["cilium"], &["cilium"]);
-        r.add_image("quay.io/cilium/cilium", &["cilium-agent"], &["cilium-agent", "cilium-dbg", "sh", "bash", "nsenter", "mount", "sysctl", "cp", "true"]);
-        r.add_image("quay.io/cilium/operator-generic", &["cilium-operator-generic"], &["cilium-operator-generic"]);
-        r.add_image("ghcr.io/controlplaneio-fluxcd/flux-operator", &["flux-operator"], &["flux-operator"]);
-        for c in ["source-controller", "kustomize-controller", "helm-controller", "notification-controller", "image-reflector-controller", "image-automation-controller"] {
+        r.add_image(
+            "quay.io/cilium/cilium",
+            &["cilium-agent"],
+            &[
+                "cilium-agent",
+                "cilium-dbg",
+                "sh",
+                "bash",
+                "init-container.sh",
+                "install-plugin.sh",
+            ],
+        );
+        r.set_handler("quay.io/cilium/cilium", "cilium-image");
+        r.add_image(
+            "quay.io/cilium/operator-generic",
+            &["cilium-operator-generic"],
+            &["cilium-operator-generic"],
+        );
+        r.add_image(
+            "ghcr.io/controlplaneio-fluxcd/flux-operator",
+            &["flux-operator"],
+            &["flux-operator"],
+        );
+        for c in [
+            "source-controller",
+            "kustomize-controller",
+            "helm-controller",
+            "notification-controller",
+            "image-reflector-controller",
+            "image-automation-controller",
+        ] {
             r.add_image(&format!("ghcr.io/fluxcd/{c}"), &[c], &[c]);
             r.add_program(c, daemons::Controller);
         }
@@ -145,9 +191,7 @@ impl ProgramRegistry {
         r.add_program("pause", daemons::Pause);
         r.add_program("cilium-operator-generic", daemons::CiliumOperator);
         r.add_program("flux-operator", flux_operator::FluxOperator);
-        for c in ["cilium-agent", "cilium-dbg", "nsenter", "mount", "sysctl", "cp"] {
-            r.add_program(c, daemons::CiliumAgentImage);
-        }
+        r.add_program("cilium-image", daemons::CiliumAgentImage);
         r
     }
 
@@ -156,8 +200,16 @@ impl ProgramRegistry {
         let image = Image {
             entrypoint: entrypoint.iter().map(|s| s.to_string()).collect(),
             commands: commands.iter().map(|s| s.to_string()).collect(),
+            handler: None,
         };
         self.images.insert(repository_of(repository), image);
+    }
+
+    /// Makes `program` run every command of `repository`'s image.
+    pub fn set_handler(&mut self, repository: &str, program: &str) {
+        if let Some(image) = self.images.get_mut(&repository_of(repository)) {
+            image.handler = Some(program.to_string());
+        }
     }
 
     /// Registers the program run for `command` (a basename such as `helm`).
@@ -168,6 +220,18 @@ impl ProgramRegistry {
     /// The image for a reference such as `quay.io/cilium/cilium-cli:v0.18.7@sha256:...`.
     pub fn image(&self, reference: &str) -> Option<&Image> {
         self.images.get(&repository_of(reference))
+    }
+
+    /// The program that runs `argv0` in `image`: the image's handler, or the program registered
+    /// for the command; `None` when the image has no such command.
+    pub fn resolve(&self, image: &Image, argv0: &str) -> Option<Arc<dyn Program>> {
+        if !image.has(basename(argv0)) {
+            return None;
+        }
+        match &image.handler {
+            Some(h) => self.program(h),
+            None => self.program(argv0),
+        }
     }
 
     /// The program for `command` (basename taken).
@@ -189,14 +253,18 @@ pub fn repository_of(reference: &str) -> String {
         Some(i) if !no_digest[i..].contains('/') => &no_digest[..i],
         _ => no_digest,
     };
-    let repo = repo.strip_prefix("docker.io/").or_else(|| repo.strip_prefix("index.docker.io/")).unwrap_or(repo);
+    let repo = repo
+        .strip_prefix("docker.io/")
+        .or_else(|| repo.strip_prefix("index.docker.io/"))
+        .unwrap_or(repo);
     repo.strip_prefix("library/").unwrap_or(repo).to_string()
 }
 
 /// The fully qualified reference containerd pulls: `busybox` → `docker.io/library/busybox:latest`.
 pub fn qualified_reference(reference: &str) -> String {
     let first = reference.split('/').next().unwrap_or("");
-    let has_domain = reference.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    let has_domain = reference.contains('/')
+        && (first.contains('.') || first.contains(':') || first == "localhost");
     let mut out = if has_domain {
         reference.to_string()
     } else if reference.contains('/') {
@@ -218,13 +286,19 @@ mod tests {
     #[test]
     fn normalizes_image_references() {
         assert_eq!(repository_of("docker.io/library/busybox:1.36"), "busybox");
-        assert_eq!(repository_of("quay.io/cilium/cilium:v1.18.4@sha256:abc"), "quay.io/cilium/cilium");
+        assert_eq!(
+            repository_of("quay.io/cilium/cilium:v1.18.4@sha256:abc"),
+            "quay.io/cilium/cilium"
+        );
         assert_eq!(repository_of("localhost:5000/x"), "localhost:5000/x");
         assert_eq!(qualified_reference("nope"), "docker.io/library/nope:latest");
         assert_eq!(qualified_reference("ghcr.io/a/b:v1"), "ghcr.io/a/b:v1");
         let r = ProgramRegistry::builtin();
         assert!(r.image("busybox:1.36").is_some_and(|i| i.has("sh")));
-        assert!(r.image("quay.io/cilium/cilium-cli:v0.18.7").is_some_and(|i| !i.has("sh")));
+        assert!(
+            r.image("quay.io/cilium/cilium-cli:v0.18.7")
+                .is_some_and(|i| !i.has("sh"))
+        );
         assert!(r.image("example.com/unknown").is_none());
     }
 }

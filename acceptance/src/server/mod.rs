@@ -7,6 +7,7 @@
 mod discovery;
 mod resources;
 mod response;
+mod table;
 mod watch;
 
 use std::net::SocketAddr;

@@ -9,7 +9,7 @@ use hyper::body::Incoming;
 use serde_json::{Value, json};
 
 use super::response::{self, Body};
-use super::{ServerState, discovery, parse_body, read_body, watch};
+use super::{ServerState, discovery, parse_body, read_body, table, watch};
 use crate::store::{
     ApiError, DeleteOptions, GroupResource, ListOptions, Patch, Propagation, ResourceType,
     WriteOptions, tail_lines,
@@ -132,12 +132,18 @@ async fn handle(
         (&Method::GET, None, None) if query.flag("watch") => {
             watch::serve(state, ty, version, target.namespace, &query)
         }
-        (&Method::GET, None, None) => list(state, &ty, version, target.namespace, &query),
-        (&Method::GET, Some(name), None | Some("status")) => Ok(response::ok(&present(
-            store.get(&gr, ns, name)?,
-            &ty,
-            version,
-        ))),
+        (&Method::GET, None, None) => {
+            list(state, &ty, version, target.namespace, &query, accept(&req))
+        }
+        (&Method::GET, Some(name), None | Some("status")) => {
+            let obj = present(store.get(&gr, ns, name)?, &ty, version);
+            if table::wants_table(accept(&req)) {
+                let rv = crate::store::rv_of(&obj);
+                let include = query.get("includeObject").unwrap_or("Metadata");
+                return Ok(response::ok(&table::table(&ty, &[obj], rv, include)));
+            }
+            Ok(response::ok(&obj))
+        }
         (&Method::GET, Some(name), Some("log")) if gr == GroupResource::core("pods") => {
             logs(state, ns, name, &query)
         }
@@ -338,21 +344,37 @@ pub(crate) fn list_body(
     json!({"kind": format!("{}List", ty.kind), "apiVersion": ty.api_version_for(version), "metadata": meta, "items": items})
 }
 
+fn accept(req: &Request<Incoming>) -> &str {
+    req.headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
 fn list(
     state: &Arc<ServerState>,
     ty: &ResourceType,
     version: &str,
     ns: Option<&str>,
     query: &Query,
+    accept: &str,
 ) -> Result<Response<Body>, ApiError> {
     let l = state
         .store
         .list(&ty.group_resource(), ns, &query.list_options()?)?;
-    let items = l
+    let items: Vec<Value> = l
         .items
         .into_iter()
         .map(|o| present(o, ty, version))
         .collect();
+    if table::wants_table(accept) {
+        let include = query.get("includeObject").unwrap_or("Metadata");
+        let mut t = table::table(ty, &items, l.resource_version, include);
+        if let Some(c) = &l.continue_token {
+            t["metadata"]["continue"] = json!(c);
+        }
+        return Ok(response::ok(&t));
+    }
     Ok(response::ok(&list_body(
         ty,
         version,

@@ -196,6 +196,16 @@ fn default_and_validate(
         ("", "services") => {
             set_default(obj, "/spec/type", json!("ClusterIP"));
             set_default(obj, "/spec/sessionAffinity", json!("None"));
+            if creating && obj.pointer("/spec/type") != Some(&json!("ExternalName")) {
+                let ip = obj
+                    .pointer("/spec/clusterIP")
+                    .and_then(Value::as_str)
+                    .filter(|ip| !ip.is_empty())
+                    .map(String::from)
+                    .unwrap_or_else(|| cluster_ip(obj));
+                set_default(obj, "/spec/clusterIP", json!(ip));
+                set_default(obj, "/spec/clusterIPs", json!([ip]));
+            }
             for p in obj
                 .pointer_mut("/spec/ports")
                 .and_then(Value::as_array_mut)
@@ -216,6 +226,24 @@ fn default_and_validate(
         _ => {}
     }
     invalid(ty, obj, causes)
+}
+
+/// A ClusterIP in 10.96.0.0/16 derived from namespace/name (FNV-1a), never `.0`/`.1`/`.255`.
+/// Collisions are possible and not checked: addresses are only printed, never routed.
+fn cluster_ip(obj: &Value) -> String {
+    let key = format!(
+        "{}/{}",
+        obj.pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        obj.pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    );
+    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("10.96.{}.{}", (h >> 8) % 256, 2 + (h % 252))
 }
 
 fn secret(obj: &mut Value, causes: &mut Vec<Cause>) {
@@ -310,23 +338,17 @@ fn job(obj: &mut Value, causes: &mut Vec<Cause>) {
             "/spec/selector",
             json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
         );
-        if let Some(labels) = obj.pointer_mut("/spec/template/metadata").map(|m| {
-            if !m.get("labels").is_some_and(Value::is_object) {
-                m["labels"] = json!({});
+        if obj.pointer("/spec/template").is_some_and(Value::is_object) {
+            set_default(obj, "/spec/template/metadata/labels", json!({}));
+            if let Some(labels) = obj
+                .pointer_mut("/spec/template/metadata/labels")
+                .and_then(Value::as_object_mut)
+            {
+                labels.insert("batch.kubernetes.io/controller-uid".into(), uid.clone());
+                labels.insert("controller-uid".into(), uid);
+                labels.insert("batch.kubernetes.io/job-name".into(), name.clone());
+                labels.insert("job-name".into(), name);
             }
-            &mut m["labels"]
-        }) {
-            labels["batch.kubernetes.io/controller-uid"] = uid.clone();
-            labels["controller-uid"] = uid;
-            labels["batch.kubernetes.io/job-name"] = name.clone();
-            labels["job-name"] = name;
-        } else if obj.pointer("/spec/template").is_some() {
-            set_default(
-                obj,
-                "/spec/template/metadata/labels",
-                json!({"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid,
-                       "batch.kubernetes.io/job-name": name, "job-name": name}),
-            );
         }
     }
     if obj.pointer("/spec/template").is_none() {

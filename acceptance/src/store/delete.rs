@@ -94,6 +94,15 @@ impl Store {
                 ));
             }
         }
+        if gr == GroupResource::core("namespaces")
+            && ["default", "kube-system", "kube-public", "kube-node-lease"].contains(&name)
+        {
+            return Err(ApiError::forbidden(
+                &gr,
+                name,
+                "this namespace may not be deleted",
+            ));
+        }
         let default = if gr == GroupResource::new("batch", "jobs") {
             Propagation::Orphan
         } else {
@@ -158,6 +167,9 @@ impl Store {
             updated["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
         }
         if is_ns {
+            if !updated.get("status").is_some_and(Value::is_object) {
+                updated["status"] = json!({});
+            }
             updated["status"]["phase"] = json!("Terminating");
         }
         if grace > 0 {

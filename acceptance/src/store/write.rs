@@ -195,6 +195,11 @@ impl Store {
                     m.insert("status".into(), s);
                 }
             }
+        } else if ty.status_subresource {
+            // The main resource ignores `.status`: an apply there neither sets nor owns it.
+            if let Some(m) = config.as_object_mut() {
+                m.remove("status");
+            }
         }
         let api_version = ty.api_version();
         let now = now_rfc3339();

@@ -94,17 +94,63 @@ async fn anonymous_requests_get_401_except_health_and_version() {
     assert_eq!(e.code, 401);
 }
 
-#[tokio::test]
-async fn http2_and_http1_both_work() {
-    // kube negotiates h2 via ALPN when offered; a raw HTTP/1.1 client is covered by kubectl.
-    let (_sim, client) = start().await;
-    let resp = client
-        .send(
-            http::Request::get("/api")
-                .body(kube::client::Body::empty())
-                .unwrap(),
-        )
+/// A raw TLS client offering `alpn` and authenticating with the bearer token.
+async fn raw_get(
+    sim: &talos_sim::SimCluster,
+    alpn: &[u8],
+    path: &str,
+) -> (Option<Vec<u8>>, http::Version, u16) {
+    use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(sim.ca_pem().as_bytes()).unwrap())
+        .unwrap();
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![alpn.to_vec()];
+    let tcp = tokio::net::TcpStream::connect(sim.server_url().trim_start_matches("https://"))
         .await
         .unwrap();
-    assert_eq!(resp.status(), 200);
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let negotiated = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    let io = hyper_util::rt::TokioIo::new(tls);
+    let req = http::Request::get(format!("{}{path}", sim.server_url()))
+        .header("Authorization", format!("Bearer {}", sim.admin_token()))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = if alpn == b"h2" {
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+                .await
+                .unwrap();
+        tokio::spawn(conn);
+        send.send_request(req).await.unwrap()
+    } else {
+        let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+        tokio::spawn(conn);
+        send.send_request(req).await.unwrap()
+    };
+    (negotiated, resp.version(), resp.status().as_u16())
+}
+
+#[tokio::test]
+async fn http2_and_http1_via_alpn() {
+    let (sim, _) = start().await;
+    let (alpn, version, code) = raw_get(&sim, b"h2", "/api/v1/namespaces").await;
+    assert_eq!(
+        (alpn.as_deref(), version, code),
+        (Some(&b"h2"[..]), http::Version::HTTP_2, 200)
+    );
+    let (alpn, version, code) = raw_get(&sim, b"http/1.1", "/api/v1/namespaces").await;
+    assert_eq!(
+        (alpn.as_deref(), version, code),
+        (Some(&b"http/1.1"[..]), http::Version::HTTP_11, 200)
+    );
 }

@@ -152,7 +152,7 @@ fn deployment(name: &str, image: &str) -> Deployment {
 #[tokio::test]
 async fn generation_tracks_spec_changes_only() {
     let (_sim, client) = start().await;
-    let api: Api<Deployment> = Api::namespaced(client, "default");
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let d = api
         .create(&PostParams::default(), &deployment("web", "nginx:1"))
         .await
@@ -174,28 +174,59 @@ async fn generation_tracks_spec_changes_only() {
         .await
         .unwrap();
     assert_eq!(d.metadata.generation, Some(2));
-    // status through the main resource is ignored; through /status it is stored, generation kept
-    let d = api
-        .patch(
-            "web",
-            &pp,
-            &Patch::Merge(json!({"status": {"replicas": 9}})),
-        )
+
+    // Status rules on a kind no controller touches (a CRD with a status subresource).
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
+    let crd = serde_json::from_value(json!({
+        "metadata": {"name": "widgets.test.talos-sim.dev"},
+        "spec": {"group": "test.talos-sim.dev", "scope": "Namespaced", "names": {"kind": "Widget", "plural": "widgets"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})).unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let ar = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "test.talos-sim.dev",
+        "v1",
+        "Widget",
+    ));
+    let widgets: Api<kube::api::DynamicObject> = Api::namespaced_with(client, "default", &ar);
+    let w = crate::common::eventually(5, || async {
+        let obj = json!({"apiVersion": "test.talos-sim.dev/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}, "status": {"x": 1}});
+        widgets.create(&PostParams::default(), &serde_json::from_value(obj).unwrap()).await.ok()
+    })
+    .await;
+    assert_eq!(w.metadata.generation, Some(1));
+    assert!(
+        w.data.get("status").is_none(),
+        "status is dropped on create"
+    );
+    let w = widgets
+        .patch("w", &pp, &Patch::Merge(json!({"status": {"ready": true}})))
         .await
         .unwrap();
-    assert!(d.status.is_none());
-    let d = api
+    assert!(
+        w.data.get("status").is_none(),
+        "the main resource ignores status"
+    );
+    let w = widgets
+        .patch("w", &pp, &Patch::Merge(json!({"spec": {"size": 2}})))
+        .await
+        .unwrap();
+    assert_eq!(w.metadata.generation, Some(2));
+    let w = widgets
         .patch_status(
-            "web",
+            "w",
             &pp,
-            &Patch::Merge(json!({"status": {"observedGeneration": 2, "replicas": 3}})),
+            &Patch::Merge(json!({"status": {"observedGeneration": 2}, "spec": {"size": 9}})),
         )
         .await
         .unwrap();
-    assert_eq!(d.metadata.generation, Some(2));
-    assert_eq!(d.status.unwrap().observed_generation, Some(2));
-    let d = api.get("web").await.unwrap();
-    assert_eq!(d.spec.unwrap().replicas, Some(3));
+    assert_eq!(
+        w.metadata.generation,
+        Some(2),
+        "status writes keep the generation"
+    );
+    assert_eq!(w.data["status"]["observedGeneration"], 2);
+    assert_eq!(w.data["spec"]["size"], 2, "/status ignores spec");
 }
 
 #[tokio::test]
@@ -370,4 +401,191 @@ async fn discovery_lists_resources_and_subresources() {
     assert_eq!(pods["namespaced"], json!(true));
     let version = client.apiserver_version().await.unwrap();
     assert_eq!(version.major, "1");
+}
+
+#[tokio::test]
+async fn malformed_requests_get_status_answers_not_panics() {
+    let (_sim, client) = start().await;
+    let cases: Vec<(&str, &str, &str, &str, u16)> = vec![
+        (
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            "{not json",
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            "[1,2]",
+            400,
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            "",
+            400,
+        ),
+        (
+            "PUT",
+            "/api/v1/namespaces/default/configmaps/x",
+            "application/json",
+            "null",
+            400,
+        ),
+        ("GET", "/api/v1/nonexistent", "", "", 404),
+        ("GET", "/apis/foo.example/v1/bars", "", "", 404),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps/a/b/c/d",
+            "",
+            "",
+            404,
+        ),
+        ("GET", "/%ff%fe/..", "", "", 404),
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/x",
+            "text/plain",
+            "{}",
+            415,
+        ),
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/services/kubernetes",
+            "application/merge-patch+json",
+            "5",
+            400,
+        ),
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/services/kubernetes",
+            "application/json-patch+json",
+            "{\"op\":1}",
+            400,
+        ),
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/y?fieldManager=m",
+            "application/apply-patch+yaml",
+            "a: [unclosed",
+            400,
+        ),
+        (
+            "POST",
+            "/apis/batch/v1/namespaces/default/jobs",
+            "application/json",
+            r#"{"metadata":{"name":"j"},"spec":{"template":{"metadata":"x","spec":7}}}"#,
+            422,
+        ),
+        (
+            "POST",
+            "/apis/batch/v1/namespaces/default/jobs",
+            "application/json",
+            r#"{"metadata":{"name":"k"},"spec":"x"}"#,
+            422,
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            r#"{"kind":"Secret","metadata":{"name":"z"}}"#,
+            400,
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=abc",
+            "",
+            "",
+            400,
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?labelSelector=a%20in%20b",
+            "",
+            "",
+            400,
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?limit=-1",
+            "",
+            "",
+            400,
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?continue=%%%",
+            "",
+            "",
+            400,
+        ),
+        (
+            "DELETE",
+            "/api/v1/namespaces/default/configmaps/x",
+            "application/json",
+            "{bad",
+            400,
+        ),
+        (
+            "PUT",
+            "/api/v1/namespaces/default/pods/nope/log",
+            "application/json",
+            "{}",
+            404,
+        ),
+        ("OPTIONS", "/api/v1/namespaces", "", "", 405),
+    ];
+    for (method, path, ct, body, code) in cases {
+        let mut req = http::Request::builder().method(method).uri(path);
+        if !ct.is_empty() {
+            req = req.header("Content-Type", ct);
+        }
+        let resp = client
+            .send(
+                req.body(kube::client::Body::from(body.as_bytes().to_vec()))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), code, "{method} {path} {body}");
+        let bytes = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| panic!("Status body for {method} {path}: {bytes:?}"));
+        assert_eq!(
+            (v["kind"].as_str(), v["code"].as_u64()),
+            (Some("Status"), Some(code as u64)),
+            "{method} {path}: {v}"
+        );
+    }
+    // the server is still healthy
+    client.apiserver_version().await.unwrap();
+}
+
+#[tokio::test]
+async fn tables_for_kubectl_style_accept_headers() {
+    let (_sim, client) = start().await;
+    let req = http::Request::get("/api/v1/nodes")
+        .header(
+            "Accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let t: serde_json::Value = client.request(req).await.unwrap();
+    assert_eq!(t["kind"], "Table");
+    let cols: Vec<&str> = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(cols, ["Name", "Status", "Roles", "Age", "Version"]);
+    assert_eq!(t["rows"][0]["cells"][1], "NotReady");
+    assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
 }

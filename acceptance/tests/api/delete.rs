@@ -131,6 +131,19 @@ async fn orphan_deletion_keeps_dependents() {
 async fn namespace_termination() {
     let (_sim, client) = start().await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
+    let e = status(
+        namespaces
+            .delete("default", &DeleteParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            "namespaces \"default\" is forbidden: this namespace may not be deleted"
+        )
+    );
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "doomed"}})).unwrap();
     let created = namespaces
         .create(&PostParams::default(), &ns)

@@ -12,11 +12,24 @@ use crate::cluster::obj;
 use crate::store::{GroupResource, Store};
 
 /// The environment of `container` in `pod` (with `pod_ip` for `status.podIP`).
-pub(crate) fn build(store: &Store, pod: &Value, container: &Value, pod_ip: &str, host_ip: &str) -> BTreeMap<String, String> {
+pub(crate) fn build(
+    store: &Store,
+    pod: &Value,
+    container: &Value,
+    pod_ip: &str,
+    host_ip: &str,
+) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
-    let hostname = if pod.pointer("/spec/hostNetwork") == Some(&Value::Bool(true)) { obj::s(pod, "/spec/nodeName") } else { obj::name(pod) };
+    let hostname = if pod.pointer("/spec/hostNetwork") == Some(&Value::Bool(true)) {
+        obj::s(pod, "/spec/nodeName")
+    } else {
+        obj::name(pod)
+    };
     env.insert("HOSTNAME".into(), hostname.to_string());
-    env.insert("PATH".into(), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    env.insert(
+        "PATH".into(),
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+    );
     let addr = format!("{SERVICE_HOST}:{SERVICE_PORT}");
     for (k, v) in [
         ("KUBERNETES_SERVICE_HOST", SERVICE_HOST.to_string()),
@@ -53,23 +66,44 @@ pub(crate) fn build(store: &Store, pod: &Value, container: &Value, pod_ip: &str,
 fn env_from(store: &Store, ns: &str, from: &Value) -> Vec<(String, String)> {
     let b64 = base64::engine::general_purpose::STANDARD;
     if let Some(name) = from.pointer("/configMapRef/name").and_then(Value::as_str) {
-        let Ok(cm) = store.get(&GroupResource::core("configmaps"), ns, name) else { return Vec::new() };
-        return cm.get("data").and_then(Value::as_object).into_iter().flatten().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect();
+        let Ok(cm) = store.get(&GroupResource::core("configmaps"), ns, name) else {
+            return Vec::new();
+        };
+        return cm
+            .get("data")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+            .collect();
     }
     if let Some(name) = from.pointer("/secretRef/name").and_then(Value::as_str) {
-        let Ok(sec) = store.get(&GroupResource::core("secrets"), ns, name) else { return Vec::new() };
+        let Ok(sec) = store.get(&GroupResource::core("secrets"), ns, name) else {
+            return Vec::new();
+        };
         return sec
             .get("data")
             .and_then(Value::as_object)
             .into_iter()
             .flatten()
-            .filter_map(|(k, v)| Some((k.clone(), String::from_utf8(b64.decode(v.as_str()?).ok()?).ok()?)))
+            .filter_map(|(k, v)| {
+                Some((
+                    k.clone(),
+                    String::from_utf8(b64.decode(v.as_str()?).ok()?).ok()?,
+                ))
+            })
             .collect();
     }
     Vec::new()
 }
 
-fn value_from(store: &Store, pod: &Value, from: &Value, pod_ip: &str, host_ip: &str) -> Option<String> {
+fn value_from(
+    store: &Store,
+    pod: &Value,
+    from: &Value,
+    pod_ip: &str,
+    host_ip: &str,
+) -> Option<String> {
     let ns = obj::namespace(pod);
     if let Some(path) = from.pointer("/fieldRef/fieldPath").and_then(Value::as_str) {
         return Some(match path {
@@ -85,7 +119,9 @@ fn value_from(store: &Store, pod: &Value, from: &Value, pod_ip: &str, host_ip: &
     }
     let key_ref = |r: &str, gr: &str| -> Option<String> {
         let sel = from.get(r)?;
-        let obj = store.get(&GroupResource::core(gr), ns, obj::s(sel, "/name")).ok()?;
+        let obj = store
+            .get(&GroupResource::core(gr), ns, obj::s(sel, "/name"))
+            .ok()?;
         let raw = obj.get("data")?.get(obj::s(sel, "/key"))?.as_str()?;
         if gr == "secrets" {
             String::from_utf8(base64::engine::general_purpose::STANDARD.decode(raw).ok()?).ok()
@@ -103,7 +139,7 @@ pub(crate) fn expand(value: &str, env: &BTreeMap<String, String>) -> String {
     while let Some(i) = rest.find("$(") {
         if rest[..i].ends_with('$') {
             out.push_str(&rest[..i]);
-            out.push_str("(");
+            out.push('(');
             rest = &rest[i + 2..];
             continue;
         }

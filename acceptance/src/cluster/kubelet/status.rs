@@ -41,7 +41,9 @@ impl Container {
     }
 
     pub fn exit_code(&self) -> Option<i64> {
-        self.terminated().and_then(|t| t.get("exitCode")).and_then(Value::as_i64)
+        self.terminated()
+            .and_then(|t| t.get("exitCode"))
+            .and_then(Value::as_i64)
     }
 
     fn to_json(&self) -> Value {
@@ -52,7 +54,11 @@ impl Container {
         });
         if let Some(id) = &self.container_id {
             v["containerID"] = json!(id);
-            v["imageID"] = json!(format!("{}@sha256:{}", crate::programs::qualified_reference(&self.image), "0".repeat(64)));
+            v["imageID"] = json!(format!(
+                "{}@sha256:{}",
+                crate::programs::qualified_reference(&self.image),
+                "0".repeat(64)
+            ));
         }
         v
     }
@@ -83,7 +89,11 @@ pub(crate) struct PodStatus {
 impl PodStatus {
     pub fn new(pod: &Value, host_ip: &str) -> Self {
         let inits = obj::arr(pod, "/spec/initContainers");
-        let main_waiting = if inits.is_empty() { "ContainerCreating" } else { "PodInitializing" };
+        let main_waiting = if inits.is_empty() {
+            "ContainerCreating"
+        } else {
+            "PodInitializing"
+        };
         PodStatus {
             phase: "Pending".into(),
             reason: None,
@@ -92,8 +102,14 @@ impl PodStatus {
             pod_ip: None,
             start_time: now_rfc3339(),
             sandbox_ready: false,
-            init: inits.iter().map(|c| Container::new(c, "PodInitializing")).collect(),
-            main: obj::arr(pod, "/spec/containers").iter().map(|c| Container::new(c, main_waiting)).collect(),
+            init: inits
+                .iter()
+                .map(|c| Container::new(c, "PodInitializing"))
+                .collect(),
+            main: obj::arr(pod, "/spec/containers")
+                .iter()
+                .map(|c| Container::new(c, main_waiting))
+                .collect(),
             conditions: obj::arr(pod, "/status/conditions").to_vec(),
         }
     }
@@ -109,17 +125,46 @@ impl PodStatus {
         let finished = matches!(self.phase.as_str(), "Succeeded" | "Failed");
         let c = &mut self.conditions;
         let bool_s = |b: bool| if b { "True" } else { "False" };
-        obj::set_condition(c, "PodReadyToStartContainers", bool_s(self.sandbox_ready && !finished), "", "");
-        let pending_init: Vec<&str> = self.init.iter().filter(|i| i.exit_code() != Some(0)).map(|i| i.name.as_str()).collect();
+        obj::set_condition(
+            c,
+            "PodReadyToStartContainers",
+            bool_s(self.sandbox_ready && !finished),
+            "",
+            "",
+        );
+        let pending_init: Vec<&str> = self
+            .init
+            .iter()
+            .filter(|i| i.exit_code() != Some(0))
+            .map(|i| i.name.as_str())
+            .collect();
         match pending_init.is_empty() {
             true => obj::set_condition(c, "Initialized", "True", "", ""),
-            false => obj::set_condition(c, "Initialized", "False", "ContainersNotInitialized", &format!("containers with incomplete status: [{}]", pending_init.join(" "))),
+            false => obj::set_condition(
+                c,
+                "Initialized",
+                "False",
+                "ContainersNotInitialized",
+                &format!(
+                    "containers with incomplete status: [{}]",
+                    pending_init.join(" ")
+                ),
+            ),
         }
-        let unready: Vec<String> = self.main.iter().filter(|c| !c.ready).map(|c| c.name.clone()).collect();
+        let unready: Vec<String> = self
+            .main
+            .iter()
+            .filter(|c| !c.ready)
+            .map(|c| c.name.clone())
+            .collect();
         let (status, reason, message) = match (unready.is_empty(), finished) {
             (true, _) => ("True", "", String::new()),
             (false, true) => ("False", "PodCompleted", String::new()),
-            (false, false) => ("False", "ContainersNotReady", format!("containers with unready status: [{}]", unready.join(" "))),
+            (false, false) => (
+                "False",
+                "ContainersNotReady",
+                format!("containers with unready status: [{}]", unready.join(" ")),
+            ),
         };
         obj::set_condition(c, "ContainersReady", status, reason, &message);
         obj::set_condition(c, "Ready", status, reason, &message);
@@ -131,7 +176,7 @@ impl PodStatus {
         }
     }
 
-    pub fn to_json(&mut self) -> Value {
+    pub fn render(&mut self) -> Value {
         self.update_conditions();
         let mut v = json!({
             "phase": self.phase, "conditions": self.conditions, "hostIP": self.host_ip,
@@ -139,7 +184,8 @@ impl PodStatus {
             "containerStatuses": self.main.iter().map(Container::to_json).collect::<Vec<_>>(),
         });
         if !self.init.is_empty() {
-            v["initContainerStatuses"] = json!(self.init.iter().map(Container::to_json).collect::<Vec<_>>());
+            v["initContainerStatuses"] =
+                json!(self.init.iter().map(Container::to_json).collect::<Vec<_>>());
         }
         if let Some(ip) = &self.pod_ip {
             v["podIP"] = json!(ip);
@@ -177,20 +223,20 @@ impl PodRuntime {
         obj::name(&self.pod)
     }
 
-    /// Reads the status.
-    pub fn read<R>(&self, f: impl FnOnce(&PodStatus) -> R) -> R {
-        f(&self.status.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
     /// Changes the status and writes it (`pods/status`, guarded by the pod's UID).
     pub fn update(&self, f: impl FnOnce(&mut PodStatus)) {
         let mut st = self.status.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut st);
         let body = json!({
             "metadata": {"name": self.name(), "namespace": self.namespace(), "uid": obj::uid(&self.pod)},
-            "status": st.to_json(),
+            "status": st.render(),
         });
-        if let Err(e) = self.store.update_status(&obj::pods(), self.namespace(), body, &obj::manager("kubelet")) {
+        if let Err(e) = self.store.update_status(
+            &obj::pods(),
+            self.namespace(),
+            body,
+            &obj::manager("kubelet"),
+        ) {
             tracing::debug!(pod = self.name(), %e, "failed to write pod status");
         }
     }

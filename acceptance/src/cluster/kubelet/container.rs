@@ -1,0 +1,247 @@
+//! Running one container: program resolution, the runtime's start checks (Talos forbids
+//! `SYS_MODULE`), running / terminated states, logs, readiness, restarts with back-off.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::Signals;
+use super::status::{PodRuntime, Slot};
+use crate::cluster::events::{self, EventType};
+use crate::cluster::obj;
+use crate::programs::{Exit, ProgramContext};
+use crate::util::{hex, now_rfc3339, random_bytes};
+
+/// How a container (with its restarts) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Exited(i32),
+    /// The pod is being deleted or is gone.
+    Stopped,
+}
+
+/// Everything needed to start the container again.
+pub(crate) struct Spec {
+    pub slot: Slot,
+    pub container: Arc<Value>,
+    pub ctx: ProgramContext,
+}
+
+/// Runs the container, restarting it per the pod's `restartPolicy` with CrashLoopBackOff.
+pub(crate) async fn run_restarting(rt: &PodRuntime, sig: &Signals, spec: &Spec) -> Outcome {
+    let policy = obj::s(&rt.pod, "/spec/restartPolicy").to_string();
+    let init = matches!(spec.slot, Slot::Init(_));
+    let mut backoff = Duration::from_secs(10);
+    loop {
+        let code = match run_once(rt, sig, spec).await {
+            Some(code) => code,
+            None => return Outcome::Stopped,
+        };
+        let restart = match policy.as_str() {
+            "Never" => false,
+            "OnFailure" => code != 0,
+            _ => !init || code != 0,
+        };
+        if !restart {
+            return Outcome::Exited(code);
+        }
+        let name = obj::s(&spec.container, "/name").to_string();
+        let message = format!(
+            "back-off {}s restarting failed container={name} pod={}_{}({})",
+            backoff.as_secs(),
+            rt.name(),
+            rt.namespace(),
+            obj::uid(&rt.pod)
+        );
+        rt.update(|s| {
+            if let Some(c) = s.container(spec.slot) {
+                c.last_state = json!({"terminated": c.state.get("terminated").cloned().unwrap_or(Value::Null)});
+                c.state = json!({"waiting": {"reason": "CrashLoopBackOff", "message": message}});
+                c.restart_count += 1;
+            }
+        });
+        let msg = format!(
+            "Back-off restarting failed container {name} in pod {}_{}({})",
+            rt.name(),
+            rt.namespace(),
+            obj::uid(&rt.pod)
+        );
+        events::record(
+            &rt.store,
+            &rt.pod,
+            EventType::Warning,
+            "BackOff",
+            &msg,
+            "kubelet",
+        );
+        if sig.sleep_or_stop(spec.ctx.config.pace.scale(backoff)).await {
+            return Outcome::Stopped;
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(300));
+    }
+}
+
+/// Starts the container once and waits for it. `None` when the pod stopped meanwhile.
+async fn run_once(rt: &PodRuntime, sig: &Signals, spec: &Spec) -> Option<i32> {
+    let name = obj::s(&spec.container, "/name").to_string();
+    let ctx = &spec.ctx;
+    let started_at = now_rfc3339();
+    let id = format!("containerd://{}", hex(&random_bytes::<32>()));
+    ctx.store.logs().reopen(rt.namespace(), rt.name(), &name);
+    let exit = match start_check(spec) {
+        Err(exit) => exit,
+        Ok(program) => {
+            let has_probe = spec.container.get("readinessProbe").is_some();
+            let init = matches!(spec.slot, Slot::Init(_));
+            rt.update(|s| {
+                if let Some(c) = s.container(spec.slot) {
+                    c.state = json!({"running": {"startedAt": started_at}});
+                    c.started = true;
+                    c.ready = !init && !has_probe;
+                    c.container_id = Some(id.clone());
+                }
+            });
+            events::record(
+                &rt.store,
+                &rt.pod,
+                EventType::Normal,
+                "Created",
+                &format!("Created container: {name}"),
+                "kubelet",
+            );
+            events::record(
+                &rt.store,
+                &rt.pod,
+                EventType::Normal,
+                "Started",
+                &format!("Started container {name}"),
+                "kubelet",
+            );
+            let hang =
+                !init && obj::s(&rt.pod, "/metadata/annotations/talos-sim.dev~1hang") == "true";
+            let run = if hang {
+                Box::pin(std::future::pending())
+            } else {
+                program.run(ctx.clone())
+            };
+            match supervise(rt, sig, spec, run, has_probe && !init).await {
+                Some(exit) => exit,
+                None => {
+                    terminate(
+                        rt,
+                        spec,
+                        &started_at,
+                        &id,
+                        &Exit {
+                            code: 137,
+                            reason: Some("Error".into()),
+                            message: None,
+                        },
+                    );
+                    return None;
+                }
+            }
+        }
+    };
+    if let Some(m) = &exit.message {
+        if exit.reason.as_deref() == Some("StartError") {
+            ctx.out(m);
+            events::record(
+                &rt.store,
+                &rt.pod,
+                EventType::Warning,
+                "Failed",
+                &format!("Error: {m}"),
+                "kubelet",
+            );
+        }
+    }
+    terminate(rt, spec, &started_at, &id, &exit);
+    Some(exit.code)
+}
+
+/// Waits for the program, tracking readiness; a kill (node reboot) ends it with 137.
+/// `None` when the pod is deleted or gone.
+async fn supervise(
+    rt: &PodRuntime,
+    sig: &Signals,
+    spec: &Spec,
+    run: crate::programs::ProgramFuture,
+    probe: bool,
+) -> Option<Exit> {
+    let mut ready_rx: watch::Receiver<bool> = spec.ctx.ready.subscribe();
+    let (mut stop, mut kill) = (sig.clone(), sig.clone());
+    let kill_mark = sig.kill_mark();
+    tokio::pin!(run);
+    loop {
+        tokio::select! {
+            exit = &mut run => return Some(exit),
+            _ = stop.stopped() => return None,
+            _ = kill.killed(&kill_mark) => {
+                spec.ctx.out("signal: killed");
+                return Some(Exit { code: 137, reason: Some("Error".into()), message: None });
+            }
+            r = ready_rx.changed(), if probe => {
+                if r.is_err() { continue; }
+                let ready = *ready_rx.borrow_and_update();
+                rt.update(|s| if let Some(c) = s.container(spec.slot) { c.ready = ready });
+            }
+        }
+    }
+}
+
+fn terminate(rt: &PodRuntime, spec: &Spec, started_at: &str, id: &str, exit: &Exit) {
+    let name = obj::s(&spec.container, "/name").to_string();
+    let reason = exit.reason.clone().unwrap_or_else(|| {
+        if exit.code == 0 {
+            "Completed".into()
+        } else {
+            "Error".into()
+        }
+    });
+    let mut terminated = json!({"exitCode": exit.code, "reason": reason, "startedAt": started_at,
+        "finishedAt": now_rfc3339(), "containerID": id});
+    if let Some(m) = &exit.message {
+        terminated["message"] = json!(m);
+    }
+    rt.update(|s| {
+        if let Some(c) = s.container(spec.slot) {
+            c.state = json!({"terminated": terminated});
+            c.ready = false;
+            c.container_id = Some(id.to_string());
+        }
+    });
+    spec.ctx
+        .store
+        .logs()
+        .close(rt.namespace(), rt.name(), &name);
+    spec.ctx.set_ready(false);
+}
+
+const RUNC: &str = "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process";
+
+/// What the runtime checks before the process runs: the executable exists in the image, and
+/// no forbidden capability (`SYS_MODULE` on Talos) is requested.
+fn start_check(spec: &Spec) -> Result<Arc<dyn crate::programs::Program>, Exit> {
+    let ctx = &spec.ctx;
+    let caps = obj::arr(&spec.container, "/securityContext/capabilities/add");
+    if caps
+        .iter()
+        .any(|c| matches!(c.as_str(), Some("SYS_MODULE") | Some("CAP_SYS_MODULE")))
+    {
+        return Err(Exit::start_error(format!(
+            "{RUNC}: unable to apply caps: operation not permitted: unknown"
+        )));
+    }
+    let argv0 = ctx.argv.first().cloned().unwrap_or_default();
+    let not_found = || {
+        Exit::start_error(format!(
+            "{RUNC}: exec: \"{argv0}\": executable file not found in $PATH: unknown"
+        ))
+    };
+    ctx.registry
+        .resolve(&ctx.image, &argv0)
+        .ok_or_else(not_found)
+}

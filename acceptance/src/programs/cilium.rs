@@ -1,0 +1,215 @@
+//! `cilium` (cilium-cli): `install`/`upgrade` run Helm in-process (release `cilium` in
+//! `kube-system`, chart version from `--version`, values from `--set`/`--helm-set`/`--values`),
+//! `uninstall`, `status [--wait] [--wait-duration D]`, `version`. `status --wait` waits like
+//! cilium-cli: DaemonSet `cilium` desired == ready == updated and the Deployment
+//! `cilium-operator` likewise, both at their latest generation.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::helm::{self, Args};
+use super::{Exit, Program, ProgramContext, ProgramFuture};
+use crate::cluster::obj;
+
+/// See the module docs.
+pub struct CiliumCli;
+
+const DEFAULT_VERSION: &str = "1.18.4";
+
+impl Program for CiliumCli {
+    fn run(&self, ctx: ProgramContext) -> ProgramFuture {
+        Box::pin(async move {
+            match run(&ctx).await {
+                Ok(()) => Exit::ok(),
+                Err(message) => {
+                    ctx.out(&format!("Error: {message}"));
+                    Exit::code(1)
+                }
+            }
+        })
+    }
+}
+
+fn parse(argv: &[String]) -> (String, Args, Option<Duration>) {
+    let mut rest = Vec::new();
+    let mut wait_duration = None;
+    let mut it =
+        argv.iter().flat_map(
+            |x| match x.split_once('=').filter(|_| x.starts_with("--")) {
+                Some((k, v)) => vec![k.to_string(), v.to_string()],
+                None => vec![x.clone()],
+            },
+        );
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--helm-set" => rest.extend(["--set".to_string()].into_iter().chain(it.next())),
+            "--helm-set-string" => {
+                rest.extend(["--set-string".to_string()].into_iter().chain(it.next()))
+            }
+            "--wait-duration" => wait_duration = it.next().and_then(|d| helm::parse_duration(&d)),
+            _ => rest.push(a),
+        }
+    }
+    let mut args = Args::parse(&rest);
+    let cmd = if args.positional.is_empty() {
+        String::new()
+    } else {
+        args.positional.remove(0)
+    };
+    args.quiet = true;
+    (cmd, args, wait_duration)
+}
+
+async fn run(ctx: &ProgramContext) -> Result<(), String> {
+    let (cmd, mut args, wait_duration) = parse(&ctx.argv[1..]);
+    if cmd == "version" {
+        ctx.out("cilium-cli: v0.18.7 compiled with go1.24.6 on linux/amd64");
+        ctx.out(&format!("cilium image (default): v{DEFAULT_VERSION}"));
+        return Ok(());
+    }
+    let verb = match cmd.as_str() {
+        "install" => "install",
+        "upgrade" => "upgrade",
+        "uninstall" => "uninstall",
+        "status" => "determine status",
+        other => return Err(format!("unknown command \"{other}\" for \"cilium\"")),
+    };
+    let ns = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "kube-system".into());
+    if let Err(e) = ctx.dial_api().await {
+        return Err(format!(
+            "Unable to {verb} Cilium: Kubernetes cluster unreachable: Get \"{}/version\": {e}",
+            ctx.endpoint().url()
+        ));
+    }
+    match cmd.as_str() {
+        "install" | "upgrade" => {
+            let version = args
+                .version
+                .clone()
+                .unwrap_or_else(|| DEFAULT_VERSION.into());
+            ctx.out(&format!(
+                "ℹ️  Using Cilium version {}",
+                version.trim_start_matches('v')
+            ));
+            ctx.out("🔮 Auto-detected cluster name: default");
+            if !ctx.config.kube_proxy {
+                ctx.out("🔮 Auto-detected kube-proxy has not been installed");
+            }
+            args.version = Some(version);
+            args.positional = vec![String::new(), "cilium".into(), "cilium".into()];
+            args.install = cmd == "upgrade";
+            let wait = args.wait;
+            helm::install_or_upgrade(ctx, &args, cmd == "install", &ns, "cilium")
+                .await
+                .map_err(|e| format!("Unable to {verb} Cilium: {e}"))?;
+            if wait {
+                wait_ready(ctx, &ns, wait_duration).await?;
+            }
+            Ok(())
+        }
+        "uninstall" => {
+            helm::uninstall(ctx, &args, &ns, "cilium")
+                .map_err(|e| format!("Unable to uninstall Cilium: {e}"))?;
+            ctx.out("✅ Cilium was successfully uninstalled.");
+            Ok(())
+        }
+        _ => {
+            if args.wait {
+                wait_ready(ctx, &ns, wait_duration).await?;
+            }
+            print_status(ctx, &ns);
+            Ok(())
+        }
+    }
+}
+
+/// Whether the agent DaemonSet and the operator Deployment are fully rolled out.
+pub fn cilium_ready(ctx: &ProgramContext, ns: &str) -> bool {
+    let ds = ctx.store.get(&obj::daemonsets(), ns, "cilium").ok();
+    let op = ctx
+        .store
+        .get(&obj::deployments(), ns, "cilium-operator")
+        .ok();
+    let observed = |o: &Value| {
+        obj::i64_at(o, "/status/observedGeneration") == obj::i64_at(o, "/metadata/generation")
+    };
+    let ds_ok = ds.is_some_and(|d| {
+        let desired = obj::i64_at(&d, "/status/desiredNumberScheduled").unwrap_or(0);
+        observed(&d)
+            && desired > 0
+            && obj::i64_at(&d, "/status/numberReady") == Some(desired)
+            && obj::i64_at(&d, "/status/updatedNumberScheduled") == Some(desired)
+    });
+    let op_ok = op.is_some_and(|d| {
+        let want = obj::i64_at(&d, "/spec/replicas").unwrap_or(1);
+        observed(&d)
+            && obj::i64_at(&d, "/status/readyReplicas") == Some(want)
+            && obj::i64_at(&d, "/status/updatedReplicas") == Some(want)
+    });
+    ds_ok && op_ok
+}
+
+async fn wait_ready(
+    ctx: &ProgramContext,
+    ns: &str,
+    wait_duration: Option<Duration>,
+) -> Result<(), String> {
+    let timeout = ctx
+        .config
+        .pace
+        .scale(wait_duration.unwrap_or(Duration::from_secs(300)));
+    let start = Instant::now();
+    while !cilium_ready(ctx, ns) {
+        if start.elapsed() >= timeout {
+            print_status(ctx, ns);
+            return Err("Unable to determine status:  timeout while waiting for status to become successful: context deadline exceeded".into());
+        }
+        ctx.sleep(Duration::from_secs(2)).await;
+    }
+    Ok(())
+}
+
+fn print_status(ctx: &ProgramContext, ns: &str) {
+    let ds = ctx.store.get(&obj::daemonsets(), ns, "cilium").ok();
+    let op = ctx
+        .store
+        .get(&obj::deployments(), ns, "cilium-operator")
+        .ok();
+    let ok = cilium_ready(ctx, ns);
+    let state = |present: bool| {
+        if !present {
+            "disabled"
+        } else if ok {
+            "OK"
+        } else {
+            "1 errors"
+        }
+    };
+    ctx.out("    /¯¯\\");
+    ctx.out(&format!(
+        " /¯¯\\__/¯¯\\    Cilium:             {}",
+        state(ds.is_some())
+    ));
+    ctx.out(&format!(
+        " \\__/¯¯\\__/    Operator:           {}",
+        state(op.is_some())
+    ));
+    ctx.out(" /¯¯\\__/¯¯\\    Envoy DaemonSet:    disabled (using embedded mode)");
+    ctx.out(" \\__/¯¯\\__/    Hubble Relay:       disabled");
+    ctx.out("    \\__/       ClusterMesh:        disabled");
+    ctx.out("");
+    if let Some(d) = ds {
+        let n = |p: &str| obj::i64_at(&d, p).unwrap_or(0);
+        let desired = n("/status/desiredNumberScheduled");
+        ctx.out(&format!("DaemonSet              cilium                   Desired: {desired}, Ready: {}/{desired}, Available: {}/{desired}", n("/status/numberReady"), n("/status/numberAvailable")));
+    }
+    if let Some(d) = op {
+        let n = |p: &str| obj::i64_at(&d, p).unwrap_or(0);
+        let want = n("/spec/replicas");
+        ctx.out(&format!("Deployment             cilium-operator          Desired: {want}, Ready: {}/{want}, Available: {}/{want}", n("/status/readyReplicas"), n("/status/availableReplicas")));
+    }
+}

@@ -1,0 +1,424 @@
+//! The `helm` CLI (v3/v4 behaviour): `upgrade [--install]`, `install`, `uninstall`, `status`,
+//! `list`, `version`, with `-n/--namespace`, `--create-namespace`, `--version`, `-f/--values`,
+//! `--set`, `--set-string`, `--wait`, `--timeout`. Release records are real Helm Secrets
+//! ([`super::release`]); charts render from [`super::charts`]. The run first connects to the API
+//! endpoint from its environment: unreachable → `Error: Kubernetes cluster unreachable: ...`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::charts::Chart;
+use super::release::{self, Release};
+use super::{Exit, Program, ProgramContext, ProgramFuture, manifests, values};
+use crate::cluster::obj;
+use crate::store::GroupResource;
+
+/// See the module docs.
+pub struct Helm;
+
+impl Program for Helm {
+    fn run(&self, ctx: ProgramContext) -> ProgramFuture {
+        Box::pin(async move {
+            let args = Args::parse(&ctx.argv[1..]);
+            match run(&ctx, &args).await {
+                Ok(()) => Exit::ok(),
+                Err(message) => {
+                    ctx.out(&format!("Error: {message}"));
+                    Exit::code(1)
+                }
+            }
+        })
+    }
+}
+
+/// Parsed command line.
+#[derive(Debug, Default)]
+pub struct Args {
+    pub positional: Vec<String>,
+    pub namespace: Option<String>,
+    pub version: Option<String>,
+    pub values_files: Vec<String>,
+    pub sets: Vec<(String, bool)>,
+    pub install: bool,
+    pub create_namespace: bool,
+    pub wait: bool,
+    pub all_namespaces: bool,
+    pub keep_history: bool,
+    pub timeout: Option<Duration>,
+    /// Do not print Helm's own output (cilium-cli runs Helm in-process).
+    pub quiet: bool,
+}
+
+impl Args {
+    pub fn parse(argv: &[String]) -> Args {
+        let mut a = Args::default();
+        let mut it =
+            argv.iter().flat_map(
+                |x| match x.split_once('=').filter(|_| x.starts_with("--")) {
+                    Some((k, v)) => vec![k.to_string(), v.to_string()],
+                    None => vec![x.clone()],
+                },
+            );
+        while let Some(arg) = it.next() {
+            match arg.as_str() {
+                "-n" | "--namespace" => a.namespace = it.next(),
+                "--version" => a.version = it.next(),
+                "-f" | "--values" => a.values_files.extend(it.next()),
+                "--set" => a.sets.extend(it.next().map(|s| (s, false))),
+                "--set-string" => a.sets.extend(it.next().map(|s| (s, true))),
+                "--timeout" => a.timeout = it.next().and_then(|t| parse_duration(&t)),
+                "-i" | "--install" => a.install = true,
+                "--create-namespace" => a.create_namespace = true,
+                "--wait" | "--atomic" => a.wait = true,
+                "-A" | "--all-namespaces" => a.all_namespaces = true,
+                "--keep-history" => a.keep_history = true,
+                s if s.starts_with('-') => {}
+                _ => a.positional.push(arg),
+            }
+        }
+        a
+    }
+
+    fn namespace(&self, ctx: &ProgramContext) -> String {
+        self.namespace.clone().unwrap_or_else(|| {
+            ctx.env
+                .get("HELM_NAMESPACE")
+                .cloned()
+                .unwrap_or_else(|| "default".into())
+        })
+    }
+}
+
+/// `1h30m`, `5m`, `90s`, `300` (seconds).
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    if let Ok(n) = s.parse::<u64>() {
+        return Some(Duration::from_secs(n));
+    }
+    let (mut total, mut num) = (0f64, String::new());
+    for c in s.chars() {
+        if c.is_ascii_digit() || c == '.' {
+            num.push(c);
+            continue;
+        }
+        let n: f64 = std::mem::take(&mut num).parse().ok()?;
+        total += n * match c {
+            'h' => 3600.0,
+            'm' => 60.0,
+            's' => 1.0,
+            _ => return None,
+        };
+    }
+    num.is_empty().then(|| Duration::from_secs_f64(total))
+}
+
+async fn run(ctx: &ProgramContext, args: &Args) -> Result<(), String> {
+    let cmd = args.positional.first().map(String::as_str).unwrap_or("");
+    if cmd == "version" {
+        ctx.out("version.BuildInfo{Version:\"v3.18.4\", GitCommit:\"d80839cf37d860c8aa9a0503fe463278f26cd5e2\", GitTreeState:\"clean\", GoVersion:\"go1.24.4\"}");
+        return Ok(());
+    }
+    if !matches!(
+        cmd,
+        "upgrade" | "install" | "uninstall" | "delete" | "status" | "list" | "ls"
+    ) {
+        return Err(format!(
+            "unknown command \"{cmd}\" for \"helm\"\nRun 'helm --help' for usage."
+        ));
+    }
+    if let Err(e) = ctx.dial_api().await {
+        let prefix = if cmd == "install" {
+            "INSTALLATION FAILED: "
+        } else {
+            ""
+        };
+        return Err(format!(
+            "{prefix}Kubernetes cluster unreachable: Get \"{}/version\": {e}",
+            ctx.endpoint().url()
+        ));
+    }
+    let ns = args.namespace(ctx);
+    let name = args.positional.get(1).cloned().unwrap_or_default();
+    match cmd {
+        "upgrade" | "install" => install_or_upgrade(ctx, args, cmd == "install", &ns, &name).await,
+        "uninstall" | "delete" => uninstall(ctx, args, &ns, &name),
+        "status" => status(ctx, &ns, &name),
+        _ => list(ctx, args, &ns),
+    }
+}
+
+fn load_values(ctx: &ProgramContext, args: &Args) -> Result<Value, String> {
+    let mut vals = json!({});
+    for f in &args.values_files {
+        let bytes = ctx.read_file(f).map_err(|e| e.to_string())?;
+        let v =
+            values::from_yaml(f, &String::from_utf8_lossy(&bytes)).map_err(|e| e.to_string())?;
+        values::merge(&mut vals, &v);
+    }
+    for (s, strings) in &args.sets {
+        values::apply_set(&mut vals, s, *strings).map_err(|e| e.to_string())?;
+    }
+    Ok(vals)
+}
+
+/// `helm install` (`install_only`) or `helm upgrade [--install]` of release `name` in `ns`;
+/// the error text is Helm's, without the `Error: ` prefix.
+pub async fn install_or_upgrade(
+    ctx: &ProgramContext,
+    args: &Args,
+    install_only: bool,
+    ns: &str,
+    name: &str,
+) -> Result<(), String> {
+    let chart_ref = args
+        .positional
+        .get(2)
+        .cloned()
+        .ok_or_else(|| "\"helm upgrade\" requires 2 arguments".to_string())?;
+    let history = release::history(&ctx.store, ns, name).map_err(|e| e.to_string())?;
+    let last = history
+        .last()
+        .filter(|r| r.status != "uninstalled")
+        .cloned();
+    let vals = load_values(ctx, args)?;
+    let chart = Chart::from_reference(&chart_ref, args.version.as_deref());
+    let upgrading = match (&last, install_only) {
+        (Some(_), true) => {
+            return Err("INSTALLATION FAILED: cannot re-use a name that is still in use".into());
+        }
+        (None, false) if !args.install => {
+            return Err(format!(
+                "UPGRADE FAILED: \"{name}\" has no deployed releases"
+            ));
+        }
+        (Some(l), false) if l.status.starts_with("pending-") => {
+            return Err(
+                "UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress"
+                    .into(),
+            );
+        }
+        (Some(_), false) => true,
+        (None, _) => false,
+    };
+    let failed_prefix = if upgrading {
+        "UPGRADE FAILED: "
+    } else {
+        "INSTALLATION FAILED: "
+    };
+    if !upgrading && !install_only && !args.quiet {
+        ctx.out(&format!(
+            "Release \"{name}\" does not exist. Installing it now."
+        ));
+    }
+    ensure_namespace(ctx, ns, args.create_namespace).map_err(|e| format!("{failed_prefix}{e}"))?;
+    let version = history.last().map(|r| r.version + 1).unwrap_or(1);
+    let now = crate::util::now_rfc3339();
+    let mut rel = Release {
+        name: name.into(),
+        namespace: ns.into(),
+        version,
+        status: if upgrading {
+            "pending-upgrade"
+        } else {
+            "pending-install"
+        }
+        .into(),
+        description: if upgrading {
+            "Preparing upgrade"
+        } else {
+            "Initial install underway"
+        }
+        .into(),
+        first_deployed: last
+            .as_ref()
+            .map(|l| l.first_deployed.clone())
+            .unwrap_or_else(|| now.clone()),
+        last_deployed: now,
+        chart: chart.name.clone(),
+        chart_version: chart.version.clone(),
+        app_version: chart.app_version.clone(),
+        config: vals.clone(),
+        manifest: String::new(),
+    };
+    let objects = chart.render(name, ns, &vals);
+    rel.manifest = manifests::manifest_text(&chart.name, &objects);
+    release::save(&ctx.store, &rel).map_err(|e| e.to_string())?;
+    ctx.sleep(Duration::from_secs(1)).await;
+    if let Err(e) = deploy(ctx, args, &rel, last.as_ref(), &objects).await {
+        rel.status = "failed".into();
+        rel.description = format!("Release \"{name}\" failed: {e}");
+        let _ = release::save(&ctx.store, &rel);
+        return Err(format!("{failed_prefix}{e}"));
+    }
+    if let Some(mut prev) = last {
+        prev.status = "superseded".into();
+        prev.description = "Superseded".into();
+        release::save(&ctx.store, &prev).map_err(|e| e.to_string())?;
+    }
+    rel.status = "deployed".into();
+    rel.description = if upgrading {
+        "Upgrade complete"
+    } else {
+        "Install complete"
+    }
+    .into();
+    release::save(&ctx.store, &rel).map_err(|e| e.to_string())?;
+    if args.quiet {
+        return Ok(());
+    }
+    if upgrading {
+        ctx.out(&format!(
+            "Release \"{name}\" has been upgraded. Happy Helming!"
+        ));
+    }
+    print_status(ctx, &rel);
+    Ok(())
+}
+
+async fn deploy(
+    ctx: &ProgramContext,
+    args: &Args,
+    rel: &Release,
+    last: Option<&Release>,
+    objects: &[Value],
+) -> Result<(), String> {
+    manifests::apply(&ctx.store, &rel.name, &rel.namespace, objects, "helm")
+        .map_err(|e| e.to_string())?;
+    if let Some(prev) = last {
+        let keep = |o: &Value| {
+            objects
+                .iter()
+                .any(|n| obj::name(n) == obj::name(o) && obj::s(n, "/kind") == obj::s(o, "/kind"))
+        };
+        let gone: Vec<Value> = manifests::parse_manifest(&prev.manifest)
+            .into_iter()
+            .filter(|o| !keep(o))
+            .collect();
+        manifests::delete(&ctx.store, &rel.namespace, &gone).map_err(|e| e.to_string())?;
+    }
+    if args.wait {
+        let timeout = ctx
+            .config
+            .pace
+            .scale(args.timeout.unwrap_or(Duration::from_secs(300)));
+        let start = Instant::now();
+        while !manifests::ready(&ctx.store, &rel.namespace, objects) {
+            if start.elapsed() >= timeout {
+                return Err("context deadline exceeded".into());
+            }
+            ctx.sleep(Duration::from_secs(2)).await;
+        }
+    }
+    Ok(())
+}
+
+fn ensure_namespace(ctx: &ProgramContext, ns: &str, create: bool) -> Result<(), String> {
+    let gr = GroupResource::core("namespaces");
+    if ctx.store.get(&gr, "", ns).is_ok() {
+        return Ok(());
+    }
+    if !create {
+        return Err(format!(
+            "create: failed to create: namespaces \"{ns}\" not found"
+        ));
+    }
+    let body = json!({"metadata": {"name": ns, "labels": {"name": ns}}});
+    match ctx.store.create(&gr, "", body, &obj::manager("helm")) {
+        Err(e) if e.code != 409 => Err(e.to_string()),
+        _ => Ok(()),
+    }
+}
+
+fn print_status(ctx: &ProgramContext, r: &Release) {
+    ctx.out(&format!("NAME: {}", r.name));
+    ctx.out(&format!("LAST DEPLOYED: {}", r.last_deployed));
+    ctx.out(&format!("NAMESPACE: {}", r.namespace));
+    ctx.out(&format!("STATUS: {}", r.status));
+    ctx.out(&format!("REVISION: {}", r.version));
+    ctx.out("TEST SUITE: None");
+}
+
+/// `helm uninstall`.
+pub fn uninstall(ctx: &ProgramContext, args: &Args, ns: &str, name: &str) -> Result<(), String> {
+    let history = release::history(&ctx.store, ns, name).map_err(|e| e.to_string())?;
+    let Some(last) = history.last().cloned() else {
+        return Err(format!(
+            "uninstall: Release not loaded: {name}: release: not found"
+        ));
+    };
+    manifests::delete(&ctx.store, ns, &manifests::parse_manifest(&last.manifest))
+        .map_err(|e| e.to_string())?;
+    if args.keep_history {
+        let mut rel = last;
+        rel.status = "uninstalled".into();
+        rel.description = "Uninstallation complete".into();
+        release::save(&ctx.store, &rel).map_err(|e| e.to_string())?;
+    } else {
+        release::purge(&ctx.store, ns, name).map_err(|e| e.to_string())?;
+    }
+    if !args.quiet {
+        ctx.out(&format!("release \"{name}\" uninstalled"));
+    }
+    Ok(())
+}
+
+fn status(ctx: &ProgramContext, ns: &str, name: &str) -> Result<(), String> {
+    let history = release::history(&ctx.store, ns, name).map_err(|e| e.to_string())?;
+    let last = history
+        .last()
+        .ok_or_else(|| "release: not found".to_string())?;
+    print_status(ctx, last);
+    Ok(())
+}
+
+fn list(ctx: &ProgramContext, args: &Args, ns: &str) -> Result<(), String> {
+    let scope = if args.all_namespaces { None } else { Some(ns) };
+    let releases = release::list(&ctx.store, scope).map_err(|e| e.to_string())?;
+    ctx.out("NAME\tNAMESPACE\tREVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION");
+    for r in releases {
+        ctx.out(&format!(
+            "{}\t{}\t{}\t{}\t{}\t{}-{}\t{}",
+            r.name,
+            r.namespace,
+            r.version,
+            r.last_deployed,
+            r.status,
+            r.chart,
+            r.chart_version,
+            r.app_version
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_helm_arguments() {
+        let argv: Vec<String> = [
+            "upgrade",
+            "--install",
+            "flux-operator",
+            "oci://ghcr.io/x/flux-operator",
+            "-n",
+            "flux-system",
+            "--set=a=b",
+            "--timeout",
+            "1h30m",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let a = Args::parse(&argv);
+        assert_eq!(
+            a.positional,
+            ["upgrade", "flux-operator", "oci://ghcr.io/x/flux-operator"]
+        );
+        assert_eq!(a.namespace.as_deref(), Some("flux-system"));
+        assert_eq!(a.sets, [("a=b".to_string(), false)]);
+        assert_eq!(a.timeout, Some(Duration::from_secs(5400)));
+        assert!(a.install);
+    }
+}

@@ -1,0 +1,210 @@
+//! Applying a release's rendered objects the way Helm does: CRDs created if missing (never
+//! updated), other objects created or replaced, with Helm's ownership metadata checked
+//! (`app.kubernetes.io/managed-by: Helm`, `meta.helm.sh/release-name`/`-namespace`), and
+//! deleted again on uninstall. The manifest text is the objects as YAML documents.
+
+use serde_json::{Value, json};
+
+use crate::cluster::obj;
+use crate::store::{ApiError, GroupResource, ResourceType, Store};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error(
+        "resource mapping not found for name: \"{name}\" namespace: \"{namespace}\" from \"\": no matches for kind \"{kind}\" in version \"{api_version}\"\nensure CRDs are installed first"
+    )]
+    NoKind {
+        name: String,
+        namespace: String,
+        kind: String,
+        api_version: String,
+    },
+    #[error(
+        "Unable to continue with install: {kind} \"{name}\" in namespace \"{namespace}\" exists and cannot be imported into the current release: invalid ownership metadata; {detail}"
+    )]
+    Ownership {
+        kind: String,
+        name: String,
+        namespace: String,
+        detail: String,
+    },
+    #[error("failed to {verb} {kind} \"{name}\": {source}")]
+    Api {
+        verb: &'static str,
+        kind: String,
+        name: String,
+        #[source]
+        source: Box<ApiError>,
+    },
+}
+
+/// The manifest text of a release (`---\n# Source: ...` documents).
+pub fn manifest_text(chart: &str, objects: &[Value]) -> String {
+    objects
+        .iter()
+        .map(|o| {
+            let kind = obj::s(o, "/kind").to_lowercase();
+            let yaml = serde_saphyr::to_string(o).unwrap_or_else(|_| o.to_string());
+            format!("---\n# Source: {chart}/templates/{kind}.yaml\n{yaml}")
+        })
+        .collect()
+}
+
+/// The objects of a manifest text.
+pub fn parse_manifest(text: &str) -> Vec<Value> {
+    text.split("\n---\n")
+        .flat_map(|doc| doc.split("---\n"))
+        .filter_map(|doc| serde_saphyr::from_str::<Value>(doc).ok())
+        .filter(|v| v.is_object())
+        .collect()
+}
+
+fn type_of(store: &Store, o: &Value, ns: &str) -> Result<ResourceType, ManifestError> {
+    store
+        .find_type(obj::s(o, "/apiVersion"), obj::s(o, "/kind"))
+        .ok_or_else(|| ManifestError::NoKind {
+            name: obj::name(o).into(),
+            namespace: ns.into(),
+            kind: obj::s(o, "/kind").into(),
+            api_version: obj::s(o, "/apiVersion").into(),
+        })
+}
+
+fn api_err<'a>(verb: &'static str, o: &'a Value) -> impl FnOnce(ApiError) -> ManifestError + 'a {
+    move |source| ManifestError::Api {
+        verb,
+        kind: obj::s(o, "/kind").into(),
+        name: obj::name(o).into(),
+        source: Box::new(source),
+    }
+}
+
+/// Creates or replaces `objects` as release `release` in `ns`.
+pub fn apply(
+    store: &Store,
+    release: &str,
+    ns: &str,
+    objects: &[Value],
+    manager: &str,
+) -> Result<(), ManifestError> {
+    let opts = obj::manager(manager);
+    for o in objects {
+        let ty = type_of(store, o, ns)?;
+        let gr = ty.group_resource();
+        let target_ns = if ty.namespaced { ns } else { "" };
+        let mut desired = o.clone();
+        if gr == GroupResource::new("apiextensions.k8s.io", "customresourcedefinitions") {
+            if store.get(&gr, "", obj::name(o)).is_err() {
+                store
+                    .create(&gr, "", desired, &opts)
+                    .map_err(api_err("create", o))?;
+            }
+            continue;
+        }
+        desired["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("Helm");
+        desired["metadata"]["annotations"]["meta.helm.sh/release-name"] = json!(release);
+        desired["metadata"]["annotations"]["meta.helm.sh/release-namespace"] = json!(ns);
+        match store.get(&gr, target_ns, obj::name(o)) {
+            Err(e) if e.code == 404 => {
+                store
+                    .create(&gr, target_ns, desired, &opts)
+                    .map_err(api_err("create", o))?;
+            }
+            Err(e) => return Err(api_err("get", o)(e)),
+            Ok(live) => {
+                check_ownership(&live, release, ns)?;
+                desired["metadata"]["resourceVersion"] = live
+                    .pointer("/metadata/resourceVersion")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                store
+                    .update(&gr, target_ns, desired, &opts)
+                    .map_err(api_err("update", o))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_ownership(live: &Value, release: &str, ns: &str) -> Result<(), ManifestError> {
+    let mut problems = Vec::new();
+    let label = live
+        .pointer("/metadata/labels/app.kubernetes.io~1managed-by")
+        .and_then(Value::as_str);
+    match label {
+        Some("Helm") => {}
+        Some(other) => problems.push(format!("label validation error: key \"app.kubernetes.io/managed-by\" must equal \"Helm\": current value is \"{other}\"")),
+        None => problems.push("label validation error: missing key \"app.kubernetes.io/managed-by\": must be set to \"Helm\"".to_string()),
+    }
+    for (key, want) in [
+        ("meta.helm.sh/release-name", release),
+        ("meta.helm.sh/release-namespace", ns),
+    ] {
+        let pointer = format!("/metadata/annotations/{}", key.replace('/', "~1"));
+        match live.pointer(&pointer).and_then(Value::as_str) {
+            Some(v) if v == want => {}
+            Some(v) => problems.push(format!("annotation validation error: key \"{key}\" must equal \"{want}\": current value is \"{v}\"")),
+            None => problems.push(format!("annotation validation error: missing key \"{key}\": must be set to \"{want}\"")),
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(ManifestError::Ownership {
+        kind: obj::s(live, "/kind").into(),
+        name: obj::name(live).into(),
+        namespace: obj::namespace(live).into(),
+        detail: problems.join("; "),
+    })
+}
+
+/// Deletes a release's objects (CRDs are kept, as Helm does).
+pub fn delete(store: &Store, ns: &str, objects: &[Value]) -> Result<(), ManifestError> {
+    for o in objects
+        .iter()
+        .filter(|o| obj::s(o, "/kind") != "CustomResourceDefinition")
+    {
+        let ty = type_of(store, o, ns)?;
+        let target_ns = if ty.namespaced { ns } else { "" };
+        match store.delete(
+            &ty.group_resource(),
+            target_ns,
+            obj::name(o),
+            &Default::default(),
+        ) {
+            Err(e) if e.code != 404 => return Err(api_err("delete", o)(e)),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether `objects` are all present and, for Deployments/DaemonSets, rolled out and ready
+/// (Helm's `--wait`).
+pub fn ready(store: &Store, ns: &str, objects: &[Value]) -> bool {
+    objects.iter().all(|o| {
+        let Ok(ty) = type_of(store, o, ns) else {
+            return false;
+        };
+        let target_ns = if ty.namespaced { ns } else { "" };
+        let Ok(live) = store.get(&ty.group_resource(), target_ns, obj::name(o)) else {
+            return false;
+        };
+        match obj::s(o, "/kind") {
+            "Deployment" => workload_ready(&live, "/status/readyReplicas", "/spec/replicas"),
+            "DaemonSet" => workload_ready(
+                &live,
+                "/status/numberReady",
+                "/status/desiredNumberScheduled",
+            ),
+            _ => true,
+        }
+    })
+}
+
+/// Ready count equals the wanted count, and the controller saw the latest generation.
+pub fn workload_ready(live: &Value, ready: &str, wanted: &str) -> bool {
+    let observed = obj::i64_at(live, "/status/observedGeneration")
+        == obj::i64_at(live, "/metadata/generation");
+    observed && obj::i64_at(live, ready).unwrap_or(0) >= obj::i64_at(live, wanted).unwrap_or(1)
+}

@@ -1,0 +1,27 @@
+//! Cluster-model acceptance tests: the simulated Talos cluster observed through the Kubernetes
+//! API (`kube` client), as a user or the provider would observe a real one. The store is used
+//! only for setup without an API equivalent (killing a pod).
+//!
+//! Index:
+//! - `common`: start a cluster, clients, polling, manifests (bootstrap Jobs, Cilium values).
+//! - `pre_cni`: node taints, FailedScheduling, ContainerCreating before the CNI, hostNetwork pods.
+//! - `bootstrap`: the Cilium bootstrap Job over KubePrism, and how it fails without it.
+//! - `cilium_talos`: Talos-incompatible Cilium values crash the agent.
+//! - `helm`: release records, name reuse and in-progress errors, revisions.
+//! - `jobs`: deadlines with hanging programs, TTL, killed pods, image pull failures.
+//! - `flux`: the Flux Operator after Cilium, FluxInstance readiness.
+
+#[path = "cluster_model/bootstrap.rs"]
+mod bootstrap;
+#[path = "cluster_model/cilium_talos.rs"]
+mod cilium_talos;
+#[path = "cluster_model/common.rs"]
+mod common;
+#[path = "cluster_model/flux.rs"]
+mod flux;
+#[path = "cluster_model/helm.rs"]
+mod helm;
+#[path = "cluster_model/jobs.rs"]
+mod jobs;
+#[path = "cluster_model/pre_cni.rs"]
+mod pre_cni;

@@ -1,0 +1,207 @@
+//! The helm program: release records as Helm writes them, and Helm's own errors.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use talos_sim::programs::release::Release;
+
+use crate::common::*;
+
+const BOOTSTRAP_IMAGE: &str = "ghcr.io/controlplaneio-fluxcd/flux-operator-bootstrap:v0.8.0";
+
+fn helm(args: &[&str]) -> Vec<String> {
+    std::iter::once("helm")
+        .chain(args.iter().copied())
+        .map(String::from)
+        .collect()
+}
+
+async fn run_helm(client: &Client, job: &str, args: &[&str]) -> (bool, String) {
+    let done = run_job(
+        client,
+        "default",
+        &bootstrap_job(job, BOOTSTRAP_IMAGE, &helm(args), kubeprism_env()),
+        20,
+    )
+    .await;
+    (
+        job_condition(&done, "Complete").is_some(),
+        job_log(client, "default", job).await,
+    )
+}
+
+fn record(version: i64, status: &str) -> Secret {
+    let rel = Release {
+        name: "foo".into(),
+        namespace: "default".into(),
+        version,
+        status: status.into(),
+        description: "Initial install underway".into(),
+        first_deployed: "2026-01-01T00:00:00Z".into(),
+        last_deployed: "2026-01-01T00:00:00Z".into(),
+        chart: "foo".into(),
+        chart_version: "0.1.0".into(),
+        app_version: "0.1.0".into(),
+        config: json!({}),
+        manifest: String::new(),
+    };
+    from_json(rel.to_secret())
+}
+
+async fn release_of(client: &Client, name: &str) -> Release {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let s = secrets.get(name).await.unwrap();
+    Release::from_secret(&serde_json::to_value(s).unwrap()).expect("a Helm record")
+}
+
+#[tokio::test]
+async fn install_over_a_pending_install_cannot_reuse_the_name() {
+    let (_sim, client) = start().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    secrets
+        .create(&PostParams::default(), &record(1, "pending-install"))
+        .await
+        .unwrap();
+    let (ok, log) = run_helm(
+        &client,
+        "helm-install",
+        &[
+            "install",
+            "foo",
+            "oci://example.com/charts/foo",
+            "-n",
+            "default",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert!(
+        log.contains("Error: INSTALLATION FAILED: cannot re-use a name that is still in use"),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn upgrade_over_a_pending_upgrade_is_blocked() {
+    let (_sim, client) = start().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    secrets
+        .create(&PostParams::default(), &record(1, "deployed"))
+        .await
+        .unwrap();
+    secrets
+        .create(&PostParams::default(), &record(2, "pending-upgrade"))
+        .await
+        .unwrap();
+    let (ok, log) = run_helm(
+        &client,
+        "helm-upgrade",
+        &[
+            "upgrade",
+            "--install",
+            "foo",
+            "oci://example.com/charts/foo",
+            "-n",
+            "default",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert!(
+        log.contains(
+            "Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress"
+        ),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn upgrade_install_twice_supersedes_the_first_revision() {
+    let (_sim, client) = start().await;
+    let args = [
+        "upgrade",
+        "--install",
+        "foo",
+        "oci://example.com/charts/foo",
+        "-n",
+        "default",
+        "--version",
+        "1.2.3",
+        "--set",
+        "replicas=2",
+    ];
+    let (ok, log) = run_helm(&client, "helm-1", &args).await;
+    assert!(ok, "{log}");
+    assert!(
+        log.contains("Release \"foo\" does not exist. Installing it now."),
+        "{log}"
+    );
+    let (ok, log) = run_helm(&client, "helm-2", &args).await;
+    assert!(ok, "{log}");
+    assert!(
+        log.contains("Release \"foo\" has been upgraded. Happy Helming!"),
+        "{log}"
+    );
+    let v1 = release_of(&client, "sh.helm.release.v1.foo.v1").await;
+    let v2 = release_of(&client, "sh.helm.release.v1.foo.v2").await;
+    assert_eq!(
+        (v1.status.as_str(), v2.status.as_str()),
+        ("superseded", "deployed")
+    );
+    assert_eq!((v2.version, v2.chart_version.as_str()), (2, "1.2.3"));
+    assert_eq!(v2.config, json!({"replicas": 2}));
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let labels = secrets
+        .get("sh.helm.release.v1.foo.v1")
+        .await
+        .unwrap()
+        .metadata
+        .labels
+        .unwrap();
+    assert_eq!(labels["status"], "superseded");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let rendered = cms.get("foo-rendered").await.unwrap();
+    assert_eq!(
+        rendered.metadata.labels.unwrap()["app.kubernetes.io/managed-by"],
+        "Helm"
+    );
+}
+
+#[tokio::test]
+async fn values_file_is_read_from_a_mounted_config_map() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm: ConfigMap = from_json(
+        json!({"metadata": {"name": "inputs"}, "data": {"values.yaml": "replicas: 3\nnested:\n  key: v\n"}}),
+    );
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let mut job = bootstrap_job(
+        "helm-values",
+        BOOTSTRAP_IMAGE,
+        &helm(&[
+            "upgrade",
+            "--install",
+            "foo",
+            "oci://example.com/charts/foo",
+            "-f",
+            "/inputs/values.yaml",
+        ]),
+        kubeprism_env(),
+    );
+    let spec = job.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
+    spec.volumes = Some(vec![from_json(
+        json!({"name": "inputs", "configMap": {"name": "inputs"}}),
+    )]);
+    spec.containers[0].volume_mounts = Some(vec![from_json(
+        json!({"name": "inputs", "mountPath": "/inputs"}),
+    )]);
+    let done = run_job(&client, "default", &job, 20).await;
+    assert!(
+        job_condition(&done, "Complete").is_some(),
+        "{}",
+        job_log(&client, "default", "helm-values").await
+    );
+    let rel = release_of(&client, "sh.helm.release.v1.foo.v1").await;
+    assert_eq!(rel.config, json!({"replicas": 3, "nested": {"key": "v"}}));
+}
