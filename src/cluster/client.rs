@@ -108,6 +108,9 @@ pub fn describe_cause(err: &(dyn std::error::Error + 'static)) -> String {
             return describe_tls(tls);
         }
         let text = e.to_string();
+        if let Some(described) = describe_tls_text(&text) {
+            return described;
+        }
         if text.contains("dns error") || text.contains("failed to lookup address") {
             return format!("no such host ({text})");
         }
@@ -118,6 +121,23 @@ pub fn describe_cause(err: &(dyn std::error::Error + 'static)) -> String {
         current = e.source();
     }
     innermost
+}
+
+/// rustls errors do not always survive as a typed source through hyper and kube (some layers keep
+/// only the message), so the well-known ones are also recognised by their text.
+fn describe_tls_text(text: &str) -> Option<String> {
+    let known = [
+        ("UnknownIssuer", rustls::CertificateError::UnknownIssuer),
+        ("NotValidForName", rustls::CertificateError::NotValidForName),
+        ("Expired", rustls::CertificateError::Expired),
+    ];
+    if !text.contains("invalid peer certificate") {
+        return None;
+    }
+    known
+        .into_iter()
+        .find(|(name, _)| text.contains(name))
+        .map(|(_, error)| describe_tls(&rustls::Error::InvalidCertificate(error)))
 }
 
 fn describe_tls(err: &rustls::Error) -> String {
@@ -287,6 +307,16 @@ mod tests {
             rustls::CertificateError::UnknownIssuer,
         ));
         assert!(describe_cause(&io).starts_with("x509: certificate signed by unknown authority"));
+    }
+
+    #[test]
+    fn tls_errors_known_only_by_their_text_are_recognised() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (Connect): invalid peer certificate: UnknownIssuer")]
+        struct Flattened;
+        assert!(
+            describe_cause(&Flattened).starts_with("x509: certificate signed by unknown authority")
+        );
     }
 
     #[tokio::test]

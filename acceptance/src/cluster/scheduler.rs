@@ -260,7 +260,11 @@ mod tests {
     use super::*;
 
     fn node(name: &str, taints: Value) -> Value {
-        json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}, "spec": {"taints": taints}})
+        let mut labels = json!({"kubernetes.io/hostname": name});
+        if name == "cp" {
+            labels["node-role.kubernetes.io/control-plane"] = json!("");
+        }
+        json!({"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints}})
     }
 
     #[test]

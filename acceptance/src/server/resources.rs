@@ -130,7 +130,7 @@ async fn handle(
     let method = req.method().clone();
     match (&method, target.name, target.sub) {
         (&Method::GET, None, None) if query.flag("watch") => {
-            watch::serve(state, ty, version, target.namespace, &query)
+            watch::serve(state, ty, version, target.namespace, &query, accept(&req))
         }
         (&Method::GET, None, None) => {
             list(state, &ty, version, target.namespace, &query, accept(&req))
@@ -385,6 +385,29 @@ fn list(
     )))
 }
 
+/// Why a container of a scheduled pod has not started (the kubelet's answer to a log request),
+/// or `None` when logs can be read (unscheduled pods answer an empty log, as on a real server).
+fn waiting_reason(pod: &Value, container: &str) -> Option<String> {
+    pod.pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())?;
+    let statuses = ["/status/initContainerStatuses", "/status/containerStatuses"]
+        .iter()
+        .filter_map(|p| pod.pointer(p).and_then(Value::as_array))
+        .flatten()
+        .find(|c| c.get("name").and_then(Value::as_str) == Some(container));
+    match statuses {
+        None => Some("ContainerCreating".into()),
+        Some(c) if c.pointer("/lastState/terminated").is_some() => None,
+        Some(c) => c.pointer("/state/waiting").map(|w| {
+            w.get("reason")
+                .and_then(Value::as_str)
+                .unwrap_or("ContainerCreating")
+                .to_string()
+        }),
+    }
+}
+
 fn logs(
     state: &Arc<ServerState>,
     ns: &str,
@@ -428,6 +451,13 @@ fn logs(
         }
     };
     let logs = state.store.logs();
+    if !logs.exists(ns, name, &container) {
+        if let Some(reason) = waiting_reason(&pod, &container) {
+            return Err(ApiError::bad_request(format!(
+                "container \"{container}\" in pod \"{name}\" is waiting to start: {reason}"
+            )));
+        }
+    }
     let data = logs.read(ns, name, &container);
     let mut start = data.len() - tail_lines(&data, usize::MAX).len();
     if let Some(n) = query.num("tailLines")? {

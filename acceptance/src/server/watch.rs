@@ -74,12 +74,23 @@ pub(crate) fn stream_response(
 }
 
 struct Filter {
+    /// `Some(includeObject)` when the client asked for `Table` objects (`kubectl get -w`).
+    table: Option<String>,
     namespace: Option<String>,
     labels: LabelSelector,
     fields: FieldSelector,
 }
 
 impl Filter {
+    /// The event's object as the client asked for it (the object, or a one-row Table).
+    fn render(&self, ev: &StoreEvent, ty: &ResourceType, version: &str) -> Value {
+        let obj = present((*ev.object).clone(), ty, version);
+        match &self.table {
+            Some(include) => super::table::table(ty, &[obj], ev.resource_version, include),
+            None => obj,
+        }
+    }
+
     fn matches(&self, obj: &Value) -> bool {
         self.labels.matches(obj) && self.fields.matches(obj)
     }
@@ -111,8 +122,11 @@ pub(crate) fn serve(
     version: &str,
     namespace: Option<&str>,
     query: &Query,
+    accept: &str,
 ) -> Result<Response<Body>, ApiError> {
     let filter = Filter {
+        table: super::table::wants_table(accept)
+            .then(|| query.get("includeObject").unwrap_or("Metadata").to_string()),
         namespace: namespace.map(String::from),
         labels: LabelSelector::parse(query.get("labelSelector").unwrap_or(""))?,
         fields: FieldSelector::parse(query.get("fieldSelector").unwrap_or(""), &ty.resource)?,
@@ -146,7 +160,7 @@ pub(crate) fn serve(
         for ev in &initial {
             last_rv = last_rv.max(ev.resource_version);
             if let Some(t) = filter.translate(ev) {
-                let obj = present((*ev.object).clone(), &ty, &version);
+                let obj = filter.render(ev, &ty, &version);
                 if !send_json(&tx, &json!({"type": t, "object": obj})).await {
                     return;
                 }
@@ -216,7 +230,7 @@ async fn run(
                         continue;
                     }
                     if let Some(t) = filter.translate(&ev) {
-                        let obj = present((*ev.object).clone(), &ty, &version);
+                        let obj = filter.render(&ev, &ty, &version);
                         if !send_json(&tx, &json!({"type": t, "object": obj})).await {
                             return;
                         }

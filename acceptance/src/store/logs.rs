@@ -69,6 +69,11 @@ impl PodLogs {
         });
     }
 
+    /// Whether the container has a buffer (has started, from the API server's point of view).
+    pub fn exists(&self, namespace: &str, pod: &str, container: &str) -> bool {
+        self.with(|m| m.contains_key(&key(namespace, pod, container)))
+    }
+
     /// Everything logged so far.
     pub fn read(&self, namespace: &str, pod: &str, container: &str) -> Vec<u8> {
         self.with(|m| {

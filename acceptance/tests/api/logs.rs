@@ -70,6 +70,32 @@ async fn logs_plain_tail_and_container() {
 }
 
 #[tokio::test]
+async fn logs_of_a_container_that_has_not_started() {
+    let (_sim, client) = start().await;
+    let api: Api<Pod> = Api::namespaced(client, "default");
+    // unscheduled: an empty log, as from a real API server
+    api.create(&PostParams::default(), &pod("pending", &["main"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        api.logs("pending", &LogParams::default()).await.unwrap(),
+        ""
+    );
+    // bound to a node but not started: the kubelet's "waiting to start" answer
+    let mut bound = pod("bound", &["main"]);
+    bound.spec.as_mut().unwrap().node_name = Some("no-such-node".into());
+    api.create(&PostParams::default(), &bound).await.unwrap();
+    let e = status(api.logs("bound", &LogParams::default()).await.unwrap_err());
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            400,
+            "container \"main\" in pod \"bound\" is waiting to start: ContainerCreating"
+        )
+    );
+}
+
+#[tokio::test]
 async fn logs_follow_streams_until_the_container_ends() {
     let (sim, client) = start().await;
     let api: Api<Pod> = Api::namespaced(client, "default");

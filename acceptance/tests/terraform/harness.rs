@@ -72,6 +72,11 @@ impl TfOutput {
     pub fn text(&self) -> String {
         format!("{}\n{}", self.stdout, self.stderr)
     }
+
+    /// [`TfOutput::text`] with Terraform's line wrapping undone, for matching whole sentences.
+    pub fn flat(&self) -> String {
+        self.text().split_whitespace().collect::<Vec<_>>().join(" ")
+    }
 }
 
 /// A Terraform working directory with its own CLI configuration and provider mirror.
@@ -123,11 +128,6 @@ impl Workspace {
 
     pub fn write(&self, name: &str, content: &str) {
         std::fs::write(self.dir.path().join(name), content).expect("write file");
-    }
-
-    pub fn env(mut self, key: &str, value: &str) -> Self {
-        self.extra_env.push((key.to_owned(), value.to_owned()));
-        self
     }
 
     pub fn run(&self, args: &[&str]) -> TfOutput {

@@ -90,32 +90,45 @@ output "cilium_status" {{
 
 #[test]
 fn validation() {
-    let ws = Workspace::new(&format!(
+    // Terraform stops at provider errors, so the provider block and the data source are checked apart.
+    let provider = Workspace::new(&format!(
         r#"{REQUIRED_PROVIDERS}
 provider "talosboot" {{
   config_path = "/nonexistent/kubeconfig"
   host        = "https://10.5.0.2:6443"
 }}
 
-data "talosboot_helm_release" "bad" {{
-  name = "Cilium_1"
+data "talosboot_helm_release" "cilium" {{
+  name = "cilium"
 }}
 "#
     ));
-    ws.init();
-    let out = ws.run(&["validate", "-no-color"]);
+    provider.init();
+    let out = provider.run(&["validate", "-no-color"]);
     assert!(!out.success, "validate must fail:\n{}", out.text());
     let text = out.text();
     assert!(text.contains("Conflicting connection settings"), "{text}");
     // Terraform prints the offending source line when the diagnostic carries the attribute path.
     assert!(text.contains(r#"host        = "https://10.5.0.2:6443""#), "{text}");
-    assert!(text.contains("Invalid name"), "{text}");
-    assert!(text.contains(r#"name = "Cilium_1""#), "{text}");
-
-    // plan reports the same, before touching anything.
-    let plan = ws.run(&["plan", "-no-color", "-input=false"]);
+    let plan = provider.run(&["plan", "-no-color", "-input=false"]);
     assert!(!plan.success);
     assert!(plan.text().contains("Conflicting connection settings"));
+
+    let data_source = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
+provider "talosboot" {{}}
+
+data "talosboot_helm_release" "bad" {{
+  name = "Cilium_1"
+}}
+"#
+    ));
+    data_source.init();
+    let out = data_source.run(&["validate", "-no-color"]);
+    assert!(!out.success, "validate must fail:\n{}", out.text());
+    let text = out.text();
+    assert!(text.contains("Invalid name"), "{text}");
+    assert!(text.contains(r#"name = "Cilium_1""#), "{text}");
 }
 
 fn release_secret(name: &str, namespace: &str, revision: i64, status: &str, values: serde_json::Value) -> Secret {
@@ -227,7 +240,7 @@ data "talosboot_helm_release" "cilium" {{
     ws.init();
     let plan = ws.run(&["plan", "-no-color", "-input=false"]);
     assert!(!plan.success);
-    let text = plan.text();
+    let text = plan.flat();
     assert!(
         text.contains(&format!("cannot reach the Kubernetes API at https://127.0.0.1:{port}: connection refused")),
         "{text}"
@@ -261,7 +274,7 @@ data "talosboot_helm_release" "cilium" {{
     let plan = ws.run(&["plan", "-no-color", "-input=false"]);
     assert!(!plan.success);
     assert!(
-        plan.text().contains("certificate signed by unknown authority"),
+        plan.flat().contains("certificate signed by unknown authority"),
         "{}",
         plan.text()
     );
