@@ -160,11 +160,18 @@ impl SimCluster {
         &self.state.faults
     }
 
-    /// Stops the server and controllers and waits for them.
+    /// Stops the server and controllers and waits for them (at most 5 s, then aborts them).
     pub async fn shutdown(mut self) {
         self.state.shutdown.cancel();
         for t in self.tasks.drain(..) {
-            let _ = t.await;
+            let abort = t.abort_handle();
+            if tokio::time::timeout(std::time::Duration::from_secs(5), t)
+                .await
+                .is_err()
+            {
+                tracing::warn!("a controller did not stop within 5 s; aborting it");
+                abort.abort();
+            }
         }
     }
 }

@@ -9,6 +9,7 @@
 //! - `cilium_talos`: Talos-incompatible Cilium values crash the agent.
 //! - `helm`: release records, name reuse and in-progress errors, revisions.
 //! - `jobs`: deadlines with hanging programs, TTL, killed pods, image pull failures.
+//! - `kubectl`: the seeds' `failed to download openapi` signature; a shell script using kubectl.
 //! - `flux`: the Flux Operator after Cilium, FluxInstance readiness.
 
 #[path = "cluster_model/bootstrap.rs"]
@@ -23,5 +24,7 @@ mod flux;
 mod helm;
 #[path = "cluster_model/jobs.rs"]
 mod jobs;
+#[path = "cluster_model/kubectl.rs"]
+mod kubectl;
 #[path = "cluster_model/pre_cni.rs"]
 mod pre_cni;

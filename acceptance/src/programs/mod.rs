@@ -13,8 +13,8 @@
 //! in [`crate::cluster::network`], from the endpoint their environment points them at
 //! ([`ProgramContext::dial_api`]).
 //!
-//! Built-in programs: `sh` (busybox/alpine subset: [`shell`]), `helm` ([`helm`]), `cilium`
-//! (cilium-cli: [`cilium`]), the Cilium agent and operator, Flux controllers and the Flux
+//! Built-in programs: `sh` (busybox/alpine subset: [`shell`]), `helm` ([`helm`]), `kubectl`
+//! (a subset: [`kubectl`]), `cilium` (cilium-cli: [`cilium`]), the Cilium agent and operator, Flux controllers and the Flux
 //! Operator ([`daemons`], [`flux_operator`]), `pause`.
 
 pub mod charts;
@@ -24,6 +24,7 @@ pub mod daemons;
 pub mod files;
 pub mod flux_operator;
 pub mod helm;
+pub mod kubectl;
 pub mod manifests;
 pub mod release;
 pub mod shell;
@@ -109,6 +110,8 @@ impl Image {
 #[derive(Clone, Default)]
 pub struct ProgramRegistry {
     images: HashMap<String, Image>,
+    /// Images by a word in the repository's last path segment (`helm` → `alpine/helm`, ...).
+    families: Vec<(String, Image)>,
     programs: HashMap<String, Arc<dyn Program>>,
 }
 
@@ -187,6 +190,10 @@ impl ProgramRegistry {
             r.add_program(c, shell::Shell);
         }
         r.add_program("helm", helm::Helm);
+        r.add_program("kubectl", kubectl::Kubectl);
+        r.add_family("helm", &["helm"], &helm_tools);
+        r.add_image("bitnami/kubectl", &["kubectl"], &helm_tools);
+        r.add_image("registry.k8s.io/kubectl", &["kubectl"], &["kubectl"]);
         r.add_program("cilium", cilium::CiliumCli);
         r.add_program("pause", daemons::Pause);
         r.add_program("cilium-operator-generic", daemons::CiliumOperator);
@@ -205,6 +212,17 @@ impl ProgramRegistry {
         self.images.insert(repository_of(repository), image);
     }
 
+    /// Makes every repository whose last path segment contains `word` an image like this one
+    /// (checked after exact repositories).
+    pub fn add_family(&mut self, word: &str, entrypoint: &[&str], commands: &[&str]) {
+        let image = Image {
+            entrypoint: entrypoint.iter().map(|s| s.to_string()).collect(),
+            commands: commands.iter().map(|s| s.to_string()).collect(),
+            handler: None,
+        };
+        self.families.push((word.to_string(), image));
+    }
+
     /// Makes `program` run every command of `repository`'s image.
     pub fn set_handler(&mut self, repository: &str, program: &str) {
         if let Some(image) = self.images.get_mut(&repository_of(repository)) {
@@ -219,7 +237,14 @@ impl ProgramRegistry {
 
     /// The image for a reference such as `quay.io/cilium/cilium-cli:v0.18.7@sha256:...`.
     pub fn image(&self, reference: &str) -> Option<&Image> {
-        self.images.get(&repository_of(reference))
+        let repo = repository_of(reference);
+        let last = basename(&repo).to_string();
+        self.images.get(&repo).or_else(|| {
+            self.families
+                .iter()
+                .find(|(w, _)| last.contains(w.as_str()))
+                .map(|(_, i)| i)
+        })
     }
 
     /// The program that runs `argv0` in `image`: the image's handler, or the program registered
@@ -300,5 +325,9 @@ mod tests {
                 .is_some_and(|i| !i.has("sh"))
         );
         assert!(r.image("example.com/unknown").is_none());
+        assert!(
+            r.image("docker.io/bitnami/helm:3")
+                .is_some_and(|i| i.has("helm"))
+        );
     }
 }

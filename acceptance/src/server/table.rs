@@ -116,6 +116,20 @@ fn columns(ty: &ResourceType) -> Vec<(&'static str, &'static str, i32)> {
             ("Completions", "string", 0),
             age,
         ],
+        ("apps", "replicasets") => vec![
+            name,
+            ("Desired", "string", 0),
+            ("Current", "string", 0),
+            ("Ready", "string", 0),
+            age,
+        ],
+        ("", "events") => vec![
+            ("Last Seen", "string", 0),
+            ("Type", "string", 0),
+            ("Reason", "string", 0),
+            ("Object", "string", 0),
+            ("Message", "string", 0),
+        ],
         _ => vec![name, age],
     }
 }
@@ -260,6 +274,39 @@ fn cells(ty: &ResourceType, o: &Value) -> Vec<Value> {
                 json!(status),
                 v(format!("{}/{completions}", n(o, "/status/succeeded"))),
                 a,
+            ]
+        }
+        ("apps", "replicasets") => {
+            let f = |p: &str| v(n(o, p).to_string());
+            vec![
+                name,
+                f("/spec/replicas"),
+                f("/status/replicas"),
+                f("/status/readyReplicas"),
+                a,
+            ]
+        }
+        ("", "events") => {
+            let last = [
+                s(o, "/lastTimestamp"),
+                s(o, "/eventTime"),
+                s(o, "/metadata/creationTimestamp"),
+            ]
+            .into_iter()
+            .find_map(parse_rfc3339)
+            .map(|t| human_duration(now_secs().saturating_sub(t)))
+            .unwrap_or_else(|| "<unknown>".into());
+            let object = format!(
+                "{}/{}",
+                s(o, "/involvedObject/kind").to_lowercase(),
+                s(o, "/involvedObject/name")
+            );
+            vec![
+                v(last),
+                json!(s(o, "/type")),
+                json!(s(o, "/reason")),
+                v(object),
+                json!(s(o, "/message")),
             ]
         }
         _ => vec![name, a],

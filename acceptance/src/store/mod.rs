@@ -47,10 +47,26 @@
 //! The asynchronous part (ownerReference GC, emptying terminating namespaces, ending pod grace
 //! periods) is [`Store::housekeeping`], run periodically by the built-in `gc` controller.
 //!
-//! # Pod logs
-//! [`Store::logs`] holds container output ([`PodLogs`]): the kubelet appends, `pods/log` reads.
+//! # Pods and the kubelet
+//! - Binding: set `spec.nodeName` with an update (allowed once, from empty; the rest of a pod's
+//!   spec is immutable except images, `activeDeadlineSeconds` and tolerations, like the real
+//!   server). Status goes through [`Store::update_status`] / [`Store::patch_status`].
+//! - Deleting a pod bound to a node sets `deletionTimestamp` and keeps it for its grace period
+//!   (shortened by [`Pace::pod_grace`]); the kubelet may end it earlier by deleting again with
+//!   `grace_period_seconds: Some(0)`. Unbound pods disappear at once.
+//! - [`Store::logs`] holds container output ([`PodLogs`]): the kubelet calls `append` as the
+//!   program writes (the first call marks the container as started for `pods/log`), `close` when
+//!   it exits (ends `follow` streams), `reopen` on restart. A scheduled pod's container without a
+//!   buffer answers `pods/log` with `container "c" in pod "p" is waiting to start: <reason>`
+//!   (the reason from `status.containerStatuses[].state.waiting`).
+//!
+//! # Helpers
+//! [`Store::find_type`] maps `apiVersion` + `kind` to a [`ResourceType`] (for ownerReferences and
+//! manifests), [`Store::resource_types`] lists everything served, [`Store::compact`] simulates an
+//! etcd compaction, [`Store::resource_version`] is the current global resourceVersion.
 
 mod admission;
+mod apply;
 mod delete;
 mod error;
 pub mod fields;

@@ -154,3 +154,18 @@ async fn http2_and_http1_via_alpn() {
         (Some(&b"http/1.1"[..]), http::Version::HTTP_11, 200)
     );
 }
+
+#[tokio::test]
+async fn shutdown_closes_the_port() {
+    let (sim, client) = start().await;
+    let addr = sim.server_url().trim_start_matches("https://").to_string();
+    Api::<Namespace>::all(client)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    sim.shutdown().await;
+    assert!(
+        tokio::net::TcpStream::connect(&addr).await.is_err(),
+        "nothing listens after shutdown"
+    );
+}

@@ -232,13 +232,20 @@ async fn watch_serves_tables_when_asked_like_kubectl_get_w() {
     use http_body_util::BodyExt;
     let (_sim, client) = start().await;
     let req = http::Request::get("/api/v1/namespaces?watch=true")
-        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
+        .header(
+            "Accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
         .body(kube::client::Body::empty())
         .unwrap();
     let resp = client.send(req).await.unwrap();
     assert_eq!(resp.status(), 200);
     let mut body = resp.into_body();
-    let frame = tokio::time::timeout(Duration::from_secs(5), body.frame()).await.unwrap().unwrap().unwrap();
+    let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     let data = frame.into_data().unwrap();
     let first_line = data.split(|b| *b == b'\n').next().unwrap();
     let ev: serde_json::Value = serde_json::from_slice(first_line).unwrap();

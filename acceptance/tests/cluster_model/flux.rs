@@ -39,7 +39,7 @@ async fn ready_condition(api: &Api<DynamicObject>, want: &str) -> Value {
 
 #[tokio::test]
 async fn flux_operator_after_cilium_makes_a_flux_instance_ready() {
-    let (_sim, client) = start().await;
+    let (sim, client) = start().await;
     bootstrap_cilium(&client).await;
     let helm: Vec<String> = [
         "helm",

@@ -207,3 +207,25 @@ async fn unknown_image_ends_in_image_pull_backoff() {
         "{events:?}"
     );
 }
+
+#[tokio::test]
+async fn pod_active_deadline_fails_the_pod() {
+    let (_sim, client) = start().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = from_json(
+        json!({"metadata": {"name": "bounded"}, "spec": {"hostNetwork": true, "activeDeadlineSeconds": 3,
+        "restartPolicy": "Never", "tolerations": [{"operator": "Exists"}],
+        "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}}),
+    );
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let status = eventually(10, "pod failed", || async {
+        let s = pods.get("bounded").await.ok()?.status?;
+        (s.phase.as_deref() == Some("Failed")).then_some(s)
+    })
+    .await;
+    assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
+    assert_eq!(
+        status.message.as_deref(),
+        Some("Pod was active on the node longer than the specified deadline")
+    );
+}

@@ -17,83 +17,134 @@ use crate::cluster::nodes::NETWORK_NOT_READY;
 use crate::cluster::obj;
 use crate::programs::{Image, ProgramContext, qualified_reference};
 
-/// Runs the pod until its containers are done or it is deleted.
+/// Runs the pod until its containers are done, it is deleted, or its
+/// `spec.activeDeadlineSeconds` (scaled) passes.
 pub(crate) async fn run(k: Kubelet, pod: Arc<Value>, sig: Signals) {
     let node = obj::s(&pod, "/spec/nodeName").to_string();
     let host_ip = network::node_ip(&k.store, &node).unwrap_or_default();
     let rt = PodRuntime::new(k.store.clone(), (*pod).clone(), &host_ip);
     rt.update(|_| {});
-    let Some(pod_ip) = sandbox(&k, &rt, &sig, &node, &host_ip).await else {
-        return;
+    let Some(deadline) = obj::i64_at(&pod, "/spec/activeDeadlineSeconds") else {
+        return lifecycle(&k, &rt, &pod, &sig, &node, &host_ip).await;
     };
-    let Some(images) = pull_images(&k, &rt, &sig).await else {
-        return;
-    };
-    let latest = sig.latest();
-    let spec_of = |slot: Slot, c: &Value, image: Image| {
-        let mut env = env::build(&k.store, &latest, c, &pod_ip, &host_ip);
-        env.insert(
-            "HOSTNAME".into(),
-            if pod_ip == host_ip {
-                node.clone()
-            } else {
-                obj::name(&latest).to_string()
-            },
-        );
-        let mut argv: Vec<String> = obj::arr(c, "/command")
+    let deadline = k
+        .config
+        .pace
+        .scale(Duration::from_secs(deadline.max(0) as u64));
+    tokio::select! {
+        _ = lifecycle(&k, &rt, &pod, &sig, &node, &host_ip) => {}
+        _ = tokio::time::sleep(deadline) => deadline_exceeded(&k, &rt),
+    }
+}
+
+fn deadline_exceeded(k: &Kubelet, rt: &PodRuntime) {
+    const MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
+    rt.update(|s| {
+        for c in s.init.iter_mut().chain(s.main.iter_mut()) {
+            if let Some(running) = c.state.get("running").cloned() {
+                c.state = json!({"terminated": {"exitCode": 137, "reason": "Error", "startedAt": running.get("startedAt"),
+                    "finishedAt": crate::util::now_rfc3339(), "containerID": c.container_id}});
+            }
+            c.ready = false;
+            k.store.logs().close(rt.namespace(), rt.name(), &c.name);
+        }
+        s.phase = "Failed".into();
+        s.reason = Some("DeadlineExceeded".into());
+        s.message = Some(MESSAGE.into());
+    });
+    events::record(
+        &k.store,
+        &rt.pod,
+        EventType::Normal,
+        "DeadlineExceeded",
+        MESSAGE,
+        "kubelet",
+    );
+}
+
+/// Where a container runs: the pod as last seen and its addresses.
+struct Placement {
+    pod: Arc<Value>,
+    pod_ip: String,
+    host_ip: String,
+}
+
+/// The program context and restart bookkeeping of one container.
+fn container_spec(k: &Kubelet, at: &Placement, slot: Slot, c: &Value, image: Image) -> Spec {
+    let env = env::build(&k.store, &at.pod, c, &at.pod_ip, &at.host_ip);
+    let strings = |p: &str| {
+        obj::arr(c, p)
             .iter()
             .filter_map(Value::as_str)
             .map(String::from)
-            .collect();
-        if argv.is_empty() {
-            argv = image.entrypoint.clone();
-        }
-        argv.extend(
-            obj::arr(c, "/args")
-                .iter()
-                .filter_map(Value::as_str)
-                .map(String::from),
-        );
-        let argv = argv.iter().map(|a| env::expand(a, &env)).collect();
-        let ctx = ProgramContext {
-            store: k.store.clone(),
-            config: k.config.clone(),
-            registry: k.registry.clone(),
-            image,
-            pod: latest.clone(),
-            container: Arc::new(c.clone()),
-            argv,
-            env,
-            ready: Arc::new(watch::channel(false).0),
-        };
-        Spec {
-            slot,
-            container: Arc::new(c.clone()),
-            ctx,
-        }
+            .collect::<Vec<_>>()
     };
+    let mut argv = strings("/command");
+    if argv.is_empty() {
+        argv = image.entrypoint.clone();
+    }
+    argv.extend(strings("/args"));
+    let argv = argv.iter().map(|a| env::expand(a, &env)).collect();
+    let ctx = ProgramContext {
+        store: k.store.clone(),
+        config: k.config.clone(),
+        registry: k.registry.clone(),
+        image,
+        pod: at.pod.clone(),
+        container: Arc::new(c.clone()),
+        argv,
+        env,
+        ready: Arc::new(watch::channel(false).0),
+    };
+    Spec {
+        slot,
+        container: Arc::new(c.clone()),
+        ctx,
+    }
+}
+
+async fn lifecycle(
+    k: &Kubelet,
+    rt: &PodRuntime,
+    pod: &Value,
+    sig: &Signals,
+    node: &str,
+    host_ip: &str,
+) {
+    let Some(pod_ip) = sandbox(k, rt, sig, node, host_ip).await else {
+        return;
+    };
+    let Some(images) = pull_images(k, rt, sig).await else {
+        return;
+    };
+    let at = Placement {
+        pod: sig.latest(),
+        pod_ip,
+        host_ip: host_ip.to_string(),
+    };
+    let spec_of = |slot: Slot, c: &Value, image: Image| container_spec(k, &at, slot, c, image);
     let mut images = images.into_iter();
-    for (i, c) in obj::arr(&pod, "/spec/initContainers").iter().enumerate() {
+    for (i, c) in obj::arr(pod, "/spec/initContainers").iter().enumerate() {
         let Some(image) = images.next() else { return };
-        match run_restarting(&rt, &sig, &spec_of(Slot::Init(i), c, image)).await {
+        match run_restarting(rt, sig, &spec_of(Slot::Init(i), c, image)).await {
             Outcome::Exited(0) => {}
-            Outcome::Exited(_) => return finish(&rt, "Failed"),
-            Outcome::Stopped => return stopped(&rt),
+            Outcome::Exited(_) => return finish(rt, "Failed"),
+            Outcome::Stopped => return stopped(rt),
         }
     }
-    let specs: Vec<Spec> = obj::arr(&pod, "/spec/containers")
+    let specs: Vec<Spec> = obj::arr(pod, "/spec/containers")
         .iter()
         .enumerate()
         .filter_map(|(i, c)| Some(spec_of(Slot::Main(i), c, images.next()?)))
         .collect();
     rt.update(|s| s.phase = "Running".into());
     let outcomes =
-        futures::future::join_all(specs.iter().map(|s| run_restarting(&rt, &sig, s))).await;
+        futures::future::join_all(specs.iter().map(|s| run_restarting(rt, sig, s))).await;
     if outcomes.contains(&Outcome::Stopped) {
-        return stopped(&rt);
+        return stopped(rt);
     }
     let ok = outcomes.iter().all(|o| *o == Outcome::Exited(0));
-    finish(&rt, if ok { "Succeeded" } else { "Failed" });
+    finish(rt, if ok { "Succeeded" } else { "Failed" });
 }
 
 fn finish(rt: &PodRuntime, phase: &str) {
