@@ -654,3 +654,94 @@ async fn unsupported_and_malformed_requests_answer_with_diagnostics() {
         .expect("still serving after StopProvider");
     assert!(provider.shutdown().await.expect("exit").success());
 }
+
+#[tokio::test]
+async fn stop_provider_cancels_a_read_in_flight() {
+    // An endpoint that accepts connections and never answers: the read would hang for its timeout.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let (provider, mut client) = start().await;
+    let schema = schemas(&mut client).await;
+    let provider_ty = block_type(
+        schema
+            .provider
+            .as_ref()
+            .and_then(|s| s.block.as_ref())
+            .expect("block"),
+    );
+    let mut config = BTreeMap::new();
+    for name in [
+        "kubeconfig_raw",
+        "config_path",
+        "config_context",
+        "cluster_ca_certificate",
+        "client_certificate",
+        "client_key",
+    ] {
+        config.insert(name.to_owned(), Value::Null);
+    }
+    config.insert("host".into(), format!("https://{addr}").into());
+    config.insert("token".into(), "t0k3n".into());
+    let configured = client
+        .configure_provider(pb::configure_provider::Request {
+            config: dv(&Value::Object(config), &provider_ty),
+            ..Default::default()
+        })
+        .await
+        .expect("rpc")
+        .into_inner();
+    assert!(configured.diagnostics.is_empty());
+
+    let ds_ty = block_type(
+        schema.data_source_schemas["talosboot_helm_release"]
+            .block
+            .as_ref()
+            .expect("block"),
+    );
+    let mut ds = BTreeMap::new();
+    if let Type::Object { attributes, .. } = &ds_ty {
+        for name in attributes.keys() {
+            ds.insert(name.clone(), Value::Null);
+        }
+    }
+    ds.insert("name".into(), "cilium".into());
+    let request = pb::read_data_source::Request {
+        type_name: "talosboot_helm_release".into(),
+        config: dv(&Value::Object(ds), &ds_ty),
+        ..Default::default()
+    };
+    let mut reader = client.clone();
+    let started = std::time::Instant::now();
+    let read = tokio::spawn(async move { reader.read_data_source(request).await });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        !read.is_finished(),
+        "the read should be hanging on the silent endpoint"
+    );
+    client
+        .stop_provider(pb::stop_provider::Request {})
+        .await
+        .expect("stop");
+    let resp = read.await.expect("join").expect("rpc").into_inner();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        errors(&resp.diagnostics)
+            .iter()
+            .any(|e| e.contains("cancelled")),
+        "{:?}",
+        resp.diagnostics
+    );
+    assert!(provider.shutdown().await.expect("exit").success());
+}

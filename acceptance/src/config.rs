@@ -28,11 +28,12 @@ impl Pace {
         self.scale(Duration::from_secs(2))
     }
 
-    /// Interval of the store's housekeeping loop (GC, namespace termination, pod grace).
+    /// Longest pause of the store's housekeeping loop (GC, namespace termination, pod grace);
+    /// deletions and grace-period ends wake it earlier.
     pub fn housekeeping_tick(self) -> Duration {
         match self {
-            Pace::Fast => Duration::from_millis(20),
-            Pace::Human => Duration::from_millis(200),
+            Pace::Fast => Duration::from_millis(200),
+            Pace::Human => Duration::from_secs(1),
         }
     }
 }

@@ -262,7 +262,14 @@ impl Dispatcher {
             }
         };
         let current = req.current_state.clone();
-        let mut resp = r.implementation.read(&self.ctx(), req).await;
+        let ctx = self.ctx();
+        let mut resp = tokio::select! {
+            resp = r.implementation.read(&ctx, req) => resp,
+            _ = ctx.cancel.cancelled() => ReadResponse {
+                diagnostics: cancelled(type_name),
+                ..Default::default()
+            },
+        };
         if resp.diagnostics.has_errors() && resp.new_state.is_null() {
             // A failed refresh must not drop the resource from state (the helm_release trap).
             resp.new_state = current;
@@ -314,13 +321,36 @@ impl Dispatcher {
     pub async fn read_data_source(&self, type_name: &str, config: Value) -> DataReadResponse {
         tracing::debug!(type_name, "read data source");
         match self.data_sources.get(type_name) {
-            Some(d) => d.implementation.read(&self.ctx(), config).await,
+            Some(d) => {
+                let ctx = self.ctx();
+                let cancel = ctx.cancel.clone();
+                tokio::select! {
+                    resp = d.implementation.read(&ctx, config) => resp,
+                    _ = cancel.cancelled() => DataReadResponse {
+                        state: Value::Null,
+                        diagnostics: cancelled(type_name),
+                    },
+                }
+            }
             None => DataReadResponse {
                 state: Value::Null,
                 diagnostics: unknown_type("data source", type_name),
             },
         }
     }
+}
+
+/// Reads may be abandoned when Terraform stops the provider: they change nothing remotely. (Apply is
+/// not cut short here: a resource knows what it already created and must answer for it.)
+fn cancelled(type_name: &str) -> Diagnostics {
+    let mut diagnostics = Diagnostics::new();
+    diagnostics.error(
+        "Operation cancelled",
+        format!(
+            "Terraform asked the provider to stop while reading {type_name}; nothing was changed."
+        ),
+    );
+    diagnostics
 }
 
 fn failed(diagnostics: Diagnostics) -> PlanResponse {

@@ -1,9 +1,9 @@
 //! Programs the simulated kubelet runs in containers, selected by image and command.
 //!
 //! A container image is known to the [`ProgramRegistry`] by its repository (tag and digest
-//! ignored, `docker.io/library/` normalized away): the [`Image`] says which commands exist in it
-//! and which one is the entrypoint. The container's argv is `command ++ args` (or
-//! `entrypoint ++ args`); its first word (basename) picks the [`Program`]. An unknown image is an
+//! ignored, `docker.io/library/` normalized away): the [`Image`] says which commands exist in it,
+//! its `ENTRYPOINT` and `CMD`. The container's argv follows Kubernetes' rule (`command` replaces
+//! ENTRYPOINT, `args` replaces CMD); its first word (basename) picks the [`Program`]. An unknown image is an
 //! image pull failure (`ErrImagePull`, then `ImagePullBackOff`); a command missing from a known
 //! image is a container start failure (`exec: "sh": executable file not found in $PATH`), as
 //! with the distroless `cilium-cli` image.
@@ -91,8 +91,10 @@ where
 /// What an image contains.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Image {
-    /// The argv used when the container has no `command`.
+    /// `ENTRYPOINT`: used when the container has no `command`.
     pub entrypoint: Vec<String>,
+    /// `CMD`: used when the container has neither `command` nor `args`.
+    pub cmd: Vec<String>,
     /// Commands (basenames) present in the image.
     pub commands: Vec<String>,
     /// A program that runs every command of this image (an image with its own behaviour,
@@ -139,7 +141,8 @@ impl ProgramRegistry {
     pub fn builtin() -> Self {
         let mut r = Self::empty();
         for repo in ["busybox", "alpine", "debian", "ubuntu", "bash"] {
-            r.add_image(repo, &["sh"], SHELL);
+            r.add_image(repo, &[], SHELL);
+            r.set_cmd(repo, &["sh"]);
         }
         let helm_tools: Vec<&str> = SHELL.iter().copied().chain(["helm", "kubectl"]).collect();
         r.add_image(
@@ -207,6 +210,7 @@ impl ProgramRegistry {
         let image = Image {
             entrypoint: entrypoint.iter().map(|s| s.to_string()).collect(),
             commands: commands.iter().map(|s| s.to_string()).collect(),
+            cmd: Vec::new(),
             handler: None,
         };
         self.images.insert(repository_of(repository), image);
@@ -218,9 +222,17 @@ impl ProgramRegistry {
         let image = Image {
             entrypoint: entrypoint.iter().map(|s| s.to_string()).collect(),
             commands: commands.iter().map(|s| s.to_string()).collect(),
+            cmd: Vec::new(),
             handler: None,
         };
         self.families.push((word.to_string(), image));
+    }
+
+    /// Sets the image's `CMD`.
+    pub fn set_cmd(&mut self, repository: &str, cmd: &[&str]) {
+        if let Some(image) = self.images.get_mut(&repository_of(repository)) {
+            image.cmd = cmd.iter().map(|s| s.to_string()).collect();
+        }
     }
 
     /// Makes `program` run every command of `repository`'s image.

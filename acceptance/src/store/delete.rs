@@ -51,9 +51,7 @@ impl Store {
             .get(gr)
             .cloned()
             .ok_or_else(ApiError::no_route)?;
-        let out = self.delete_locked(&mut st, &ty, namespace, name, opts)?;
-        self.inner.housekeeping.notify_one();
-        Ok(out)
+        self.delete_locked(&mut st, &ty, namespace, name, opts)
     }
 
     pub(super) fn delete_locked(

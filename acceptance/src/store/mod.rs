@@ -205,6 +205,8 @@ pub(crate) struct State {
     registry: types::Registry,
     /// Scheduled pods in their grace period: removal deadline.
     pod_deadlines: HashMap<(String, String), Instant>,
+    /// A change that housekeeping may need to act on (a deletion started or finished).
+    dirty: bool,
 }
 
 struct Inner {
@@ -244,6 +246,7 @@ impl Store {
                     oldest_watchable: 0,
                     registry: types::Registry::builtin(),
                     pod_deadlines: HashMap::new(),
+                    dirty: false,
                 }),
                 events,
                 logs: PodLogs::default(),
@@ -253,8 +256,11 @@ impl Store {
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock(&self) -> StateGuard<'_> {
+        StateGuard {
+            guard: self.inner.state.lock().unwrap_or_else(|e| e.into_inner()),
+            housekeeping: &self.inner.housekeeping,
+        }
     }
 
     pub fn pace(&self) -> Pace {
@@ -399,9 +405,14 @@ impl Store {
         st.oldest_watchable = st.rv;
     }
 
-    /// Waits until a write may need housekeeping, or `max` elapses.
+    /// Waits until a write may need housekeeping (a deletion started or finished), the next pod
+    /// grace period ends, or `max` elapses.
     pub async fn housekeeping_wanted(&self, max: std::time::Duration) {
-        let _ = tokio::time::timeout(max, self.inner.housekeeping.notified()).await;
+        let next_deadline = self.lock().pod_deadlines.values().min().copied();
+        let wait = next_deadline
+            .map(|d| d.saturating_duration_since(Instant::now()).min(max))
+            .unwrap_or(max);
+        let _ = tokio::time::timeout(wait, self.inner.housekeeping.notified()).await;
     }
 }
 
@@ -435,6 +446,33 @@ fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
     ))
 }
 
+/// The locked state; dropping it wakes the housekeeping loop when a commit asked for it.
+pub(crate) struct StateGuard<'a> {
+    guard: MutexGuard<'a, State>,
+    housekeeping: &'a Notify,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        if std::mem::take(&mut self.guard.dirty) {
+            self.housekeeping.notify_one();
+        }
+    }
+}
+
 impl State {
     /// Stores a change: bumps the global resourceVersion, records and broadcasts the event.
     fn commit(
@@ -446,6 +484,9 @@ impl State {
         old: Option<Value>,
     ) -> Value {
         self.rv += 1;
+        if kind == EventKind::Deleted || obj.pointer("/metadata/deletionTimestamp").is_some() {
+            self.dirty = true;
+        }
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), json!(self.rv.to_string()));
         }

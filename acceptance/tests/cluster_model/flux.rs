@@ -114,6 +114,21 @@ async fn flux_operator_after_cilium_makes_a_flux_instance_ready() {
             .is_none(),
         "not in spec.components"
     );
+    let gr = talos_sim::store::GroupResource::new("apps", "deployments");
+    talos_sim::cluster::mark_adopted_by_flux(sim.store(), &gr, "flux-system", "flux-operator")
+        .unwrap();
+    let labels = deploys
+        .get("flux-operator")
+        .await
+        .unwrap()
+        .metadata
+        .labels
+        .unwrap();
+    assert_eq!(labels["kustomize.toolkit.fluxcd.io/name"], "flux-system");
+    assert_eq!(
+        labels["kustomize.toolkit.fluxcd.io/namespace"],
+        "flux-system"
+    );
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces

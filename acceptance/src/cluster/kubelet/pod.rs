@@ -79,11 +79,17 @@ fn container_spec(k: &Kubelet, at: &Placement, slot: Slot, c: &Value, image: Ima
             .map(String::from)
             .collect::<Vec<_>>()
     };
-    let mut argv = strings("/command");
-    if argv.is_empty() {
-        argv = image.entrypoint.clone();
+    let (command, args) = (strings("/command"), strings("/args"));
+    let mut argv = if command.is_empty() {
+        image.entrypoint.clone()
+    } else {
+        command.clone()
+    };
+    match (command.is_empty(), args.is_empty()) {
+        (_, false) => argv.extend(args),
+        (true, true) => argv.extend(image.cmd.iter().cloned()),
+        (false, true) => {}
     }
-    argv.extend(strings("/args"));
     let argv = argv.iter().map(|a| env::expand(a, &env)).collect();
     let ctx = ProgramContext {
         store: k.store.clone(),
