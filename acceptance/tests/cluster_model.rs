@@ -10,6 +10,7 @@
 //! - `helm`: release records, name reuse and in-progress errors, revisions.
 //! - `jobs`: deadlines with hanging programs, TTL, killed pods, image pull failures.
 //! - `kubectl`: the seeds' `failed to download openapi` signature; a shell script using kubectl.
+//! - `workloads`: Deployment rollouts, DaemonSet placement, `cilium status --wait`.
 //! - `flux`: the Flux Operator after Cilium, FluxInstance readiness.
 
 #[path = "cluster_model/bootstrap.rs"]
@@ -28,3 +29,5 @@ mod jobs;
 mod kubectl;
 #[path = "cluster_model/pre_cni.rs"]
 mod pre_cni;
+#[path = "cluster_model/workloads.rs"]
+mod workloads;

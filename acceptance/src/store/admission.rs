@@ -161,7 +161,7 @@ fn default_and_validate(
     obj: &mut Value,
     creating: bool,
 ) -> Result<(), ApiError> {
-    let mut causes = Vec::new();
+    let mut causes = metadata_causes(obj);
     match (ty.group.as_str(), ty.resource.as_str()) {
         ("", "namespaces") => {
             set_default(obj, "/spec/finalizers", json!(["kubernetes"]));
@@ -185,7 +185,11 @@ fn default_and_validate(
                 l.insert("kubernetes.io/metadata.name".into(), name);
             }
         }
-        ("", "secrets") => secret(obj, &mut causes),
+        ("", "secrets") => {
+            data_key_causes(obj, &["data", "stringData"], &mut causes);
+            secret(obj, &mut causes)
+        }
+        ("", "configmaps") => data_key_causes(obj, &["data", "binaryData"], &mut causes),
         ("", "pods") => {
             pod_spec(obj, "/spec", "spec", &mut causes);
             if creating {
@@ -244,6 +248,100 @@ fn cluster_ip(obj: &Value) -> String {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     format!("10.96.{}.{}", (h >> 8) % 256, 2 + (h % 252))
+}
+
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+const NAME_PART_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const CONFIG_KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, at most 63 characters.
+fn is_qualified_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// A label or annotation key: `[prefix/]name`, prefix a DNS subdomain.
+fn key_cause(field: &str, key: &str) -> Option<Cause> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let v = json!(key);
+    if !is_qualified_part(name) {
+        return Some(invalid_value(field, &v, NAME_PART_MSG));
+    }
+    if prefix.is_some_and(|p| !is_subdomain(p)) {
+        return Some(invalid_value(
+            field,
+            &v,
+            &format!("prefix part {SUBDOMAIN_MSG}"),
+        ));
+    }
+    None
+}
+
+/// Label keys and values, annotation keys (all kinds).
+fn metadata_causes(obj: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for (k, v) in obj
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        causes.extend(key_cause("metadata.labels", k));
+        match v.as_str() {
+            Some(val) if val.is_empty() || is_qualified_part(val) => {}
+            _ => causes.push(invalid_value("metadata.labels", v, LABEL_VALUE_MSG)),
+        }
+    }
+    for (k, v) in obj
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        causes.extend(key_cause("metadata.annotations", k));
+        if !v.is_string() {
+            causes.push(invalid_value(
+                "metadata.annotations",
+                v,
+                "annotation values must be strings",
+            ));
+        }
+    }
+    causes
+}
+
+/// ConfigMap and Secret data keys.
+fn data_key_causes(obj: &Value, fields: &[&str], causes: &mut Vec<Cause>) {
+    for field in fields {
+        for k in obj
+            .get(*field)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            let ok = !k.is_empty()
+                && k.len() <= 253
+                && k.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+                && k != "."
+                && k != "..";
+            if !ok {
+                causes.push(invalid_value(
+                    &format!("{field}[{k}]"),
+                    &json!(k),
+                    CONFIG_KEY_MSG,
+                ));
+            }
+        }
+    }
 }
 
 fn secret(obj: &mut Value, causes: &mut Vec<Cause>) {
@@ -518,6 +616,27 @@ mod tests {
         assert!(
             validate_name(&ty("rbac.authorization.k8s.io", "clusterroles"), "system:x").is_none()
         );
+    }
+
+    #[test]
+    fn labels_annotations_and_data_keys_are_checked() {
+        let cm = ty("", "configmaps");
+        let mut ok = json!({"metadata": {"name": "c", "labels": {"app.kubernetes.io/name": "x", "empty": ""},
+            "annotations": {"meta.helm.sh/release-name": "cilium"}}, "data": {"a.b_C-1": "v"}});
+        on_create(&cm, &mut ok).unwrap();
+        let mut bad = json!({"metadata": {"name": "c", "labels": {"app": "has space"}}});
+        let e = on_create(&cm, &mut bad).unwrap_err();
+        assert!(e.message.starts_with("ConfigMap \"c\" is invalid: metadata.labels: Invalid value: \"has space\": a valid label must be"), "{}", e.message);
+        let mut bad = json!({"metadata": {"name": "c"}, "data": {"bad key": "v"}});
+        let e = on_create(&cm, &mut bad).unwrap_err();
+        assert!(
+            e.message
+                .contains("data[bad key]: Invalid value: \"bad key\": a valid config key"),
+            "{}",
+            e.message
+        );
+        let mut bad = json!({"metadata": {"name": "c", "annotations": {"-x": "v"}}});
+        assert!(on_create(&cm, &mut bad).is_err());
     }
 
     #[test]

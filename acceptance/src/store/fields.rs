@@ -39,12 +39,16 @@ const SYSTEM_META: &[&str] = &[
     "selfLink",
 ];
 
-/// Whether a list is merged by item `name`.
+/// Whether a list is merged by item `name`: every item is an object with a string `name`, and
+/// the names are unique (otherwise the list is atomic, so no item can be lost in a merge).
 pub fn is_keyed_list(items: &[Value]) -> bool {
+    let mut seen = std::collections::HashSet::new();
     !items.is_empty()
-        && items
-            .iter()
-            .all(|i| i.get("name").is_some_and(Value::is_string))
+        && items.iter().all(|i| {
+            i.get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| seen.insert(n))
+        })
 }
 
 fn item_key(item: &Value) -> String {
@@ -330,6 +334,21 @@ mod tests {
         assert_eq!(path_string(&p), ".spec.containers[name=\"a\"].image");
         remove_path(&mut obj, &p[..3]);
         assert_eq!(obj, json!({"spec": {"containers": [{"name": "b"}]}}));
+    }
+
+    #[test]
+    fn lists_with_duplicate_names_are_atomic() {
+        let mounts = [
+            json!({"name": "cfg", "mountPath": "/a"}),
+            json!({"name": "cfg", "mountPath": "/b"}),
+        ];
+        assert!(!is_keyed_list(&mounts));
+        let mut live = json!({"m": mounts});
+        merge_apply(
+            &mut live,
+            &json!({"m": [{"name": "cfg", "mountPath": "/c"}]}),
+        );
+        assert_eq!(live, json!({"m": [{"name": "cfg", "mountPath": "/c"}]}));
     }
 
     #[test]

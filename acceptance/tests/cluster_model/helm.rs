@@ -205,3 +205,110 @@ async fn values_file_is_read_from_a_mounted_config_map() {
     let rel = release_of(&client, "sh.helm.release.v1.foo.v1").await;
     assert_eq!(rel.config, json!({"replicas": 3, "nested": {"key": "v"}}));
 }
+
+#[tokio::test]
+async fn existing_object_without_helm_ownership_blocks_the_install() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(
+        &PostParams::default(),
+        &from_json(json!({"metadata": {"name": "foo-rendered"}})),
+    )
+    .await
+    .unwrap();
+    let (ok, log) = run_helm(
+        &client,
+        "helm-owned",
+        &[
+            "upgrade",
+            "--install",
+            "foo",
+            "oci://example.com/charts/foo",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert!(
+        log.contains("Error: INSTALLATION FAILED: Unable to continue with install: ConfigMap \"foo-rendered\" in namespace \"default\" exists and cannot be imported into the current release: invalid ownership metadata; label validation error: missing key \"app.kubernetes.io/managed-by\": must be set to \"Helm\""),
+        "{log}"
+    );
+    assert_eq!(
+        release_of(&client, "sh.helm.release.v1.foo.v1")
+            .await
+            .status,
+        "failed"
+    );
+}
+
+#[tokio::test]
+async fn killed_install_leaves_a_pending_install_that_blocks_the_next_one() {
+    let (sim, client) = start().await;
+    // Before the CNI the operator's pod cannot start, so `--wait` keeps the install pending.
+    let chart = "oci://ghcr.io/controlplaneio-fluxcd/charts/flux-operator";
+    let args = [
+        "upgrade",
+        "--install",
+        "flux-operator",
+        chart,
+        "-n",
+        "flux-system",
+        "--create-namespace",
+        "--wait",
+        "--timeout",
+        "10m",
+    ];
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &bootstrap_job("first", BOOTSTRAP_IMAGE, &helm(&args), kubeprism_env()),
+    )
+    .await
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "flux-system");
+    eventually(10, "pending-install record", || async {
+        let s = secrets
+            .get("sh.helm.release.v1.flux-operator.v1")
+            .await
+            .ok()?;
+        (s.metadata.labels?.get("status")? == "pending-install").then_some(())
+    })
+    .await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
+    let pod = pods
+        .list(&kube::api::ListParams::default().labels("job-name=first"))
+        .await
+        .unwrap()
+        .items[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    talos_sim::cluster::kill_pod(sim.store(), "default", &pod).unwrap();
+    eventually(10, "first job failed", || async {
+        job_condition(&jobs.get("first").await.ok()?, "Failed")
+    })
+    .await;
+    let labels = secrets
+        .get("sh.helm.release.v1.flux-operator.v1")
+        .await
+        .unwrap()
+        .metadata
+        .labels
+        .unwrap();
+    assert_eq!(
+        labels["status"], "pending-install",
+        "the killed run never finished its record"
+    );
+
+    let (ok, log) = run_helm(
+        &client,
+        "second",
+        &["install", "flux-operator", chart, "-n", "flux-system"],
+    )
+    .await;
+    assert!(!ok);
+    assert!(
+        log.contains("Error: INSTALLATION FAILED: cannot re-use a name that is still in use"),
+        "{log}"
+    );
+}
