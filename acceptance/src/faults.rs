@@ -84,6 +84,11 @@ pub enum FaultSpec {
     Unreachable { duration_ms: u64 },
 }
 
+/// `now + ms`, capped at a year (no overflow on absurd inputs).
+fn deadline(ms: u64) -> Instant {
+    Instant::now() + Duration::from_millis(ms).min(Duration::from_secs(365 * 24 * 3600))
+}
+
 /// What the server must do with one request.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
@@ -134,7 +139,7 @@ impl Faults {
         tracing::info!(?spec, "fault injected");
         match &spec {
             FaultSpec::Unreachable { duration_ms } => {
-                let until = Instant::now() + Duration::from_millis(*duration_ms);
+                let until = deadline(*duration_ms);
                 *self
                     .inner
                     .unreachable_until
@@ -142,7 +147,7 @@ impl Faults {
                     .unwrap_or_else(|e| e.into_inner()) = Some(until);
                 self.inner.unreachable.send_replace(true);
                 let this = self.clone();
-                let d = Duration::from_millis(*duration_ms);
+                let d = until.saturating_duration_since(Instant::now());
                 if let Ok(handle) = tokio::runtime::Handle::try_current() {
                     handle.spawn(async move {
                         tokio::time::sleep(d).await;
@@ -160,7 +165,7 @@ impl Faults {
             FaultSpec::Latency {
                 count, duration_ms, ..
             } => {
-                let until = duration_ms.map(|d| Instant::now() + Duration::from_millis(d));
+                let until = duration_ms.map(deadline);
                 let remaining = if count.is_none() && until.is_none() {
                     Some(1)
                 } else {
@@ -303,7 +308,9 @@ impl Faults {
                 continue;
             }
             match &a.spec {
-                FaultSpec::Latency { delay_ms, .. } => delay += Duration::from_millis(*delay_ms),
+                FaultSpec::Latency { delay_ms, .. } => {
+                    delay = delay.saturating_add(Duration::from_millis(*delay_ms))
+                }
                 FaultSpec::Error {
                     status,
                     retry_after_seconds,
@@ -355,6 +362,27 @@ mod tests {
             Action::Pass
         );
         assert!(f.active().is_empty());
+    }
+
+    #[tokio::test]
+    async fn absurd_durations_do_not_overflow() {
+        let f = Faults::default();
+        f.inject(FaultSpec::Unreachable {
+            duration_ms: u64::MAX,
+        });
+        assert!(f.is_unreachable());
+        f.clear();
+        for _ in 0..2 {
+            f.inject(FaultSpec::Latency {
+                delay_ms: u64::MAX,
+                count: Some(1),
+                duration_ms: Some(u64::MAX),
+                matcher: Matcher::any(),
+            });
+        }
+        let (delay, action) = f.on_request("/api", "get", "GET");
+        assert_eq!(action, Action::Pass);
+        assert!(delay > Duration::from_secs(1));
     }
 
     #[test]
