@@ -745,3 +745,40 @@ async fn stop_provider_cancels_a_read_in_flight() {
     );
     assert!(provider.shutdown().await.expect("exit").success());
 }
+
+#[tokio::test]
+async fn write_only_values_need_a_client_that_supports_them() {
+    let (provider, mut client) = start().await;
+    let ty = block_type(
+        schemas(&mut client).await.resource_schemas[TEST_OBJECT]
+            .block
+            .as_ref()
+            .expect("block"),
+    );
+    let config = test_object("a", None, Some("s3cret"));
+    let validate = |caps: Option<pb::ClientCapabilities>| pb::validate_resource_config::Request {
+        type_name: TEST_OBJECT.into(),
+        config: dv(&config, &ty),
+        client_capabilities: caps,
+    };
+    // Terraform before 1.11 does not know write-only: it would keep the value in state.
+    let old = client
+        .validate_resource_config(validate(None))
+        .await
+        .expect("rpc")
+        .into_inner();
+    let diag = old.diagnostics.first().expect("a diagnostic");
+    assert_eq!(attr_path(diag), vec!["secret"]);
+    assert!(diag.detail.contains("1.11"), "{}", diag.detail);
+    assert!(!diag.detail.contains("s3cret"));
+    let new = client
+        .validate_resource_config(validate(Some(pb::ClientCapabilities {
+            deferral_allowed: false,
+            write_only_attributes_allowed: true,
+        })))
+        .await
+        .expect("rpc")
+        .into_inner();
+    assert!(new.diagnostics.is_empty(), "{:?}", new.diagnostics);
+    assert!(provider.shutdown().await.expect("exit").success());
+}

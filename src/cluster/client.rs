@@ -161,6 +161,39 @@ fn describe_tls(err: &rustls::Error) -> String {
     }
 }
 
+/// Describes a kubeconfig problem without the parser's own text: serde-saphyr quotes the input
+/// around the error, and a kubeconfig holds tokens and keys.
+pub fn kubeconfig_error(what: &str, err: &kube::config::KubeconfigError) -> String {
+    use kube::config::KubeconfigError as E;
+    match err {
+        E::Parse(inner) => match inner.location() {
+            Some(at) => format!(
+                "{what} is not a valid kubeconfig YAML document (line {}, column {})",
+                at.line(),
+                at.column()
+            ),
+            None => format!("{what} is not a valid kubeconfig YAML document"),
+        },
+        E::ReadConfig(io, path) => format!(
+            "cannot read the kubeconfig {}: {}",
+            path.display(),
+            io.kind()
+        ),
+        E::LoadCertificateAuthority(_) => {
+            format!("{what}: the certificate authority data cannot be loaded (not base64 PEM?)")
+        }
+        E::LoadClientCertificate(_) => {
+            format!("{what}: the client certificate data cannot be loaded (not base64 PEM?)")
+        }
+        E::LoadClientKey(_) => {
+            format!("{what}: the client key data cannot be loaded (not base64 PEM?)")
+        }
+        E::ParseCertificates(_) => format!("{what}: the certificates are not valid PEM"),
+        // The remaining variants name contexts, clusters or URLs, never credentials.
+        other => format!("{what}: {other}"),
+    }
+}
+
 struct Inner {
     config: ProviderConfig,
     client: OnceCell<(kube::Client, String)>,
@@ -210,12 +243,12 @@ async fn build_client(config: &ProviderConfig) -> Result<(kube::Client, String),
     let (kubeconfig, context) = match source {
         ConfigSource::KubeconfigRaw { yaml, context } => (
             Kubeconfig::from_yaml(yaml)
-                .map_err(|e| ClusterError::InvalidConfig(format!("kubeconfig_raw: {e}")))?,
+                .map_err(|e| ClusterError::InvalidConfig(kubeconfig_error("kubeconfig_raw", &e)))?,
             context.clone(),
         ),
         ConfigSource::KubeconfigFile { path, context } => (
             Kubeconfig::read_from(path)
-                .map_err(|e| ClusterError::InvalidConfig(format!("{path}: {e}")))?,
+                .map_err(|e| ClusterError::InvalidConfig(kubeconfig_error(path, &e)))?,
             context.clone(),
         ),
         ConfigSource::Direct {
@@ -235,7 +268,7 @@ async fn build_client(config: &ProviderConfig) -> Result<(kube::Client, String),
     };
     let mut cfg = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
-        .map_err(|e| ClusterError::InvalidConfig(e.to_string()))?;
+        .map_err(|e| ClusterError::InvalidConfig(kubeconfig_error("the kubeconfig", &e)))?;
     cfg.connect_timeout = Some(Duration::from_secs(10));
     cfg.read_timeout = Some(Duration::from_secs(60));
     let endpoint = cfg.cluster_url.to_string();

@@ -102,7 +102,13 @@ impl ProviderConfig {
         let (ca, cert, key, token) = (get(CA), get(CERT), get(KEY), get(TOKEN));
         let set = |v: &Value| !v.is_null();
 
-        let groups = [(RAW, set(&raw)), (PATH, set(&path)), (HOST, set(&host))];
+        // Only known values can conflict: `cond ? x : null` is unknown until apply.
+        let known_set = |v: &Value| set(v) && !v.is_unknown();
+        let groups = [
+            (RAW, known_set(&raw)),
+            (PATH, known_set(&path)),
+            (HOST, known_set(&host)),
+        ];
         let chosen: Vec<&str> = groups.iter().filter(|(_, s)| *s).map(|(n, _)| *n).collect();
         if chosen.len() > 1 {
             diags.error_at(
@@ -173,7 +179,10 @@ impl ProviderConfig {
                 diags.error_at(
                     AttributePath::attr(RAW),
                     "Invalid kubeconfig",
-                    format!("`{RAW}` is not a readable kubeconfig: {e}"),
+                    format!(
+                        "{}.",
+                        super::client::kubeconfig_error(&format!("`{RAW}`"), &e)
+                    ),
                 );
             }
         }
@@ -289,6 +298,26 @@ mod tests {
         let d = diags.iter().next().expect("a diagnostic");
         assert!(d.detail.contains("base64decode"));
         assert!(!d.detail.contains("TUlJQ0FURQ"));
+    }
+
+    #[test]
+    fn a_broken_kubeconfig_is_reported_without_its_content() {
+        let yaml = "apiVersion: v1\nusers:\n- name: a\n  user:\n    token: TOPSECRET-abcdef123456\n  : [\n";
+        let (_, diags) = ProviderConfig::resolve(&block(&[(RAW, yaml.into())]), None);
+        let d = diags.iter().next().expect("a diagnostic");
+        assert_eq!(d.attribute, Some(AttributePath::attr(RAW)));
+        assert!(d.detail.contains("line"), "{}", d.detail);
+        assert!(!d.detail.contains("TOPSECRET"), "{}", d.detail);
+    }
+
+    #[test]
+    fn unknown_connection_settings_do_not_conflict() {
+        let (config, diags) = ProviderConfig::resolve(
+            &block(&[(RAW, Value::unknown()), (PATH, "/kc".into())]),
+            None,
+        );
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(config, ProviderConfig::Unknown);
     }
 
     #[test]

@@ -5,5 +5,5 @@ mod client;
 mod config;
 pub mod helm_release;
 
-pub use client::{ClusterError, ClusterHandle, describe_cause};
+pub use client::{ClusterError, ClusterHandle, describe_cause, kubeconfig_error};
 pub use config::{ConfigSource, ProviderConfig};

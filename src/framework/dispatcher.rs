@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio_util::sync::CancellationToken;
 
 use super::resource::*;
-use super::schema::null_write_only;
+use super::schema::{null_write_only, write_only_set};
 use super::{Diagnostics, Schema};
 use crate::cluster::{ClusterHandle, ProviderConfig};
-use crate::values::{JsonDecodeOptions, Value, from_json_with};
+use crate::values::{AttributePath, JsonDecodeOptions, Value, from_json_with};
 
 struct Registered<T: ?Sized> {
     implementation: Arc<T>,
@@ -148,10 +148,25 @@ impl Dispatcher {
             .ok_or_else(|| unknown_type("resource", type_name))
     }
 
-    pub fn validate_resource(&self, type_name: &str, config: &Value) -> Diagnostics {
+    /// `write_only_allowed`: the client announced write-only support (ClientCapabilities).
+    pub fn validate_resource(
+        &self,
+        type_name: &str,
+        config: &Value,
+        write_only_allowed: bool,
+    ) -> Diagnostics {
         match self.resource(type_name) {
             Ok(r) => {
                 let mut diagnostics = Diagnostics::new();
+                if !write_only_allowed {
+                    for a in write_only_set(&r.schema.block.attributes, config) {
+                        diagnostics.error_at(
+                            AttributePath::attr(&a.name),
+                            "Write-only attribute needs a newer Terraform",
+                            format!("`{}` is write-only: it is never stored in state, which needs Terraform 1.11+ or OpenTofu 1.11+. Upgrade, or leave it unset.", a.name),
+                        );
+                    }
+                }
                 r.implementation.validate(config, &mut diagnostics);
                 diagnostics
             }
@@ -194,7 +209,7 @@ impl Dispatcher {
         if !prior.is_null() && !resp.planned_state.is_null() {
             for a in &r.schema.block.attributes {
                 if a.requires_replace && prior.attr(&a.name) != resp.planned_state.attr(&a.name) {
-                    let path = crate::values::AttributePath::attr(&a.name);
+                    let path = AttributePath::attr(&a.name);
                     if !resp.requires_replace.contains(&path) {
                         resp.requires_replace.push(path);
                     }

@@ -10,4 +10,6 @@ mod schema;
 pub use diagnostics::{Diagnostic, Diagnostics, Severity};
 pub use dispatcher::Dispatcher;
 pub use resource::*;
-pub use schema::{Attribute, AttributeType, Block, NestedBlock, Nesting, Schema, null_write_only};
+pub use schema::{
+    Attribute, AttributeType, Block, NestedBlock, Nesting, Schema, null_write_only, write_only_set,
+};

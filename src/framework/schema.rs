@@ -229,17 +229,34 @@ pub fn null_write_only(attributes: &[Attribute], value: &mut Value) {
             attrs.insert(a.name.clone(), Value::Null);
             continue;
         }
-        if let (
+        let (
             AttributeType::Nested {
-                nesting: Nesting::Single,
-                attributes: inner,
+                attributes: inner, ..
             },
             Some(v),
         ) = (&a.ty, attrs.get_mut(&a.name))
-        {
-            null_write_only(inner, v);
+        else {
+            continue;
+        };
+        match v {
+            Value::List(items) | Value::Set(items) => items
+                .iter_mut()
+                .for_each(|item| null_write_only(inner, item)),
+            Value::Map(items) => items
+                .values_mut()
+                .for_each(|item| null_write_only(inner, item)),
+            object => null_write_only(inner, object),
         }
     }
+}
+
+/// Top-level write-only attributes set in `config`: only clients that announced write-only support
+/// (Terraform/OpenTofu 1.11+) may set them; older ones would store the value in state.
+pub fn write_only_set<'a>(attributes: &'a [Attribute], config: &Value) -> Vec<&'a Attribute> {
+    attributes
+        .iter()
+        .filter(|a| a.write_only && config.attr(&a.name).is_some_and(|v| !v.is_null()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -196,7 +196,12 @@ impl pb::provider_server::Provider for ProviderService {
             R,
             decode(req.config.as_ref(), &ty, "configuration").map_err(one)
         );
-        let diags = self.dispatcher.validate_resource(&req.type_name, &config);
+        let write_only_allowed = req
+            .client_capabilities
+            .is_some_and(|c| c.write_only_attributes_allowed);
+        let diags = self
+            .dispatcher
+            .validate_resource(&req.type_name, &config, write_only_allowed);
         Ok(Response::new(R {
             diagnostics: diagnostics(diags),
         }))
