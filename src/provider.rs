@@ -9,10 +9,13 @@ use crate::resources;
 /// The registry source address users write in `required_providers`.
 pub const SOURCE_ADDRESS: &str = "registry.terraform.io/talosboot/talosboot";
 
-pub fn dispatcher(shutdown: CancellationToken) -> Dispatcher {
+/// Set to `1` to register `talosboot_test_object` (used by the protocol tests only).
+pub const TEST_RESOURCES_ENV: &str = "TALOSBOOT_ENABLE_TEST_RESOURCES";
+
+pub fn dispatcher(shutdown: CancellationToken, include_test_resources: bool) -> Dispatcher {
     Dispatcher::new(
         ProviderConfig::schema(),
-        resources::resources(),
+        resources::resources(include_test_resources),
         resources::data_sources(),
         shutdown,
     )

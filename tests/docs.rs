@@ -24,7 +24,7 @@ fn registry_docs_match_the_schema() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let read =
         |p: &str| std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
-    let dispatcher = talosboot::provider::dispatcher(Default::default());
+    let dispatcher = talosboot::provider::dispatcher(Default::default(), false);
     let mut stale = Vec::new();
     check(
         &root.join("docs/index.md"),

@@ -718,6 +718,7 @@ async fn stop_provider_cancels_a_read_in_flight() {
         config: dv(&Value::Object(ds), &ds_ty),
         ..Default::default()
     };
+    let request_again = request.clone();
     let mut reader = client.clone();
     let started = std::time::Instant::now();
     let read = tokio::spawn(async move { reader.read_data_source(request).await });
@@ -743,6 +744,15 @@ async fn stop_provider_cancels_a_read_in_flight() {
         "{:?}",
         resp.diagnostics
     );
+    // Operations started after StopProvider run normally (until they hit the silent endpoint).
+    let mut later = client.clone();
+    let again = tokio::spawn(async move { later.read_data_source(request_again).await });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        !again.is_finished(),
+        "a read started after StopProvider must not be cancelled"
+    );
+    again.abort();
     assert!(provider.shutdown().await.expect("exit").success());
 }
 
@@ -780,5 +790,60 @@ async fn write_only_values_need_a_client_that_supports_them() {
         .expect("rpc")
         .into_inner();
     assert!(new.diagnostics.is_empty(), "{:?}", new.diagnostics);
+    assert!(provider.shutdown().await.expect("exit").success());
+}
+
+/// The dispatcher keeps state that tells the truth when a resource misbehaves.
+#[tokio::test]
+async fn failed_destroy_and_missing_update_state_keep_the_prior_state() {
+    let (provider, mut client) = start().await;
+    let ty = block_type(
+        schemas(&mut client).await.resource_schemas[TEST_OBJECT]
+            .block
+            .as_ref()
+            .expect("block"),
+    );
+    let mut state = test_object("k", Some("fail-destroy"), None);
+    for (k, v) in [("id", Value::from("k")), ("revision", Value::int(1))] {
+        state.attrs_mut().expect("object").insert(k.into(), v);
+    }
+    let apply =
+        |prior: &Value, planned: &Value, private: &[u8]| pb::apply_resource_change::Request {
+            type_name: TEST_OBJECT.into(),
+            prior_state: dv(prior, &ty),
+            planned_state: dv(planned, &ty),
+            config: dv(planned, &ty),
+            planned_private: private.to_vec(),
+            ..Default::default()
+        };
+    let destroyed = client
+        .apply_resource_change(apply(&state, &Value::Null, b"p"))
+        .await
+        .expect("rpc")
+        .into_inner();
+    assert_eq!(errors(&destroyed.diagnostics).len(), 1);
+    assert_eq!(
+        decode(&destroyed.new_state, &ty),
+        state,
+        "a failed destroy keeps the object in state"
+    );
+    assert_eq!(destroyed.private, b"p");
+
+    let mut updated = state.clone();
+    updated
+        .attrs_mut()
+        .expect("object")
+        .insert("value".into(), "no-state-after-update".into());
+    let resp = client
+        .apply_resource_change(apply(&state, &updated, b"p"))
+        .await
+        .expect("rpc")
+        .into_inner();
+    assert!(errors(&resp.diagnostics)[0].contains("bug in the provider"));
+    assert_eq!(
+        decode(&resp.new_state, &ty),
+        state,
+        "the prior state is kept"
+    );
     assert!(provider.shutdown().await.expect("exit").success());
 }

@@ -35,8 +35,8 @@ pub enum ClusterError {
         code: u16,
         message: String,
     },
-    #[error("the operation was cancelled (Terraform asked the provider to stop)")]
-    Cancelled,
+    #[error("{what} cannot be read: {cause}")]
+    InvalidRecord { what: String, cause: String },
 }
 
 impl ClusterError {
@@ -58,12 +58,11 @@ impl ClusterError {
             ClusterError::Rejected { code: 403, .. } => {
                 "The credentials lack permission for this operation."
             }
-            ClusterError::Rejected { .. } | ClusterError::Cancelled => "",
+            ClusterError::InvalidRecord { .. } => {
+                "The record was not written by Helm 3/4, or was edited by hand. Inspect it with kubectl; `helm history` shows what Helm makes of it."
+            }
+            ClusterError::Rejected { .. } => "",
         }
-    }
-
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, ClusterError::Rejected { code: 404, .. })
     }
 
     /// Classifies a `kube::Error` by walking its causes.

@@ -30,14 +30,21 @@ pub struct HelmRelease {
     pub values_sha256: String,
 }
 
+/// Helm refuses releases over 1 MiB (the Secret size limit); a record that inflates far beyond that
+/// is not a Helm record, and must not be allowed to exhaust memory.
+const MAX_RELEASE_JSON: u64 = 32 * 1024 * 1024;
+
+/// Decoding errors never quote the record: its values can hold secrets.
 #[derive(Debug, thiserror::Error)]
 pub enum HelmDecodeError {
-    #[error("failed to decode the release record's base64: {0}")]
-    Base64(#[from] base64::DecodeError),
+    #[error("failed to decode the release record's base64")]
+    Base64,
     #[error("failed to decompress the release record: {0}")]
-    Gzip(#[source] std::io::Error),
-    #[error("failed to parse the release record's JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Gzip(std::io::ErrorKind),
+    #[error("the release record inflates beyond {MAX_RELEASE_JSON} bytes")]
+    TooLarge,
+    #[error("failed to parse the release record's JSON (line {line}, column {column})")]
+    Json { line: usize, column: usize },
 }
 
 #[derive(Deserialize)]
@@ -81,18 +88,26 @@ struct ChartMetadata {
 
 /// Decodes `data.release` (already un-base64'd once by the Secret API): base64, optional gzip, JSON.
 pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeError> {
-    let compressed =
-        base64::engine::general_purpose::STANDARD.decode(release_field.trim_ascii())?;
+    let compressed = base64::engine::general_purpose::STANDARD
+        .decode(release_field.trim_ascii())
+        .map_err(|_| HelmDecodeError::Base64)?;
     let json = if compressed.starts_with(&[0x1f, 0x8b, 0x08]) {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(compressed.as_slice())
+            .take(MAX_RELEASE_JSON + 1)
             .read_to_end(&mut out)
-            .map_err(HelmDecodeError::Gzip)?;
+            .map_err(|e| HelmDecodeError::Gzip(e.kind()))?;
+        if out.len() as u64 > MAX_RELEASE_JSON {
+            return Err(HelmDecodeError::TooLarge);
+        }
         out
     } else {
         compressed
     };
-    let record: Record = serde_json::from_slice(&json)?;
+    let record: Record = serde_json::from_slice(&json).map_err(|e| HelmDecodeError::Json {
+        line: e.line(),
+        column: e.column(),
+    })?;
     let metadata = record.chart.and_then(|c| c.metadata).unwrap_or_default();
     Ok(HelmRelease {
         name: record.name,
@@ -115,9 +130,45 @@ fn values_digest(values: Option<&serde_json::Value>) -> String {
         Some(serde_json::Value::Null) | None => &empty,
         Some(v) => v,
     };
-    // serde_json's map is ordered by key, so this serialisation is canonical.
-    let canonical = serde_json::to_vec(values).unwrap_or_default();
-    Sha256::digest(&canonical)
+    let mut canonical = Vec::new();
+    write_canonical(values, &mut canonical);
+    sha256_hex(&canonical)
+}
+
+/// JSON with object keys sorted at every level, whatever map order serde_json was built with.
+fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend(serde_json::to_vec(key).unwrap_or_default());
+                out.push(b':');
+                write_canonical(item, out);
+            }
+            out.push(b'}');
+        }
+        serde_json::Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(b']');
+        }
+        scalar => out.extend(serde_json::to_vec(scalar).unwrap_or_default()),
+    }
+}
+
+/// Lower-case hex SHA-256, the form talosboot exposes for hashes of secrets and values.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
@@ -132,47 +183,50 @@ pub async fn current_release(
 ) -> Result<Option<HelmRelease>, ClusterError> {
     let secrets: Api<Secret> = Api::namespaced(client, namespace);
     let params = ListParams::default().labels(&format!("owner=helm,name={name}"));
-    let list = secrets
-        .list(&params)
+    // Only the metadata of every revision: records of charts like Cilium are hundreds of KiB each.
+    let revisions = secrets
+        .list_metadata(&params)
         .await
         .map_err(|e| ClusterError::from_kube(e, endpoint))?;
-    let newest = list
+    let newest = revisions
         .items
-        .into_iter()
-        .filter(|s| s.type_.as_deref() == Some("helm.sh/release.v1"))
-        .max_by_key(|s| revision_of(s).unwrap_or(-1));
-    let Some(secret) = newest else {
+        .iter()
+        .filter_map(|m| Some((revision_of(&m.metadata.labels)?, m.metadata.name.clone()?)))
+        .max_by_key(|(revision, _)| *revision);
+    let Some((_, secret_name)) = newest else {
         return Ok(None);
     };
-    let secret_name = secret.metadata.name.clone().unwrap_or_default();
+    let secret = secrets
+        .get(&secret_name)
+        .await
+        .map_err(|e| ClusterError::from_kube(e, endpoint))?;
+    let record_error = |cause: String| ClusterError::InvalidRecord {
+        what: format!("Helm release record {namespace}/{secret_name}"),
+        cause,
+    };
+    if secret.type_.as_deref() != Some("helm.sh/release.v1") {
+        return Err(record_error(format!(
+            "it has type {:?}, not helm.sh/release.v1",
+            secret.type_.unwrap_or_default()
+        )));
+    }
     let field = secret
         .data
         .as_ref()
         .and_then(|d| d.get("release"))
-        .ok_or_else(|| {
-            ClusterError::InvalidConfig(format!(
-                "Helm release record {namespace}/{secret_name} has no `release` data"
-            ))
-        })?;
-    decode_release(&field.0).map(Some).map_err(|e| {
-        ClusterError::InvalidConfig(format!(
-            "Helm release record {namespace}/{secret_name}: {e}"
-        ))
-    })
+        .ok_or_else(|| record_error("it has no `release` data".into()))?;
+    decode_release(&field.0)
+        .map(Some)
+        .map_err(|e| record_error(e.to_string()))
 }
 
-fn revision_of(secret: &Secret) -> Option<i64> {
-    secret
-        .metadata
-        .labels
-        .as_ref()?
-        .get("version")?
-        .parse()
-        .ok()
+fn revision_of(labels: &Option<std::collections::BTreeMap<String, String>>) -> Option<i64> {
+    labels.as_ref()?.get("version")?.parse().ok()
 }
 
-/// Encodes a release record the way Helm does (for tests and the simulated cluster's fixtures).
-pub fn encode_release_for_tests(json: &serde_json::Value) -> Vec<u8> {
+/// Encodes a release record the way Helm does.
+#[cfg(test)]
+fn encode_release_for_tests(json: &serde_json::Value) -> Vec<u8> {
     use std::io::Write;
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     let _ = gz.write_all(&serde_json::to_vec(json).unwrap_or_default());
@@ -224,6 +278,29 @@ mod tests {
             values_digest(None),
             values_digest(Some(&serde_json::json!({})))
         );
+    }
+
+    #[test]
+    fn decode_errors_never_quote_the_record() {
+        let json = br#"{"name": "cilium", "version": "hunter2"}"#;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(json);
+        let err = decode_release(encoded.as_bytes()).expect_err("version is not a number");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_refused() {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let zeros = vec![b' '; 1 << 20];
+        for _ in 0..40 {
+            gz.write_all(&zeros).expect("gzip");
+        }
+        let encoded = base64::engine::general_purpose::STANDARD.encode(gz.finish().expect("gzip"));
+        assert!(matches!(
+            decode_release(encoded.as_bytes()),
+            Err(HelmDecodeError::TooLarge)
+        ));
     }
 
     #[test]

@@ -1,25 +1,45 @@
 //! The dispatcher: routes every operation to its resource or data source, and holds the safety nets
 //! so that resources need not:
-//! - validation runs before every plan, so bad input never reaches apply;
+//! - validation runs before every plan, so bad input never reaches apply; write-only values are
+//!   refused from clients that would store them;
 //! - requires-replace is derived from the schema, on top of what the resource asks for;
 //! - write-only values are nulled before any plan or state leaves the provider;
-//! - a create that "succeeds" without state is reported as a provider bug, and a failed destroy keeps
-//!   the prior state (state tells the truth: tainted or kept, never silently lost).
+//! - private state a resource does not set is carried over unchanged;
+//! - a failed update or destroy that returns no state keeps the prior state, and a "successful"
+//!   create or update without state is reported as a provider bug (state tells the truth);
+//! - a refresh while the provider configuration is still unknown keeps the state as it is;
+//! - reads are abandoned on StopProvider; a panic in a resource becomes a diagnostic, not a crash.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use super::resource::*;
 use super::schema::{null_write_only, write_only_set};
 use super::{Diagnostics, Schema};
 use crate::cluster::{ClusterHandle, ProviderConfig};
-use crate::values::{AttributePath, JsonDecodeOptions, Value, from_json_with};
+use crate::values::{AttributePath, JsonDecodeOptions, Type, Value, from_json_with};
 
 struct Registered<T: ?Sized> {
     implementation: Arc<T>,
     schema: Schema,
+    /// The object type of config, plan and state values, computed once.
+    value_type: Type,
+}
+
+impl<T: ?Sized> Registered<T> {
+    fn new(implementation: Arc<T>, schema: Schema) -> Self {
+        let value_type = schema.value_type();
+        Self {
+            implementation,
+            schema,
+            value_type,
+        }
+    }
 }
 
 /// All resources and data sources of the provider, plus the provider-level state that operations
@@ -43,26 +63,18 @@ impl Dispatcher {
         let resources = resources
             .into_iter()
             .map(|r| {
-                let schema = r.schema();
                 (
                     r.type_name().to_owned(),
-                    Registered {
-                        implementation: r,
-                        schema,
-                    },
+                    Registered::new(r.clone(), r.schema()),
                 )
             })
             .collect();
         let data_sources = data_sources
             .into_iter()
             .map(|d| {
-                let schema = d.schema();
                 (
                     d.type_name().to_owned(),
-                    Registered {
-                        implementation: d,
-                        schema,
-                    },
+                    Registered::new(d.clone(), d.schema()),
                 )
             })
             .collect();
@@ -87,11 +99,23 @@ impl Dispatcher {
             .iter()
             .map(|(k, r)| (k.as_str(), &r.schema))
     }
-    pub fn resource_schema(&self, type_name: &str) -> Option<&Schema> {
-        self.resources.get(type_name).map(|r| &r.schema)
+    /// The value type of a resource, or the diagnostic for an unknown type name.
+    pub fn resource_type(&self, type_name: &str) -> Result<&Type, Diagnostics> {
+        self.resource(type_name).map(|r| &r.value_type)
     }
-    pub fn data_source_schema(&self, type_name: &str) -> Option<&Schema> {
-        self.data_sources.get(type_name).map(|r| &r.schema)
+    pub fn data_source_type(&self, type_name: &str) -> Result<&Type, Diagnostics> {
+        self.data_source(type_name).map(|d| &d.value_type)
+    }
+
+    fn resource(&self, type_name: &str) -> Result<&Registered<dyn Resource>, Diagnostics> {
+        self.resources
+            .get(type_name)
+            .ok_or_else(|| unknown_type("resource", type_name))
+    }
+    fn data_source(&self, type_name: &str) -> Result<&Registered<dyn DataSource>, Diagnostics> {
+        self.data_sources
+            .get(type_name)
+            .ok_or_else(|| unknown_type("data source", type_name))
     }
 
     fn ctx(&self) -> Ctx {
@@ -118,13 +142,8 @@ impl Dispatcher {
 
     /// True when ConfigureProvider received unknown connection settings (plan before the cluster exists).
     pub fn provider_config_unknown(&self) -> bool {
-        matches!(
-            self.cluster
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .config(),
-            ProviderConfig::Unknown
-        )
+        let cluster = self.cluster.lock().unwrap_or_else(PoisonError::into_inner);
+        matches!(cluster.config(), ProviderConfig::Unknown)
     }
 
     pub fn validate_provider_config(&self, config: &Value) -> Diagnostics {
@@ -142,12 +161,6 @@ impl Dispatcher {
         diagnostics
     }
 
-    fn resource(&self, type_name: &str) -> Result<&Registered<dyn Resource>, Diagnostics> {
-        self.resources
-            .get(type_name)
-            .ok_or_else(|| unknown_type("resource", type_name))
-    }
-
     /// `write_only_allowed`: the client announced write-only support (ClientCapabilities).
     pub fn validate_resource(
         &self,
@@ -155,68 +168,91 @@ impl Dispatcher {
         config: &Value,
         write_only_allowed: bool,
     ) -> Diagnostics {
-        match self.resource(type_name) {
-            Ok(r) => {
-                let mut diagnostics = Diagnostics::new();
-                if !write_only_allowed {
-                    for a in write_only_set(&r.schema.block.attributes, config) {
-                        diagnostics.error_at(
-                            AttributePath::attr(&a.name),
-                            "Write-only attribute needs a newer Terraform",
-                            format!("`{}` is write-only: it is never stored in state, which needs Terraform 1.11+ or OpenTofu 1.11+. Upgrade, or leave it unset.", a.name),
-                        );
-                    }
-                }
-                r.implementation.validate(config, &mut diagnostics);
-                diagnostics
+        let r = match self.resource(type_name) {
+            Ok(r) => r,
+            Err(d) => return d,
+        };
+        let mut diagnostics = Diagnostics::new();
+        if !write_only_allowed {
+            for a in write_only_set(&r.schema.block.attributes, config) {
+                diagnostics.error_at(
+                    AttributePath::attr(&a.name),
+                    "Write-only attribute needs a newer Terraform",
+                    format!("`{}` is write-only: it is never stored in state, which needs Terraform 1.11+ or OpenTofu 1.11+. Upgrade, or leave it unset.", a.name),
+                );
             }
-            Err(d) => d,
         }
+        validate_guarded(type_name, || {
+            r.implementation.validate(config, &mut diagnostics)
+        })
+        .map_or_else(|d| d, |()| diagnostics)
     }
 
     pub fn validate_data_source(&self, type_name: &str, config: &Value) -> Diagnostics {
-        match self.data_sources.get(type_name) {
-            Some(d) => {
-                let mut diagnostics = Diagnostics::new();
-                d.implementation.validate(config, &mut diagnostics);
-                diagnostics
-            }
-            None => unknown_type("data source", type_name),
-        }
+        let d = match self.data_source(type_name) {
+            Ok(d) => d,
+            Err(diags) => return diags,
+        };
+        let mut diagnostics = Diagnostics::new();
+        validate_guarded(type_name, || {
+            d.implementation.validate(config, &mut diagnostics)
+        })
+        .map_or_else(|d| d, |()| diagnostics)
     }
 
     pub async fn plan(&self, type_name: &str, req: PlanRequest) -> PlanResponse {
         tracing::debug!(type_name, "plan");
         let r = match self.resource(type_name) {
             Ok(r) => r,
-            Err(diagnostics) => return failed(diagnostics),
+            Err(diagnostics) => {
+                return PlanResponse {
+                    diagnostics,
+                    ..Default::default()
+                };
+            }
         };
         if req.proposed_new_state.is_null() {
             // Destroy: nothing to plan beyond the null.
             return PlanResponse {
-                planned_state: Value::Null,
-                private: req.prior_private,
+                private: Some(req.prior_private),
                 ..Default::default()
             };
         }
         let mut diagnostics = Diagnostics::new();
         r.implementation.validate(&req.config, &mut diagnostics);
         if diagnostics.has_errors() {
-            return failed(diagnostics);
+            return PlanResponse {
+                diagnostics,
+                ..Default::default()
+            };
         }
-        let prior = req.prior_state.clone();
-        let mut resp = r.implementation.plan(&self.ctx(), req).await;
+        let (prior, prior_private) = (req.prior_state.clone(), req.prior_private.clone());
+        let mut resp =
+            match guarded(type_name, "plan", r.implementation.plan(&self.ctx(), req)).await {
+                Ok(resp) => resp,
+                Err(diagnostics) => {
+                    return PlanResponse {
+                        diagnostics,
+                        ..Default::default()
+                    };
+                }
+            };
         if !prior.is_null() && !resp.planned_state.is_null() {
-            for a in &r.schema.block.attributes {
-                if a.requires_replace && prior.attr(&a.name) != resp.planned_state.attr(&a.name) {
-                    let path = AttributePath::attr(&a.name);
-                    if !resp.requires_replace.contains(&path) {
-                        resp.requires_replace.push(path);
-                    }
+            // Write-only values are never in prior state: comparing them would replace every time.
+            let replacing = r.schema.block.attributes.iter().filter(|a| {
+                a.requires_replace
+                    && !a.write_only
+                    && prior.attr(&a.name) != resp.planned_state.attr(&a.name)
+            });
+            for a in replacing {
+                let path = AttributePath::attr(&a.name);
+                if !resp.requires_replace.contains(&path) {
+                    resp.requires_replace.push(path);
                 }
             }
         }
         null_write_only(&r.schema.block.attributes, &mut resp.planned_state);
+        resp.private.get_or_insert(prior_private);
         diagnostics.extend(std::mem::take(&mut resp.diagnostics));
         resp.diagnostics = diagnostics;
         resp
@@ -230,58 +266,71 @@ impl Dispatcher {
                 return ApplyResponse {
                     new_state: req.prior_state,
                     diagnostics,
-                    ..Default::default()
+                    private: Some(req.planned_private),
                 };
             }
         };
         let creating = req.prior_state.is_null();
         let destroying = req.planned_state.is_null();
-        let prior_state = req.prior_state.clone();
-        let prior_private = req.planned_private.clone();
-        let mut resp = r.implementation.apply(&self.ctx(), req).await;
+        let (prior_state, prior_private) = (req.prior_state.clone(), req.planned_private.clone());
+        let mut resp =
+            match guarded(type_name, "apply", r.implementation.apply(&self.ctx(), req)).await {
+                Ok(resp) => resp,
+                Err(diagnostics) => ApplyResponse {
+                    diagnostics,
+                    ..Default::default()
+                },
+            };
         let failed = resp.diagnostics.has_errors();
-        if destroying {
-            if failed && resp.new_state.is_null() {
-                // The object may still exist: keep it in state rather than forget it.
-                resp.new_state = prior_state;
-                resp.private = prior_private;
-            } else if !failed {
-                resp.new_state = Value::Null;
+        if destroying && !failed {
+            resp.new_state = Value::Null;
+        } else if resp.new_state.is_null() && !creating {
+            // A failed update or destroy: the object may still exist, keep it rather than forget it.
+            if !failed {
+                resp.diagnostics.error(
+                    "Provider produced no state",
+                    format!("{type_name} reported success but returned no state after an update. This is a bug in the provider; please report it."),
+                );
             }
-        } else if !failed && resp.new_state.is_null() {
+            resp.new_state = prior_state;
+            resp.private = Some(prior_private.clone());
+        } else if resp.new_state.is_null() && !failed && !destroying {
             resp.diagnostics.error(
                 "Provider produced no state",
-                format!(
-                    "{type_name} reported success but returned no state after {}. This is a bug in the provider; please report it.",
-                    if creating { "create" } else { "update" }
-                ),
+                format!("{type_name} reported success but returned no state after create. This is a bug in the provider; please report it."),
             );
-            if !creating {
-                resp.new_state = prior_state;
-            }
         }
         null_write_only(&r.schema.block.attributes, &mut resp.new_state);
+        resp.private.get_or_insert(prior_private);
         resp
     }
 
     pub async fn read(&self, type_name: &str, req: ReadRequest) -> ReadResponse {
         tracing::debug!(type_name, "read");
+        let keep = |req: ReadRequest, diagnostics| ReadResponse {
+            new_state: req.current_state,
+            private: Some(req.private),
+            diagnostics,
+        };
         let r = match self.resource(type_name) {
             Ok(r) => r,
-            Err(diagnostics) => {
-                return ReadResponse {
-                    new_state: req.current_state,
-                    diagnostics,
-                    ..Default::default()
-                };
-            }
+            Err(diagnostics) => return keep(req, diagnostics),
         };
-        let current = req.current_state.clone();
+        if self.provider_config_unknown() {
+            // The kubeconfig comes from a resource that is being (re)created: nothing to compare with yet.
+            return keep(req, Diagnostics::new());
+        }
+        let (current, private) = (req.current_state.clone(), req.private.clone());
         let ctx = self.ctx();
-        let mut resp = tokio::select! {
-            resp = r.implementation.read(&ctx, req) => resp,
-            _ = ctx.cancel.cancelled() => ReadResponse {
-                diagnostics: cancelled(type_name),
+        let cancel = ctx.cancel.clone();
+        let outcome = tokio::select! {
+            outcome = guarded(type_name, "read", r.implementation.read(&ctx, req)) => outcome,
+            _ = cancel.cancelled() => Err(cancelled(type_name)),
+        };
+        let mut resp = match outcome {
+            Ok(resp) => resp,
+            Err(diagnostics) => ReadResponse {
+                diagnostics,
                 ..Default::default()
             },
         };
@@ -290,6 +339,7 @@ impl Dispatcher {
             resp.new_state = current;
         }
         null_write_only(&r.schema.block.attributes, &mut resp.new_state);
+        resp.private.get_or_insert(private);
         resp
     }
 
@@ -304,7 +354,19 @@ impl Dispatcher {
                 };
             }
         };
-        let mut resp = r.implementation.import(&self.ctx(), req).await;
+        let mut resp = match guarded(
+            type_name,
+            "import",
+            r.implementation.import(&self.ctx(), req),
+        )
+        .await
+        {
+            Ok(resp) => resp,
+            Err(diagnostics) => ImportResponse {
+                imported: Vec::new(),
+                diagnostics,
+            },
+        };
         for imported in &mut resp.imported {
             null_write_only(&r.schema.block.attributes, &mut imported.state);
         }
@@ -313,46 +375,98 @@ impl Dispatcher {
 
     pub async fn upgrade(&self, type_name: &str, req: UpgradeRequest) -> UpgradeResponse {
         tracing::debug!(type_name, "upgrade state");
-        match self.resource(type_name) {
-            Ok(r) => r.implementation.upgrade_state(&self.ctx(), req).await,
-            Err(diagnostics) => UpgradeResponse {
-                diagnostics,
-                ..Default::default()
-            },
-        }
+        let r = match self.resource(type_name) {
+            Ok(r) => r,
+            Err(diagnostics) => {
+                return UpgradeResponse {
+                    diagnostics,
+                    ..Default::default()
+                };
+            }
+        };
+        guarded(
+            type_name,
+            "state upgrade",
+            r.implementation.upgrade_state(&self.ctx(), req),
+        )
+        .await
+        .unwrap_or_else(|diagnostics| UpgradeResponse {
+            diagnostics,
+            ..Default::default()
+        })
     }
 
     pub async fn move_state(&self, type_name: &str, req: MoveRequest) -> MoveResponse {
         tracing::debug!(type_name, "move state");
-        match self.resource(type_name) {
-            Ok(r) => r.implementation.move_state(&self.ctx(), req).await,
-            Err(diagnostics) => MoveResponse {
-                diagnostics,
-                ..Default::default()
-            },
-        }
+        let r = match self.resource(type_name) {
+            Ok(r) => r,
+            Err(diagnostics) => {
+                return MoveResponse {
+                    diagnostics,
+                    ..Default::default()
+                };
+            }
+        };
+        guarded(
+            type_name,
+            "move",
+            r.implementation.move_state(&self.ctx(), req),
+        )
+        .await
+        .unwrap_or_else(|diagnostics| MoveResponse {
+            diagnostics,
+            ..Default::default()
+        })
     }
 
     pub async fn read_data_source(&self, type_name: &str, config: Value) -> DataReadResponse {
         tracing::debug!(type_name, "read data source");
-        match self.data_sources.get(type_name) {
-            Some(d) => {
-                let ctx = self.ctx();
-                let cancel = ctx.cancel.clone();
-                tokio::select! {
-                    resp = d.implementation.read(&ctx, config) => resp,
-                    _ = cancel.cancelled() => DataReadResponse {
-                        state: Value::Null,
-                        diagnostics: cancelled(type_name),
-                    },
-                }
+        let d = match self.data_source(type_name) {
+            Ok(d) => d,
+            Err(diagnostics) => {
+                return DataReadResponse {
+                    state: Value::Null,
+                    diagnostics,
+                };
             }
-            None => DataReadResponse {
-                state: Value::Null,
-                diagnostics: unknown_type("data source", type_name),
-            },
-        }
+        };
+        let ctx = self.ctx();
+        let cancel = ctx.cancel.clone();
+        let outcome = tokio::select! {
+            outcome = guarded(type_name, "read", d.implementation.read(&ctx, config)) => outcome,
+            _ = cancel.cancelled() => Err(cancelled(type_name)),
+        };
+        outcome.unwrap_or_else(|diagnostics| DataReadResponse {
+            state: Value::Null,
+            diagnostics,
+        })
     }
+}
+
+/// Runs a resource's future; a panic becomes a diagnostic instead of taking the plugin down (which
+/// Terraform would only report as "plugin did not respond").
+async fn guarded<T>(
+    type_name: &str,
+    operation: &str,
+    fut: impl Future<Output = T>,
+) -> Result<T, Diagnostics> {
+    AssertUnwindSafe(fut)
+        .catch_unwind()
+        .await
+        .map_err(|_| panicked(type_name, operation))
+}
+
+fn validate_guarded(type_name: &str, f: impl FnOnce()) -> Result<(), Diagnostics> {
+    std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|_| panicked(type_name, "validate"))
+}
+
+fn panicked(type_name: &str, operation: &str) -> Diagnostics {
+    let mut diagnostics = Diagnostics::new();
+    diagnostics.error(
+        "Provider bug",
+        format!("The provider failed unexpectedly during {operation} of {type_name}. Please report this with the provider log (TF_LOG_PROVIDER=debug)."),
+    );
+    diagnostics
 }
 
 /// Reads may be abandoned when Terraform stops the provider: they change nothing remotely. (Apply is
@@ -368,14 +482,8 @@ fn cancelled(type_name: &str) -> Diagnostics {
     diagnostics
 }
 
-fn failed(diagnostics: Diagnostics) -> PlanResponse {
-    PlanResponse {
-        diagnostics,
-        ..Default::default()
-    }
-}
-
-fn unknown_type(kind: &str, type_name: &str) -> Diagnostics {
+/// The diagnostic for a type name this provider does not have.
+pub fn unknown_type(kind: &str, type_name: &str) -> Diagnostics {
     let mut diagnostics = Diagnostics::new();
     diagnostics.error(
         format!("Unknown {kind} type"),

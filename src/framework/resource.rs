@@ -33,7 +33,8 @@ pub struct PlanRequest {
 pub struct PlanResponse {
     pub planned_state: Value,
     pub requires_replace: Vec<crate::values::AttributePath>,
-    pub private: Vec<u8>,
+    /// `None` keeps the prior private state.
+    pub private: Option<Vec<u8>>,
     pub diagnostics: Diagnostics,
 }
 
@@ -50,7 +51,8 @@ pub struct ApplyResponse {
     /// On failure after the remote object exists, return the state that tells the truth (Terraform
     /// then marks it tainted); return null only when nothing was created (or it was destroyed).
     pub new_state: Value,
-    pub private: Vec<u8>,
+    /// `None` keeps the planned private state.
+    pub private: Option<Vec<u8>>,
     pub diagnostics: Diagnostics,
 }
 
@@ -63,7 +65,8 @@ pub struct ReadRequest {
 pub struct ReadResponse {
     /// Null means the remote object is gone: Terraform plans to create it again.
     pub new_state: Value,
-    pub private: Vec<u8>,
+    /// `None` keeps the current private state.
+    pub private: Option<Vec<u8>>,
     pub diagnostics: Diagnostics,
 }
 

@@ -18,17 +18,18 @@ pub fn decode(
         return Ok(Value::Null);
     };
     let decoded = if !value.msgpack.is_empty() {
-        from_msgpack(&value.msgpack, ty).map_err(|e| e.to_string())
+        from_msgpack(&value.msgpack, ty).map_err(|e| (e.to_string(), e.path().clone()))
     } else if !value.json.is_empty() {
-        from_json(&value.json, ty).map_err(|e| e.to_string())
+        from_json(&value.json, ty).map_err(|e| (e.to_string(), e.path().clone()))
     } else {
         Ok(Value::Null)
     };
-    decoded.map_err(|e| {
-        Diagnostic::error(
+    decoded.map_err(|(e, path)| {
+        let d = Diagnostic::error(
             format!("Failed to decode the {what}"),
             format!("Terraform sent a value this provider could not decode: {e}. This usually means Terraform and the provider disagree on the schema; run `terraform init -upgrade`."),
-        )
+        );
+        if path.is_root() { d } else { d.at(path) }
     })
 }
 
@@ -117,7 +118,7 @@ fn nested_block(b: &NestedBlock) -> pb::schema::NestedBlock {
 fn attribute(a: &Attribute) -> pb::schema::Attribute {
     use pb::schema::object::NestingMode as M;
     let (ty, nested_type) = match &a.ty {
-        AttributeType::Type(ty) => (serde_json::to_vec(&ty.to_json()).unwrap_or_default(), None),
+        AttributeType::Type(ty) => (ty.to_json_bytes(), None),
         AttributeType::Nested {
             nesting,
             attributes,

@@ -8,9 +8,10 @@ use tonic::{Request, Response, Status};
 
 use super::convert::{decode, diagnostic, diagnostics, encode, path_to_proto, schema};
 use super::proto as pb;
+use crate::framework::dispatcher::unknown_type;
 use crate::framework::{
     ApplyRequest, Diagnostic, Diagnostics, Dispatcher, ImportRequest, MoveRequest, PlanRequest,
-    ReadRequest, Schema, UpgradeRequest,
+    ReadRequest, UpgradeRequest,
 };
 use crate::values::Type;
 
@@ -25,24 +26,21 @@ impl ProviderService {
 
     fn resource_type(&self, type_name: &str) -> Result<Type, Vec<pb::Diagnostic>> {
         self.dispatcher
-            .resource_schema(type_name)
-            .map(Schema::value_type)
-            .ok_or_else(|| unknown("resource", type_name))
+            .resource_type(type_name)
+            .cloned()
+            .map_err(diagnostics)
     }
 
     fn data_source_type(&self, type_name: &str) -> Result<Type, Vec<pb::Diagnostic>> {
         self.dispatcher
-            .data_source_schema(type_name)
-            .map(Schema::value_type)
-            .ok_or_else(|| unknown("data source", type_name))
+            .data_source_type(type_name)
+            .cloned()
+            .map_err(diagnostics)
     }
 }
 
 fn unknown(kind: &str, type_name: &str) -> Vec<pb::Diagnostic> {
-    vec![diagnostic(Diagnostic::error(
-        format!("Unknown {kind} type"),
-        format!("This provider has no {kind} named {type_name:?}."),
-    ))]
+    diagnostics(unknown_type(kind, type_name))
 }
 
 fn not_supported(what: &str) -> Vec<pb::Diagnostic> {
@@ -308,7 +306,7 @@ impl pb::provider_server::Provider for ProviderService {
         let new_state = encode_or_push(&resp.new_state, &ty, "new state", &mut diags);
         Ok(Response::new(R {
             new_state,
-            private: resp.private,
+            private: resp.private.unwrap_or_default(),
             diagnostics: diagnostics(diags),
             ..Default::default()
         }))
@@ -344,7 +342,7 @@ impl pb::provider_server::Provider for ProviderService {
         Ok(Response::new(R {
             planned_state,
             requires_replace: resp.requires_replace.iter().map(path_to_proto).collect(),
-            planned_private: resp.private,
+            planned_private: resp.private.unwrap_or_default(),
             diagnostics: diagnostics(diags),
             ..Default::default()
         }))
@@ -371,7 +369,7 @@ impl pb::provider_server::Provider for ProviderService {
         let new_state = encode_or_push(&resp.new_state, &ty, "new state", &mut diags);
         Ok(Response::new(R {
             new_state,
-            private: resp.private,
+            private: resp.private.unwrap_or_default(),
             diagnostics: diagnostics(diags),
             ..Default::default()
         }))

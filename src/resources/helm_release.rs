@@ -69,15 +69,22 @@ impl DataSource for HelmReleaseDataSource {
     }
 
     fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
-        for attr in ["name", "namespace"] {
-            if let Some(text) = config.attr(attr).and_then(Value::as_str) {
-                if !is_dns_label(text) {
-                    diagnostics.error_at(
-                        AttributePath::attr(attr),
-                        "Invalid name",
-                        format!("{attr} {text:?} is not a valid Kubernetes name: use lower-case letters, digits and '-', at most 63 characters (53 for Helm release names)."),
-                    );
-                }
+        if let Some(name) = config.attr("name").and_then(Value::as_str) {
+            if !is_release_name(name) {
+                diagnostics.error_at(
+                    AttributePath::attr("name"),
+                    "Invalid release name",
+                    format!("{name:?} is not a valid Helm release name: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 53 characters."),
+                );
+            }
+        }
+        if let Some(namespace) = config.attr("namespace").and_then(Value::as_str) {
+            if !is_dns_label(namespace) {
+                diagnostics.error_at(
+                    AttributePath::attr("namespace"),
+                    "Invalid namespace",
+                    format!("{namespace:?} is not a valid namespace name: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters."),
+                );
             }
         }
     }
@@ -150,13 +157,19 @@ impl DataSource for HelmReleaseDataSource {
     }
 }
 
+/// RFC 1123 label, as Kubernetes requires of namespace names.
 fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
+    s.len() <= 63
+        && !s.is_empty()
         && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
+}
+
+/// Helm's release name rule: dot-separated RFC 1123 labels, at most 53 characters.
+fn is_release_name(s: &str) -> bool {
+    s.len() <= 53 && s.split('.').all(is_dns_label)
 }
 
 #[cfg(test)]
@@ -173,6 +186,16 @@ mod tests {
         HelmReleaseDataSource.validate(&config, &mut diagnostics);
         let d = diagnostics.iter().next().expect("one diagnostic");
         assert_eq!(d.attribute, Some(AttributePath::attr("name")));
+    }
+
+    #[test]
+    fn names_follow_helm_and_kubernetes_rules() {
+        assert!(is_release_name("cilium"));
+        assert!(is_release_name("flux.operator-1"));
+        assert!(!is_release_name(&"a".repeat(54)));
+        assert!(is_dns_label("kube-system"));
+        assert!(!is_dns_label("kube.system"), "namespaces have no dots");
+        assert!(!is_dns_label("-x"));
     }
 
     #[test]

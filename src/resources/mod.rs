@@ -10,11 +10,11 @@ use crate::values::Value;
 pub mod helm_release;
 pub mod test_object;
 
-/// The resources users can declare. `talosboot_test_object` is only registered when
-/// `TALOSBOOT_ENABLE_TEST_RESOURCES=1` (protocol tests exercise the managed-resource RPCs with it).
-pub fn resources() -> Vec<Arc<dyn Resource>> {
+/// The resources users can declare, plus `talosboot_test_object` when `include_test_resources`
+/// (protocol tests exercise the managed-resource RPCs with it).
+pub fn resources(include_test_resources: bool) -> Vec<Arc<dyn Resource>> {
     let mut out: Vec<Arc<dyn Resource>> = Vec::new();
-    if std::env::var("TALOSBOOT_ENABLE_TEST_RESOURCES").as_deref() == Ok("1") {
+    if include_test_resources {
         out.push(Arc::new(test_object::TestObject));
     }
     out

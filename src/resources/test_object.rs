@@ -4,16 +4,19 @@
 //! state upgrade from version 0, write-only values) without needing a cluster.
 
 use async_trait::async_trait;
-use sha2::{Digest, Sha256};
 
 use super::object;
+use crate::cluster::helm_release::sha256_hex;
 use crate::framework::plan::{mark_unknown, mark_unset_computed_unknown};
 use crate::framework::*;
 use crate::values::{AttributePath, Type, Value, from_json};
 
 pub struct TestObject;
 
+/// Values of `value` that make the resource misbehave, to exercise the dispatcher's safety nets.
 const FAIL_AFTER_CREATE: &str = "fail-after-create";
+const FAIL_DESTROY: &str = "fail-destroy";
+const NO_STATE_AFTER_UPDATE: &str = "no-state-after-update";
 
 #[async_trait]
 impl Resource for TestObject {
@@ -34,7 +37,7 @@ impl Resource for TestObject {
                     Attribute::optional(
                         "value",
                         Type::String,
-                        "Free text. `fail-after-create` makes create fail after the object exists.",
+                        "Free text. `fail-after-create`, `fail-destroy` and `no-state-after-update` make the resource misbehave.",
                     ),
                     Attribute::optional(
                         "secret",
@@ -72,14 +75,28 @@ impl Resource for TestObject {
         }
         PlanResponse {
             planned_state: planned,
-            private: b"planned".to_vec(),
+            private: Some(b"planned".to_vec()),
             ..Default::default()
         }
     }
 
     // --- apply ----------------------------------------------------------------------------------
     async fn apply(&self, _ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
+        let misbehave = |v: &Value, what| v.attr("value").and_then(Value::as_str) == Some(what);
         if req.planned_state.is_null() {
+            let mut diagnostics = Diagnostics::new();
+            if misbehave(&req.prior_state, FAIL_DESTROY) {
+                diagnostics.error(
+                    "Destroy failed",
+                    "Test failure: the object may still exist.",
+                );
+            }
+            return ApplyResponse {
+                diagnostics,
+                ..Default::default()
+            };
+        }
+        if !req.prior_state.is_null() && misbehave(&req.planned_state, NO_STATE_AFTER_UPDATE) {
             return ApplyResponse::default();
         }
         let mut state = req.planned_state;
@@ -105,7 +122,7 @@ impl Resource for TestObject {
         }
         ApplyResponse {
             new_state: state,
-            private: b"applied".to_vec(),
+            private: Some(b"applied".to_vec()),
             diagnostics,
         }
     }
@@ -114,7 +131,6 @@ impl Resource for TestObject {
     async fn read(&self, _ctx: &Ctx, req: ReadRequest) -> ReadResponse {
         ReadResponse {
             new_state: req.current_state,
-            private: req.private,
             ..Default::default()
         }
     }
@@ -174,12 +190,8 @@ impl Resource for TestObject {
 
 fn secret_hash(config: &Value) -> Value {
     match config.attr("secret") {
-        Some(Value::String(s)) => Value::String(hex(&Sha256::digest(s.as_bytes()))),
+        Some(Value::String(s)) => Value::String(sha256_hex(s.as_bytes())),
         Some(Value::Unknown(_)) => Value::unknown(),
         _ => Value::Null,
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -127,7 +127,7 @@ data "talosboot_helm_release" "bad" {{
     let out = data_source.run(&["validate", "-no-color"]);
     assert!(!out.success, "validate must fail:\n{}", out.text());
     let text = out.text();
-    assert!(text.contains("Invalid name"), "{text}");
+    assert!(text.contains("Invalid release name"), "{text}");
     assert!(text.contains(r#"name = "Cilium_1""#), "{text}");
 }
 
