@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::values::{AttributePath, Type, Value};
+use crate::values::{Type, Value};
 
 /// A versioned schema of a resource, data source or the provider block.
 #[derive(Debug, Clone, Default)]
@@ -194,18 +194,6 @@ impl Block {
 
     pub fn attribute(&self, name: &str) -> Option<&Attribute> {
         self.attributes.iter().find(|a| a.name == name)
-    }
-
-    /// Paths of every attribute matching `pred`, top level and nested single objects, for plan/state
-    /// post-processing (write-only nulling, requires-replace).
-    pub fn attribute_paths(&self, pred: &dyn Fn(&Attribute) -> bool) -> Vec<AttributePath> {
-        let mut out = Vec::new();
-        for a in &self.attributes {
-            if pred(a) {
-                out.push(AttributePath::attr(&a.name));
-            }
-        }
-        out
     }
 }
 
