@@ -131,7 +131,8 @@ data "talosboot_helm_release" "bad" {{
     assert!(text.contains(r#"name = "Cilium_1""#), "{text}");
 }
 
-fn release_secret(name: &str, namespace: &str, revision: i64, status: &str, values: serde_json::Value) -> Secret {
+/// A release record as Helm writes it; `gzip: false` as very old Helm 3 versions did.
+fn release_secret(name: &str, namespace: &str, revision: i64, status: &str, gzip: bool, values: serde_json::Value) -> Secret {
     let record = serde_json::json!({
         "name": name, "namespace": namespace, "version": revision,
         "info": {"status": status, "last_deployed": "2026-11-29T10:00:00Z", "description": "Install complete"},
@@ -139,9 +140,15 @@ fn release_secret(name: &str, namespace: &str, revision: i64, status: &str, valu
         "config": values,
         "manifest": "---\n"
     });
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&serde_json::to_vec(&record).expect("json")).expect("gzip");
-    let encoded = base64::engine::general_purpose::STANDARD.encode(gz.finish().expect("gzip"));
+    let json = serde_json::to_vec(&record).expect("json");
+    let payload = if gzip {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&json).expect("gzip");
+        gz.finish().expect("gzip")
+    } else {
+        json
+    };
+    let encoded = base64::engine::general_purpose::STANDARD.encode(payload);
     Secret {
         metadata: ObjectMeta {
             name: Some(format!("sh.helm.release.v1.{name}.v{revision}")),
@@ -160,7 +167,9 @@ fn release_secret(name: &str, namespace: &str, revision: i64, status: &str, valu
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
+// Terraform runs as a blocking child process while the simulator serves from this runtime:
+// enough workers that one blocked thread never starves the server, whatever the core count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn helm_release() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -175,10 +184,12 @@ async fn helm_release() {
         .expect("create namespace");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let secret_value = "hunter2-must-not-leak";
-    for (revision, status) in [(1, "superseded"), (2, "deployed")] {
+    // Revision 10 sorts before 2 as text: the current record is the numerically highest one, here a
+    // pending upgrade (what a killed `helm upgrade` leaves), stored without gzip.
+    for (revision, status, gzip) in [(1, "superseded", true), (2, "deployed", true), (10, "pending-upgrade", false)] {
         let values = serde_json::json!({"k8sServicePort": 7445, "token": secret_value, "rev": revision});
         secrets
-            .create(&PostParams::default(), &release_secret("cilium", &namespace, revision, status, values))
+            .create(&PostParams::default(), &release_secret("cilium", &namespace, revision, status, gzip, values))
             .await
             .expect("seed release record");
     }
@@ -208,8 +219,8 @@ output "hash"     {{ value = data.talosboot_helm_release.cilium.values_sha256 }}
     let apply = ws.ok(&["apply", "-auto-approve", "-no-color", "-input=false"]);
     let outputs: serde_json::Value =
         serde_json::from_str(&ws.ok(&["output", "-json"]).stdout).expect("outputs json");
-    assert_eq!(outputs["status"]["value"], "deployed", "{}", apply.text());
-    assert_eq!(outputs["revision"]["value"], 2);
+    assert_eq!(outputs["status"]["value"], "pending-upgrade", "{}", apply.text());
+    assert_eq!(outputs["revision"]["value"], 10);
     assert_eq!(outputs["chart"]["value"], "cilium-1.18.4");
     assert_eq!(outputs["absent"]["value"], false);
     assert_eq!(outputs["hash"]["value"].as_str().map(str::len), Some(64));
@@ -219,7 +230,9 @@ output "hash"     {{ value = data.talosboot_helm_release.cilium.values_sha256 }}
     let _ = namespaces.delete(&namespace, &DeleteParams::default()).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
+// Terraform runs as a blocking child process while the simulator serves from this runtime:
+// enough workers that one blocked thread never starves the server, whatever the core count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn connection_errors() {
     // A port nothing listens on: the error names the endpoint and "connection refused".
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
