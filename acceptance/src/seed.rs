@@ -1,6 +1,8 @@
 //! The objects a fresh Talos cluster has before anyone applies anything: system namespaces, the
 //! `kubernetes` Service (ClusterIP 10.96.0.1) and its Endpoints, the Node objects (NotReady, with
-//! the `not-ready` taint: no CNI yet), and the `default` ServiceAccount per namespace.
+//! the `not-ready` taint: no CNI yet), the `default` ServiceAccount per
+//! namespace, and the bootstrap ClusterRoles `cluster-admin`, `admin`, `edit`, `view` with the
+//! `cluster-admin` ClusterRoleBinding (group `system:masters`).
 //! The cluster model may take the nodes over (readiness, conditions).
 
 use std::net::SocketAddr;
@@ -52,14 +54,10 @@ pub fn seed(store: &Store, config: &SimConfig, api_addr: SocketAddr) -> Result<(
     let opts = WriteOptions::manager("kube-apiserver");
     let ns = GroupResource::core("namespaces");
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        // Creating a namespace also creates its `default` ServiceAccount (see `Store::create`).
         store.create(&ns, "", json!({"metadata": {"name": name}}), &opts)?;
-        store.create(
-            &GroupResource::core("serviceaccounts"),
-            name,
-            json!({"metadata": {"name": "default"}}),
-            &opts,
-        )?;
     }
+    seed_rbac(store, &opts)?;
     store.create(
         &GroupResource::core("services"),
         "default",
@@ -85,5 +83,80 @@ pub fn seed(store: &Store, config: &SimConfig, api_addr: SocketAddr) -> Result<(
             &WriteOptions::manager("kubelet"),
         )?;
     }
+    Ok(())
+}
+
+/// The bootstrap RBAC policy's user-facing roles, as a real cluster has them (the aggregated
+/// `admin`/`edit`/`view` roles with a representative subset of their aggregated rules).
+fn seed_rbac(store: &Store, opts: &WriteOptions) -> Result<(), ApiError> {
+    let roles = GroupResource::new("rbac.authorization.k8s.io", "clusterroles");
+    let bindings = GroupResource::new("rbac.authorization.k8s.io", "clusterrolebindings");
+    let meta = |name: &str| {
+        json!({"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+               "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}})
+    };
+    let read = ["get", "list", "watch"];
+    let write = ["create", "delete", "deletecollection", "patch", "update"];
+    let all: Vec<&str> = read.iter().chain(write.iter()).copied().collect();
+    let view_rules = json!([
+        {"apiGroups": [""], "resources": ["configmaps", "endpoints", "persistentvolumeclaims",
+            "persistentvolumeclaims/status", "pods", "replicationcontrollers", "replicationcontrollers/scale",
+            "serviceaccounts", "services", "services/status", "bindings", "events", "limitranges",
+            "namespaces/status", "pods/log", "pods/status", "replicationcontrollers/status",
+            "resourcequotas", "resourcequotas/status", "namespaces"], "verbs": read},
+        {"apiGroups": ["apps"], "resources": ["controllerrevisions", "daemonsets", "daemonsets/status",
+            "deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
+            "replicasets/status", "statefulsets", "statefulsets/scale", "statefulsets/status"], "verbs": read},
+        {"apiGroups": ["batch"], "resources": ["cronjobs", "cronjobs/status", "jobs", "jobs/status"], "verbs": read},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": read},
+    ]);
+    let edit_rules = json!([
+        {"apiGroups": [""], "resources": ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"], "verbs": all},
+        {"apiGroups": [""], "resources": ["configmaps", "endpoints", "persistentvolumeclaims",
+            "replicationcontrollers", "replicationcontrollers/scale", "secrets", "serviceaccounts",
+            "services", "services/proxy"], "verbs": all},
+        {"apiGroups": ["apps"], "resources": ["daemonsets", "deployments", "deployments/rollback",
+            "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale"], "verbs": all},
+        {"apiGroups": ["batch"], "resources": ["cronjobs", "jobs"], "verbs": all},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": all},
+    ]);
+    let admin_rules = json!([
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings", "roles"], "verbs": all},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
+    ]);
+    let concat = |sets: &[&serde_json::Value]| -> serde_json::Value {
+        serde_json::Value::Array(
+            sets.iter()
+                .flat_map(|s| s.as_array().cloned().unwrap_or_default())
+                .collect(),
+        )
+    };
+    let aggregated = |name: &str, rules: serde_json::Value| {
+        json!({"metadata": meta(name),
+               "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {
+                   format!("rbac.authorization.k8s.io/aggregate-to-{name}"): "true"}}]},
+               "rules": rules})
+    };
+    let mut objects = vec![json!({"metadata": meta("cluster-admin"), "rules": [
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+        {"nonResourceURLs": ["*"], "verbs": ["*"]},
+    ]})];
+    objects.push(aggregated(
+        "admin",
+        concat(&[&admin_rules, &edit_rules, &view_rules]),
+    ));
+    objects.push(aggregated("edit", concat(&[&edit_rules, &view_rules])));
+    objects.push(aggregated("view", view_rules.clone()));
+    for role in objects {
+        store.create(&roles, "", role, opts)?;
+    }
+    store.create(
+        &bindings,
+        "",
+        json!({"metadata": meta("cluster-admin"),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]}),
+        opts,
+    )?;
     Ok(())
 }

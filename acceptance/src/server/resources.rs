@@ -161,8 +161,12 @@ async fn handle(
             let opts = write_options(&query, &req);
             let (parts, body) = read_body(req).await?;
             let obj = parse_body(content_type(&parts.headers), &body)?;
+            let existed = store.get(&gr, ns, name).is_ok();
             let updated = store.update_named(&gr, ns, name, obj, &opts, sub)?;
-            Ok(response::ok(&present(updated, &ty, version)))
+            Ok(response::json_response(
+                if existed || opts.dry_run { 200 } else { 201 },
+                &present(updated, &ty, version),
+            ))
         }
         (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
             let opts = write_options(&query, &req);
@@ -189,15 +193,16 @@ async fn handle(
             let opts = delete_options(&query, &body)?;
             let out = store.delete(&gr, ns, name, &opts)?;
             let still_there = store.get(&gr, ns, name).is_ok();
-            if still_there || gr == GroupResource::core("pods") {
-                Ok(response::ok(&present(out, &ty, version)))
+            let resp = if still_there || gr == GroupResource::core("pods") {
+                response::ok(&present(out, &ty, version))
             } else {
                 let mut details = json!({"name": name, "kind": ty.resource, "uid": out.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)});
                 if !group.is_empty() {
                     details["group"] = json!(group);
                 }
-                Ok(response::ok(&response::success_status(details)))
-            }
+                response::ok(&response::success_status(details))
+            };
+            Ok(job_delete_warning(&gr, &opts, resp))
         }
         (&Method::DELETE, None, None) => {
             let (_, body) = read_body(req).await?;
@@ -221,18 +226,36 @@ async fn handle(
                     Err(e) => return Err(e),
                 }
             }
-            Ok(response::ok(&list_body(
+            let resp = response::ok(&list_body(
                 &ty,
                 version,
                 deleted,
                 store.resource_version(),
                 None,
                 None,
-            )))
+            ));
+            Ok(job_delete_warning(&gr, &opts, resp))
         }
         (_, _, Some(_)) => Err(ApiError::no_route()),
         _ => Err(ApiError::method_not_allowed()),
     }
+}
+
+/// The real server warns when a Job is deleted with its default policy (Orphan): its pods stay.
+fn job_delete_warning(
+    gr: &GroupResource,
+    opts: &DeleteOptions,
+    mut resp: Response<Body>,
+) -> Response<Body> {
+    if *gr == GroupResource::new("batch", "jobs") && opts.propagation.is_none() {
+        resp.headers_mut().append(
+            header::WARNING,
+            http::HeaderValue::from_static(
+                "299 - \"child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning\"",
+            ),
+        );
+    }
+    resp
 }
 
 fn content_type(headers: &http::HeaderMap) -> &str {
@@ -451,34 +474,62 @@ fn logs(
         }
     };
     let logs = state.store.logs();
-    if !logs.exists(ns, name, &container) {
+    let started = logs.exists(ns, name, &container);
+    if !started {
         if let Some(reason) = waiting_reason(&pod, &container) {
             return Err(ApiError::bad_request(format!(
                 "container \"{container}\" in pod \"{name}\" is waiting to start: {reason}"
             )));
         }
     }
-    let data = logs.read(ns, name, &container);
-    let mut start = data.len() - tail_lines(&data, usize::MAX).len();
-    if let Some(n) = query.num("tailLines")? {
-        start = data.len() - tail_lines(&data, n as usize).len();
-    }
+    let (data, end) = logs.read_with_offset(ns, name, &container);
+    let start = match query.num("tailLines")? {
+        Some(n) => data.len() - tail_lines(&data, n as usize).len(),
+        None => 0,
+    };
+    let limit = query.num("limitBytes")?.map(|l| l as usize);
     let mut first = data[start..].to_vec();
-    if let Some(limit) = query.num("limitBytes")? {
-        first.truncate(limit as usize);
+    if let Some(limit) = limit {
+        first.truncate(limit);
     }
     let ct = "text/plain";
-    if !query.flag("follow") {
+    // Nothing to follow: not following, the limit is reached, or the container has no output
+    // buffer (an unscheduled pod, or one whose container is gone): the answer ends here, and
+    // no buffer is created for it.
+    let left = limit.map(|l| l - first.len());
+    if !query.flag("follow") || left == Some(0) || !started {
         let mut resp = Response::new(response::full(first));
         resp.headers_mut()
             .insert(header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
         return Ok(resp);
     }
-    let stream = logs.follow(ns, name, &container, data.len());
+    let stream = logs.follow(ns, name, &container, end);
+    let stream: std::pin::Pin<Box<dyn futures::Stream<Item = Bytes> + Send>> = match left {
+        Some(left) => Box::pin(limit_bytes(stream, left)),
+        None => Box::pin(stream),
+    };
     Ok(watch::stream_response(
         ct,
         Bytes::from(first),
         stream,
         state.shutdown.clone(),
     ))
+}
+
+/// At most `left` bytes of `stream`; it ends once they are sent (`limitBytes` while following).
+fn limit_bytes(
+    stream: impl futures::Stream<Item = Bytes> + Send + 'static,
+    left: usize,
+) -> impl futures::Stream<Item = Bytes> + Send + 'static {
+    use futures::StreamExt as _;
+    let stream = Box::pin(stream);
+    futures::stream::unfold((stream, left), |(mut stream, left)| async move {
+        if left == 0 {
+            return None;
+        }
+        let mut chunk = stream.next().await?;
+        chunk.truncate(left);
+        let left = left - chunk.len();
+        Some((chunk, (stream, left)))
+    })
 }

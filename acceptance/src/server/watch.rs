@@ -149,16 +149,19 @@ pub(crate) fn serve(
         .watch(&gr, namespace, if send_initial { None } else { since });
     let state = state.clone();
     tokio::spawn(async move {
-        let (initial, rx) = match started {
+        let start = match started {
             Ok(x) => x,
             Err(e) => {
                 let _ = send_json(&tx, &json!({"type": "ERROR", "object": e.to_status()})).await;
                 return;
             }
         };
-        let mut last_rv = since.unwrap_or(0);
-        for ev in &initial {
-            last_rv = last_rv.max(ev.resource_version);
+        // Everything up to the snapshot's RV is in `initial`; the receiver carries only newer
+        // events, so nothing committed between the snapshot and now is skipped, and bookmarks
+        // never go below (or report "0" for) the state the client has seen.
+        let last_rv = start.resource_version;
+        let rx = start.events;
+        for ev in &start.initial {
             if let Some(t) = filter.translate(ev) {
                 let obj = filter.render(ev, &ty, &version);
                 if !send_json(&tx, &json!({"type": t, "object": obj})).await {
@@ -167,7 +170,6 @@ pub(crate) fn serve(
             }
         }
         if send_initial {
-            last_rv = last_rv.max(state.store.resource_version());
             let mark = bookmark(&ty, &version, last_rv, true);
             if !send_json(&tx, &mark).await {
                 return;

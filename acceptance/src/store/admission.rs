@@ -49,6 +49,24 @@ pub fn validate_name(ty: &ResourceType, name: &str) -> Option<Cause> {
     }
 }
 
+/// Types whose PUT creates a missing object (the real server's `AllowCreateOnUpdate`).
+pub fn allows_create_on_update(ty: &ResourceType) -> bool {
+    matches!(
+        (ty.group.as_str(), ty.resource.as_str()),
+        ("coordination.k8s.io", "leases")
+            | ("", "endpoints")
+            | ("", "events")
+            | ("events.k8s.io", "events")
+            | ("rbac.authorization.k8s.io", _)
+    )
+}
+
+/// Whether a PUT may omit `metadata.resourceVersion` (`AllowUnconditionalUpdate`): not for
+/// Leases and custom resources, like the real server.
+pub fn allows_unconditional_update(ty: &ResourceType) -> bool {
+    !(ty.custom || (ty.group == "coordination.k8s.io" && ty.resource == "leases"))
+}
+
 fn invalid(ty: &ResourceType, obj: &Value, causes: Vec<Cause>) -> Result<(), ApiError> {
     if causes.is_empty() {
         return Ok(());
@@ -118,8 +136,14 @@ pub fn on_update(ty: &ResourceType, old: &Value, new: &mut Value) -> Result<(), 
             }
         }
         ("", "services") => immutable("/spec/clusterIP", &mut causes),
-        ("apps", "deployments") | ("apps", "daemonsets") | ("apps", "replicasets") => {
-            immutable("/spec/selector", &mut causes)
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings")
+            if old.get("roleRef") != new.get("roleRef") =>
+        {
+            causes.push(invalid_value(
+                "roleRef",
+                &json!(go_role_ref(new.get("roleRef"))),
+                "cannot change roleRef",
+            ));
         }
         ("", "pods") => {
             let strip = |v: &Value| {
@@ -187,9 +211,21 @@ fn default_and_validate(
         }
         ("", "secrets") => {
             data_key_causes(obj, &["data", "stringData"], &mut causes);
-            secret(obj, &mut causes)
+            secret(obj, &mut causes);
+            if data_size(obj, &[], &["data"]) > MAX_DATA_BYTES {
+                causes.push(too_long("data"));
+            }
         }
-        ("", "configmaps") => data_key_causes(obj, &["data", "binaryData"], &mut causes),
+        ("", "configmaps") => {
+            data_key_causes(obj, &["data", "binaryData"], &mut causes);
+            if data_size(obj, &["data"], &["binaryData"]) > MAX_DATA_BYTES {
+                causes.push(too_long("[]"));
+            }
+        }
+        ("coordination.k8s.io", "leases") => lease(obj, &mut causes)?,
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            role_binding(ty, obj, &mut causes)
+        }
         ("", "pods") => {
             pod_spec(obj, "/spec", "spec", &mut causes);
             if creating {
@@ -341,6 +377,235 @@ fn data_key_causes(obj: &Value, fields: &[&str], causes: &mut Vec<Cause>) {
                 ));
             }
         }
+    }
+}
+
+/// The most data a ConfigMap or Secret may hold (keys plus values), like the real server.
+const MAX_DATA_BYTES: usize = 1024 * 1024;
+
+fn too_long(field: &str) -> Cause {
+    Cause {
+        reason: "FieldValueTooLong".into(),
+        message: format!("Too long: must have at most {MAX_DATA_BYTES} bytes"),
+        field: field.into(),
+    }
+}
+
+/// Total size of keys and values: `text` maps count their strings, `base64` maps their decoded
+/// bytes.
+fn data_size(obj: &Value, text: &[&str], base64: &[&str]) -> usize {
+    let engine = base64::engine::general_purpose::STANDARD;
+    let entries = |field: &&str| {
+        obj.get(*field)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+    };
+    let text_size: usize = text
+        .iter()
+        .flat_map(entries)
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    let binary_size: usize = base64
+        .iter()
+        .flat_map(entries)
+        .map(|(k, v)| {
+            let s = v.as_str().unwrap_or("");
+            k.len() + engine.decode(s).map_or(s.len() / 4 * 3, |d| d.len())
+        })
+        .sum();
+    text_size + binary_size
+}
+
+/// A Lease: `leaseDurationSeconds > 0`, `leaseTransitions >= 0`, and MicroTime timestamps
+/// (`2006-01-02T15:04:05.000000Z07:00`), whose decoding errors are a 400 like the real server's.
+fn lease(obj: &Value, causes: &mut Vec<Cause>) -> Result<(), ApiError> {
+    for field in ["acquireTime", "renewTime"] {
+        match obj.pointer(&format!("/spec/{field}")) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(t)) => {
+                if let Err(why) = parse_micro_time(t) {
+                    return Err(ApiError::bad_request(format!(
+                        "Lease in version \"v1\" cannot be handled as a Lease: {why}"
+                    )));
+                }
+            }
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "Lease in version \"v1\" cannot be handled as a Lease: json: cannot unmarshal {} into Go struct field LeaseSpec.spec.{field} of type string",
+                    json_type(other)
+                )));
+            }
+        }
+    }
+    let num = |f: &str| obj.pointer(&format!("/spec/{f}")).filter(|v| !v.is_null());
+    if let Some(v) = num("leaseDurationSeconds") {
+        if v.as_i64().is_none_or(|d| d <= 0) {
+            causes.push(invalid_value(
+                "spec.leaseDurationSeconds",
+                v,
+                "must be greater than 0",
+            ));
+        }
+    }
+    if let Some(v) = num("leaseTransitions") {
+        if v.as_i64().is_none_or(|d| d < 0) {
+            causes.push(invalid_value(
+                "spec.leaseTransitions",
+                v,
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::String(_) => "string",
+        Value::Null => "null",
+    }
+}
+
+/// Go's `time.Parse` with `metav1.RFC3339Micro`, with its error wording for the usual mistakes
+/// (e.g. a timestamp without microseconds: `cannot parse "Z" as ".000000"`).
+fn parse_micro_time(value: &str) -> Result<(), String> {
+    const LAYOUT: &str = "2006-01-02T15:04:05.000000Z07:00";
+    let err = |rest: &str, elem: &str| {
+        Err(format!(
+            "parsing time {value:?} as {LAYOUT:?}: cannot parse {rest:?} as {elem:?}"
+        ))
+    };
+    let digits =
+        |s: &str, n: usize| s.len() >= n && s.as_bytes()[..n].iter().all(u8::is_ascii_digit);
+    let mut rest = value;
+    for (elem, n) in [
+        ("2006", 4),
+        ("-", 0),
+        ("01", 2),
+        ("-", 0),
+        ("02", 2),
+        ("T", 0),
+        ("15", 2),
+        (":", 0),
+        ("04", 2),
+        (":", 0),
+        ("05", 2),
+    ] {
+        if n == 0 {
+            match rest.strip_prefix(elem) {
+                Some(r) => rest = r,
+                None => return err(rest, elem),
+            }
+        } else if digits(rest, n) {
+            rest = &rest[n..];
+        } else {
+            return err(rest, elem);
+        }
+    }
+    match rest.strip_prefix('.') {
+        Some(r) if digits(r, 6) => rest = &r[6..],
+        _ => return err(rest, ".000000"),
+    }
+    if let Some(r) = rest.strip_prefix('Z') {
+        rest = r;
+    } else {
+        let b = rest.as_bytes();
+        let ok = b.len() >= 6
+            && (b[0] == b'+' || b[0] == b'-')
+            && digits(&rest[1..], 2)
+            && b[3] == b':'
+            && digits(&rest[4..], 2);
+        if !ok {
+            return err(rest, "Z07:00");
+        }
+        rest = &rest[6..];
+    }
+    if !rest.is_empty() {
+        return Err(format!("parsing time {value:?}: extra text: {rest:?}"));
+    }
+    Ok(())
+}
+
+/// A roleRef as the real server prints it in `cannot change roleRef`.
+fn go_role_ref(r: Option<&Value>) -> String {
+    let f = |k: &str| {
+        r.and_then(|r| r.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    format!(
+        "rbac.RoleRef{{APIGroup:{:?}, Kind:{:?}, Name:{:?}}}",
+        f("apiGroup"),
+        f("kind"),
+        f("name")
+    )
+}
+
+/// RoleBinding / ClusterRoleBinding: `roleRef` defaulted and required, subjects defaulted.
+fn role_binding(ty: &ResourceType, obj: &mut Value, causes: &mut Vec<Cause>) {
+    const GROUP: &str = "rbac.authorization.k8s.io";
+    if obj.get("roleRef").is_some_and(Value::is_object) {
+        set_default(obj, "/roleRef/apiGroup", json!(GROUP));
+        if obj.pointer("/roleRef/apiGroup") == Some(&json!("")) {
+            obj["roleRef"]["apiGroup"] = json!(GROUP);
+        }
+    }
+    for s in obj
+        .get_mut("subjects")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        let group = match s.get("kind").and_then(Value::as_str) {
+            Some("ServiceAccount") => "",
+            Some("User") | Some("Group") => GROUP,
+            _ => continue,
+        };
+        set_default(s, "/apiGroup", json!(group));
+    }
+    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
+    if s("/roleRef/apiGroup") != GROUP {
+        causes.push(Cause {
+            reason: "FieldValueNotSupported".into(),
+            message: format!(
+                "Unsupported value: {:?}: supported values: \"{GROUP}\"",
+                s("/roleRef/apiGroup")
+            ),
+            field: "roleRef.apiGroup".into(),
+        });
+    }
+    let kinds: &[&str] = if ty.resource == "clusterrolebindings" {
+        &["ClusterRole"]
+    } else {
+        &["Role", "ClusterRole"]
+    };
+    let kind = s("/roleRef/kind");
+    if !kinds.contains(&kind) {
+        let supported: Vec<String> = kinds.iter().map(|k| format!("{k:?}")).collect();
+        causes.push(Cause {
+            reason: "FieldValueNotSupported".into(),
+            message: format!(
+                "Unsupported value: {kind:?}: supported values: {}",
+                supported.join(", ")
+            ),
+            field: "roleRef.kind".into(),
+        });
+    }
+    let name = s("/roleRef/name");
+    if name.is_empty() {
+        causes.push(required("roleRef.name", ""));
+    } else if name.contains('/') || name.contains('%') || name == "." || name == ".." {
+        causes.push(invalid_value(
+            "roleRef.name",
+            &json!(name),
+            "may not contain '/' or '%'",
+        ));
     }
 }
 

@@ -106,13 +106,25 @@ impl Store {
         } else {
             Propagation::Background
         };
-        let policy = opts.propagation.unwrap_or(default);
         let mut fins = finalizers(&obj);
+        // Like the real server: an explicit policy wins, then a GC finalizer already on the
+        // object (an earlier delete), then the resource's default. The GC finalizers are then
+        // set to match it, so a later Background delete removes `orphan`/`foregroundDeletion`.
+        let policy = opts.propagation.unwrap_or_else(|| {
+            if fins.iter().any(|f| f == ORPHAN) {
+                Propagation::Orphan
+            } else if fins.iter().any(|f| f == FOREGROUND) {
+                Propagation::Foreground
+            } else {
+                default
+            }
+        });
         let extra = match policy {
             Propagation::Foreground => Some(FOREGROUND),
             Propagation::Orphan => Some(ORPHAN),
             Propagation::Background => None,
         };
+        fins.retain(|f| (f != ORPHAN && f != FOREGROUND) || Some(f.as_str()) == extra);
         if let Some(f) = extra {
             if !fins.iter().any(|x| x == f) {
                 fins.push(f.to_string());
@@ -241,13 +253,22 @@ impl Store {
     }
 
     /// One housekeeping pass: ends pod grace periods, empties and removes terminating
-    /// namespaces, and garbage-collects by ownerReferences (Background: dependents of missing
-    /// owners; Foreground: dependents first, then the owner; Orphan: ownerReferences removed).
+    /// namespaces, garbage-collects by ownerReferences (Background: dependents of missing
+    /// owners; Foreground: dependents first, then the owner; Orphan: ownerReferences removed),
+    /// and recreates a missing `default` ServiceAccount in active namespaces.
     pub fn housekeeping(&self) {
         let mut st = self.lock();
         self.end_grace_periods(&mut st);
         self.terminate_namespaces(&mut st);
         self.collect_garbage(&mut st);
+        let namespaces: Vec<String> = st
+            .objects
+            .get(&GroupResource::core("namespaces"))
+            .map(|m| m.keys().map(|(_, name)| name.clone()).collect())
+            .unwrap_or_default();
+        for ns in namespaces {
+            self.ensure_default_service_account(&mut st, &ns);
+        }
     }
 
     fn end_grace_periods(&self, st: &mut State) {

@@ -10,12 +10,31 @@ use tokio::sync::watch;
 
 type Key = (String, String, String);
 
+/// The most a container's buffer keeps (like the kubelet's log rotation): older output is dropped
+/// from the front (an eighth more at a time), and offsets stay valid because they count from the container's first byte.
+pub const MAX_BUFFER_BYTES: usize = 10 * 1024 * 1024;
+
 #[derive(Debug)]
 struct Buffer {
     data: Vec<u8>,
+    /// The stream offset of `data[0]` (bytes dropped from the front so far).
+    base: usize,
     closed: bool,
     /// Bumped on every append/close so followers wake up.
     version: watch::Sender<u64>,
+}
+
+impl Buffer {
+    fn end(&self) -> usize {
+        self.base + self.data.len()
+    }
+
+    /// The bytes from stream offset `offset` on (from the oldest kept byte when it was dropped),
+    /// and the offset after them.
+    fn read_from(&self, offset: usize) -> (Vec<u8>, usize) {
+        let start = offset.saturating_sub(self.base).min(self.data.len());
+        (self.data[start..].to_vec(), self.end())
+    }
 }
 
 /// Log buffers keyed by (namespace, pod, container). Cheap to clone (shared).
@@ -37,16 +56,25 @@ impl PodLogs {
     fn buffer(map: &mut HashMap<Key, Buffer>, k: Key) -> &mut Buffer {
         map.entry(k).or_insert_with(|| Buffer {
             data: Vec::new(),
+            base: 0,
             closed: false,
             version: watch::channel(0).0,
         })
     }
 
-    /// Appends output of a container (creates the buffer on first use).
+    /// Appends output of a container (creates the buffer on first use). Beyond
+    /// [`MAX_BUFFER_BYTES`] the oldest output is dropped.
     pub fn append(&self, namespace: &str, pod: &str, container: &str, bytes: &[u8]) {
         self.with(|m| {
             let b = Self::buffer(m, key(namespace, pod, container));
             b.data.extend_from_slice(bytes);
+            if b.data.len() > MAX_BUFFER_BYTES {
+                // Drop an eighth more than needed so a chatty container does not move 10 MiB
+                // on every line.
+                let drop = b.data.len() - MAX_BUFFER_BYTES + MAX_BUFFER_BYTES / 8;
+                b.data.drain(..drop);
+                b.base += drop;
+            }
             b.version.send_modify(|v| *v += 1);
         });
     }
@@ -74,11 +102,22 @@ impl PodLogs {
         self.with(|m| m.contains_key(&key(namespace, pod, container)))
     }
 
-    /// Everything logged so far.
+    /// Everything logged so far (at most the last [`MAX_BUFFER_BYTES`]).
     pub fn read(&self, namespace: &str, pod: &str, container: &str) -> Vec<u8> {
+        self.read_with_offset(namespace, pod, container).0
+    }
+
+    /// What [`read`](Self::read) returns, and the stream offset just after it (for
+    /// [`follow`](Self::follow)).
+    pub fn read_with_offset(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+    ) -> (Vec<u8>, usize) {
         self.with(|m| {
             m.get(&key(namespace, pod, container))
-                .map(|b| b.data.clone())
+                .map(|b| (b.data.clone(), b.end()))
                 .unwrap_or_default()
         })
     }
@@ -97,8 +136,9 @@ impl PodLogs {
         });
     }
 
-    /// A stream of the log from byte `offset` on, following appends until the buffer is closed
-    /// or removed.
+    /// A stream of the log from stream offset `offset` on, following appends until the buffer
+    /// is closed or removed (the pod was deleted). A container without a buffer gives an empty
+    /// stream at once; following never creates a buffer.
     pub fn follow(
         &self,
         namespace: &str,
@@ -108,30 +148,31 @@ impl PodLogs {
     ) -> impl Stream<Item = Bytes> + Send + 'static {
         let this = self.clone();
         let k = key(namespace, pod, container);
-        let rx = self.with(|m| Self::buffer(m, k.clone()).version.subscribe());
+        let rx = self.with(|m| m.get(&k).map(|b| b.version.subscribe()));
         futures::stream::unfold(
             (this, k, rx, offset, false),
-            |(this, k, mut rx, offset, done)| async move {
+            |(this, k, rx, offset, done)| async move {
+                let mut rx = rx?;
                 if done {
                     return None;
                 }
                 loop {
-                    let (chunk, closed, exists) = this.with(|m| match m.get(&k) {
-                        Some(b) => (
-                            b.data.get(offset..).map(<[u8]>::to_vec).unwrap_or_default(),
-                            b.closed,
-                            true,
-                        ),
-                        None => (Vec::new(), true, false),
+                    // Mark the current version seen *before* reading, so an append between the
+                    // read and the wait below still wakes us (no lost wake-up).
+                    rx.borrow_and_update();
+                    let (chunk, next, closed) = this.with(|m| match m.get(&k) {
+                        Some(b) => {
+                            let (chunk, next) = b.read_from(offset);
+                            (chunk, next, b.closed)
+                        }
+                        None => (Vec::new(), offset, true),
                     });
                     if !chunk.is_empty() {
-                        let next = offset + chunk.len();
-                        return Some((Bytes::from(chunk), (this, k, rx, next, closed)));
+                        return Some((Bytes::from(chunk), (this, k, Some(rx), next, closed)));
                     }
-                    if closed || !exists {
+                    if closed {
                         return None;
                     }
-                    rx.borrow_and_update();
                     if rx.changed().await.is_err() {
                         return None;
                     }
@@ -183,5 +224,25 @@ mod tests {
         });
         let all: Vec<Bytes> = s.collect().await;
         assert_eq!(all.concat(), b"one\ntwo\n");
+    }
+
+    #[tokio::test]
+    async fn follow_without_a_buffer_ends_and_creates_none() {
+        let logs = PodLogs::default();
+        let all: Vec<Bytes> = logs.follow("ns", "p", "c", 0).collect().await;
+        assert!(all.is_empty());
+        assert!(!logs.exists("ns", "p", "c"));
+    }
+
+    #[test]
+    fn buffers_are_capped_from_the_front() {
+        let logs = PodLogs::default();
+        logs.append("ns", "p", "c", &vec![b'a'; MAX_BUFFER_BYTES]);
+        logs.append("ns", "p", "c", b"tail");
+        let (data, end) = logs.read_with_offset("ns", "p", "c");
+        assert!(data.len() <= MAX_BUFFER_BYTES);
+        assert!(data.len() >= MAX_BUFFER_BYTES / 2);
+        assert!(data.ends_with(b"tail"));
+        assert_eq!(end, MAX_BUFFER_BYTES + 4);
     }
 }

@@ -27,7 +27,14 @@
 //! # Ok(()) }
 //! ```
 //! - [`Store::update`] replaces an object; a `metadata.resourceVersion` in the body is a
-//!   precondition (409 Conflict when stale), no resourceVersion means unconditional.
+//!   precondition (409 Conflict when stale), no resourceVersion means unconditional, except for
+//!   Leases and custom resources (422, like the real server). Updating a missing Lease,
+//!   Endpoints, Event or RBAC object creates it.
+//! - [`Store::create`] refuses a body with a `metadata.resourceVersion` (500, like the real
+//!   server) and answers 409 `object is being deleted: ...` while an old object of that name
+//!   waits for its finalizers. Creating a namespace creates its `default` ServiceAccount; a pod
+//!   whose ServiceAccount (default `default`) is missing is refused with 403 Forbidden, so
+//!   controllers creating pods must expect that (record an event, retry).
 //! - For types with a status subresource (pods, nodes, namespaces, services, deployments,
 //!   daemonsets, replicasets, jobs, CRDs and CRs declaring it), writes to the main resource ignore
 //!   `.status`; use [`Store::update_status`] / [`Store::patch_status`], which only change `.status`.
@@ -63,7 +70,8 @@
 //! # Helpers
 //! [`Store::find_type`] maps `apiVersion` + `kind` to a [`ResourceType`] (for ownerReferences and
 //! manifests), [`Store::resource_types`] lists everything served, [`Store::compact`] simulates an
-//! etcd compaction, [`Store::resource_version`] is the current global resourceVersion.
+//! etcd compaction (the history also forgets its oldest events beyond 10,000 events or
+//! [`HISTORY_BYTE_LIMIT`] bytes of objects), [`Store::resource_version`] is the current global resourceVersion.
 
 mod admission;
 mod apply;
@@ -100,17 +108,6 @@ pub enum EventKind {
     Deleted,
 }
 
-impl EventKind {
-    /// `ADDED`, `MODIFIED`, `DELETED` as in watch streams.
-    pub fn as_watch_type(self) -> &'static str {
-        match self {
-            EventKind::Added => "ADDED",
-            EventKind::Modified => "MODIFIED",
-            EventKind::Deleted => "DELETED",
-        }
-    }
-}
-
 /// One change, as broadcast to subscribers.
 #[derive(Clone, Debug)]
 pub struct StoreEvent {
@@ -122,6 +119,18 @@ pub struct StoreEvent {
     pub object: Arc<Value>,
     /// The object before the change (`None` for `Added`).
     pub old: Option<Arc<Value>>,
+    pub resource_version: u64,
+}
+
+/// The start of a watch: see [`Store::watch`].
+#[derive(Debug)]
+pub struct WatchStart {
+    /// The events to replay first (current objects as `Added`, or the history since an RV).
+    pub initial: Vec<StoreEvent>,
+    /// Every change committed after the snapshot (all types; filter by `gr`/namespace).
+    pub events: broadcast::Receiver<StoreEvent>,
+    /// The resourceVersion the snapshot was taken at (the global RV under the lock, or the
+    /// requested RV when newer): events on `events` all have a larger one.
     pub resource_version: u64,
 }
 
@@ -198,8 +207,12 @@ type Objects = BTreeMap<GroupResource, BTreeMap<(String, String), Value>>;
 pub(crate) struct State {
     rv: u64,
     objects: Objects,
-    history: VecDeque<StoreEvent>,
+    /// Recorded events with their approximate size in bytes.
+    history: VecDeque<(StoreEvent, usize)>,
     history_limit: usize,
+    /// The most bytes (approximate object sizes) the history may hold, besides the count.
+    history_byte_limit: usize,
+    history_bytes: usize,
     /// Watches from a resourceVersion below this answer 410 Gone.
     oldest_watchable: u64,
     registry: types::Registry,
@@ -243,6 +256,8 @@ impl Store {
                     objects: BTreeMap::new(),
                     history: VecDeque::new(),
                     history_limit: 10_000,
+                    history_byte_limit: HISTORY_BYTE_LIMIT,
+                    history_bytes: 0,
                     oldest_watchable: 0,
                     registry: types::Registry::builtin(),
                     pod_deadlines: HashMap::new(),
@@ -353,7 +368,8 @@ impl Store {
         self.inner.events.subscribe()
     }
 
-    /// Atomically: the events a watch starts with, and a receiver for everything after them.
+    /// Atomically: the events a watch starts with, a receiver for everything after them, and the
+    /// resourceVersion of that snapshot (every event on the receiver is newer than it).
     /// `since = None`: every current object of `gr` (in `namespace`) as `Added`. `Some(rv)`: the
     /// recorded events of `gr` after `rv`; 410 Gone when `rv` is older than the history kept.
     /// The receiver carries all types; filter by `gr`/namespace.
@@ -362,7 +378,7 @@ impl Store {
         gr: &GroupResource,
         namespace: Option<&str>,
         since: Option<u64>,
-    ) -> Result<(Vec<StoreEvent>, broadcast::Receiver<StoreEvent>), ApiError> {
+    ) -> Result<WatchStart, ApiError> {
         let st = self.lock();
         st.registry.get(gr).ok_or_else(ApiError::no_route)?;
         let rx = self.inner.events.subscribe();
@@ -390,11 +406,16 @@ impl Store {
             Some(rv) => st
                 .history
                 .iter()
+                .map(|(e, _)| e)
                 .filter(|e| e.resource_version > rv && &e.gr == gr && in_ns(&e.namespace))
                 .cloned()
                 .collect(),
         };
-        Ok((initial, rx))
+        Ok(WatchStart {
+            initial,
+            events: rx,
+            resource_version: st.rv.max(since.unwrap_or(0)),
+        })
     }
 
     /// Forgets the event history, like an etcd compaction: watches from an older
@@ -402,6 +423,7 @@ impl Store {
     pub fn compact(&self) {
         let mut st = self.lock();
         st.history.clear();
+        st.history_bytes = 0;
         st.oldest_watchable = st.rv;
     }
 
@@ -413,6 +435,26 @@ impl Store {
             .map(|d| d.saturating_duration_since(Instant::now()).min(max))
             .unwrap_or(max);
         let _ = tokio::time::timeout(wait, self.inner.housekeeping.notified()).await;
+    }
+}
+
+/// The most bytes of objects the watch history keeps (besides at most 10,000 events): large
+/// objects (Helm release Secrets) must not pin hundreds of MiB. Older watches then get 410.
+pub const HISTORY_BYTE_LIMIT: usize = 64 * 1024 * 1024;
+
+/// Roughly the size of `v` as JSON (strings and keys plus a little per value), without
+/// serializing it.
+fn approx_size(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => 2 + a.iter().map(|x| approx_size(x) + 1).sum::<usize>(),
+        Value::Object(m) => {
+            2 + m
+                .iter()
+                .map(|(k, x)| k.len() + 4 + approx_size(x))
+                .sum::<usize>()
+        }
     }
 }
 
@@ -511,9 +553,14 @@ impl State {
             old: old.map(Arc::new),
             resource_version: self.rv,
         };
-        self.history.push_back(ev.clone());
-        while self.history.len() > self.history_limit {
-            if let Some(e) = self.history.pop_front() {
+        let size = approx_size(&ev.object) + ev.old.as_deref().map_or(0, approx_size);
+        self.history.push_back((ev.clone(), size));
+        self.history_bytes += size;
+        while self.history.len() > self.history_limit
+            || (self.history_bytes > self.history_byte_limit && self.history.len() > 1)
+        {
+            if let Some((e, size)) = self.history.pop_front() {
+                self.history_bytes -= size;
                 self.oldest_watchable = e.resource_version;
             }
         }

@@ -115,6 +115,40 @@ impl Store {
             .cloned()
             .ok_or_else(ApiError::no_route)?;
         check_subresource(&ty, sub)?;
+        let ns = if ty.namespaced { namespace } else { "" };
+        let missing = st.object(&ty.group_resource(), ns, name).is_none();
+        if missing && sub.is_none() && admission::allows_create_on_update(&ty) {
+            // Like the real server (AllowCreateOnUpdate: leases, endpoints, events, RBAC): a PUT
+            // of a missing object creates it; the body's resourceVersion is ignored then.
+            let mut obj = obj;
+            if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("resourceVersion");
+                if !m.contains_key("name") {
+                    m.insert("name".into(), json!(name));
+                }
+            }
+            if let Some(body_name) = meta_str(&obj, "name").filter(|n| *n != name) {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({body_name}) does not match the name on the URL ({name})"
+                )));
+            }
+            return self.create_locked(&mut st, &ty, namespace, obj, opts, false);
+        }
+        if !missing
+            && !admission::allows_unconditional_update(&ty)
+            && meta_str(&obj, "resourceVersion").is_none_or(str::is_empty)
+        {
+            return Err(ApiError::invalid(
+                &ty.kind,
+                &ty.group_resource(),
+                name,
+                vec![super::error::Cause {
+                    reason: "FieldValueInvalid".into(),
+                    message: "Invalid value: 0x0: must be specified for an update".into(),
+                    field: "metadata.resourceVersion".into(),
+                }],
+            ));
+        }
         self.update_locked(&mut st, &ty, namespace, name, obj, opts, sub, false)
     }
 
@@ -250,8 +284,24 @@ impl Store {
                 Some(_) => {}
             }
         }
-        if st.object(&gr, &ns, &name).is_some() {
-            return Err(ApiError::already_exists(&gr, &name));
+        if !managed_done
+            && meta
+                .get("resourceVersion")
+                .is_some_and(|rv| rv.as_str().is_none_or(|s| !s.is_empty()))
+        {
+            // The storage layer's answer (an untyped 500 with this message) on the real server.
+            return Err(ApiError::new(
+                500,
+                "",
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        if let Some(existing) = st.object(&gr, &ns, &name) {
+            let mut e = ApiError::already_exists(&gr, &name);
+            if existing.pointer("/metadata/deletionTimestamp").is_some() {
+                e.message = format!("object is being deleted: {}", e.message);
+            }
+            return Err(e);
         }
         for k in [
             "deletionTimestamp",
@@ -272,6 +322,9 @@ impl Store {
             if let Some(m) = obj.as_object_mut() {
                 m.remove("status");
             }
+        }
+        if gr == GroupResource::core("pods") {
+            service_account_admission(st, &gr, &ns, &name, &mut obj)?;
         }
         admission::on_create(ty, &mut obj)?;
         if !managed_done {
@@ -296,7 +349,34 @@ impl Store {
         if ty.resource == "customresourcedefinitions" && ty.group == "apiextensions.k8s.io" {
             register_crd(st, &stored);
         }
+        if gr == GroupResource::core("namespaces") {
+            self.ensure_default_service_account(st, &name);
+        }
         Ok(stored)
+    }
+
+    /// What the serviceaccount controller does: every active namespace has a `default`
+    /// ServiceAccount. Done at once on namespace creation (so pods can be created right away)
+    /// and again by housekeeping (a deleted `default` comes back).
+    pub(super) fn ensure_default_service_account(&self, st: &mut State, ns: &str) {
+        let sa = GroupResource::core("serviceaccounts");
+        let active = st
+            .object(&GroupResource::core("namespaces"), "", ns)
+            .is_some_and(|n| n.pointer("/metadata/deletionTimestamp").is_none());
+        if !active || st.object(&sa, ns, "default").is_some() {
+            return;
+        }
+        let Some(ty) = st.registry.get(&sa).cloned() else {
+            return;
+        };
+        let _ = self.create_locked(
+            st,
+            &ty,
+            ns,
+            json!({"metadata": {"name": "default"}}),
+            &WriteOptions::manager("kube-controller-manager"),
+            false,
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -458,6 +538,45 @@ impl Store {
         }
         Ok(stored)
     }
+}
+
+/// The ServiceAccount admission plugin: defaults `spec.serviceAccountName` (and the deprecated
+/// `spec.serviceAccount`) to `default` and refuses pods whose ServiceAccount does not exist.
+fn service_account_admission(
+    st: &State,
+    gr: &GroupResource,
+    ns: &str,
+    name: &str,
+    pod: &mut Value,
+) -> Result<(), ApiError> {
+    if !pod.get("spec").is_some_and(Value::is_object) {
+        return Ok(());
+    }
+    let spec = &mut pod["spec"];
+    let given = |k: &str| {
+        spec.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+    };
+    let sa = given("serviceAccountName")
+        .or_else(|| given("serviceAccount"))
+        .unwrap_or_else(|| "default".into());
+    spec["serviceAccountName"] = json!(sa);
+    spec["serviceAccount"] = json!(sa);
+    if st
+        .object(&GroupResource::core("serviceaccounts"), ns, &sa)
+        .is_none()
+    {
+        return Err(ApiError::forbidden(
+            gr,
+            name,
+            &format!(
+                "error looking up service account {ns}/{sa}: serviceaccount \"{sa}\" not found"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn copy_key(from: &Map<String, Value>, to: &mut Map<String, Value>, k: &str) {

@@ -122,3 +122,50 @@ async fn crd_name_must_match_plural_and_group() {
         e.message
     );
 }
+
+#[tokio::test]
+async fn custom_resource_update_needs_a_resource_version() {
+    let (_sim, client) = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &flux_crd())
+        .await
+        .unwrap();
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("fluxcd.controlplane.io", "v1", "FluxInstance"),
+        "fluxinstances",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
+    let obj: DynamicObject =
+        serde_json::from_value(json!({"apiVersion": "fluxcd.controlplane.io/v1",
+        "kind": "FluxInstance", "metadata": {"name": "f"}, "spec": {"a": 1}}))
+        .unwrap();
+    // No create on update for custom resources.
+    assert_eq!(
+        status(
+            api.replace("f", &PostParams::default(), &obj)
+                .await
+                .unwrap_err()
+        )
+        .code,
+        404
+    );
+    let created = api.create(&PostParams::default(), &obj).await.unwrap();
+    let e = status(
+        api.replace("f", &PostParams::default(), &obj)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    assert_eq!(
+        e.message,
+        "FluxInstance.fluxcd.controlplane.io \"f\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+    );
+    let mut next = obj.clone();
+    next.metadata.resource_version = created.metadata.resource_version;
+    next.data["spec"]["a"] = json!(2);
+    let updated = api
+        .replace("f", &PostParams::default(), &next)
+        .await
+        .unwrap();
+    assert_eq!(updated.data["spec"]["a"], 2);
+}

@@ -589,3 +589,72 @@ async fn tables_for_kubectl_style_accept_headers() {
     assert_eq!(t["rows"][0]["cells"][1], "NotReady");
     assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
 }
+
+#[tokio::test]
+async fn create_over_an_object_being_deleted_or_with_a_resource_version() {
+    let (_sim, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut held = cm("held", json!({}));
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    api.delete("held", &DeleteParams::default()).await.unwrap();
+    let e = status(
+        api.create(&PostParams::default(), &cm("held", json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
+    assert_eq!(
+        e.message,
+        "object is being deleted: configmaps \"held\" already exists"
+    );
+    let mut with_rv = cm("rv", json!({}));
+    with_rv.metadata.resource_version = Some("5".into());
+    let e = status(
+        api.create(&PostParams::default(), &with_rv)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 500);
+    assert_eq!(
+        e.message,
+        "resourceVersion should not be set on objects to be created"
+    );
+}
+
+#[tokio::test]
+async fn configmaps_and_secrets_hold_at_most_one_mebibyte() {
+    let (_sim, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    // Exactly 1 MiB (key + value) is fine, one byte more is not.
+    let ok = "x".repeat(1024 * 1024 - 1);
+    api.create(&PostParams::default(), &cm("fits", json!({"k": ok})))
+        .await
+        .unwrap();
+    let too_big = "x".repeat(1024 * 1024);
+    let e = status(
+        api.create(&PostParams::default(), &cm("big", json!({"k": too_big})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        e.message,
+        "ConfigMap \"big\" is invalid: []: Too long: must have at most 1048576 bytes"
+    );
+    let secrets: Api<Secret> = Api::namespaced(client, "default");
+    let s: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "big"}, "stringData": {"k": too_big}}))
+            .unwrap();
+    let e = status(
+        secrets
+            .create(&PostParams::default(), &s)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    assert_eq!(
+        e.message,
+        "Secret \"big\" is invalid: data: Too long: must have at most 1048576 bytes"
+    );
+}

@@ -220,3 +220,81 @@ async fn delete_preconditions() {
         e.message
     );
 }
+
+#[tokio::test]
+async fn background_re_delete_drops_the_orphan_finalizer() {
+    let (_sim, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut c = cm("re", json!({}));
+    c.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &c).await.unwrap();
+    let orphan = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Orphan),
+        ..Default::default()
+    };
+    let held = api.delete("re", &orphan).await.unwrap().left().unwrap();
+    assert!(
+        held.metadata
+            .finalizers
+            .unwrap()
+            .contains(&"orphan".to_string())
+    );
+    let held = api
+        .delete("re", &DeleteParams::background())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    assert_eq!(
+        held.metadata.finalizers,
+        Some(vec!["example.com/hold".to_string()])
+    );
+    let held = api
+        .delete("re", &DeleteParams::foreground())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    assert_eq!(
+        held.metadata.finalizers,
+        Some(vec![
+            "example.com/hold".to_string(),
+            "foregroundDeletion".to_string()
+        ])
+    );
+}
+
+#[tokio::test]
+async fn default_job_delete_warns_that_pods_are_kept() {
+    let (_sim, client) = start().await;
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), "default");
+    let job = |name: &str| -> k8s_openapi::api::batch::v1::Job {
+        serde_json::from_value(
+            json!({"metadata": {"name": name}, "spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}}}}),
+        )
+        .unwrap()
+    };
+    const WARNING: &str = "299 - \"child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning\"";
+    for (name, query, warned) in [
+        ("a", "", true),
+        ("b", "?propagationPolicy=Background", false),
+        ("c", "?propagationPolicy=Orphan", false),
+    ] {
+        jobs.create(&PostParams::default(), &job(name))
+            .await
+            .unwrap();
+        let req = http::Request::delete(format!(
+            "/apis/batch/v1/namespaces/default/jobs/{name}{query}"
+        ))
+        .body(kube::client::Body::empty())
+        .unwrap();
+        let resp = client.send(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let warning = resp
+            .headers()
+            .get("warning")
+            .map(|v| v.to_str().unwrap().to_string());
+        assert_eq!(warning.as_deref(), warned.then_some(WARNING), "{name}");
+    }
+}

@@ -124,3 +124,108 @@ async fn logs_follow_streams_until_the_container_ends() {
         .expect("stream ends");
     assert!(rest.is_none());
 }
+
+async fn read_all(reader: impl futures::AsyncRead + Unpin) -> Vec<u8> {
+    use futures::AsyncReadExt;
+    let mut reader = reader;
+    let mut out = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        reader.read_to_end(&mut out),
+    )
+    .await
+    .expect("stream ends")
+    .unwrap();
+    out
+}
+
+fn follow() -> LogParams {
+    LogParams {
+        follow: true,
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn logs_follow_of_an_unscheduled_pod_ends_at_once() {
+    let (sim, client) = start().await;
+    let api: Api<Pod> = Api::namespaced(client, "default");
+    api.create(&PostParams::default(), &pod("u", &["main"]))
+        .await
+        .unwrap();
+    let reader = api.log_stream("u", &follow()).await.unwrap();
+    assert!(read_all(reader).await.is_empty());
+    // Following did not make the container look started.
+    assert!(!sim.store().logs().exists("default", "u", "main"));
+}
+
+#[tokio::test]
+async fn logs_follow_ends_when_the_pod_is_deleted() {
+    let (sim, client) = start().await;
+    let api: Api<Pod> = Api::namespaced(client, "default");
+    api.create(&PostParams::default(), &pod("d", &["main"]))
+        .await
+        .unwrap();
+    sim.store()
+        .logs()
+        .append("default", "d", "main", b"hello\n");
+    let reader = api.log_stream("d", &follow()).await.unwrap();
+    let api2 = api.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        api2.delete("d", &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
+    });
+    assert_eq!(read_all(reader).await, b"hello\n");
+}
+
+#[tokio::test]
+async fn logs_limit_bytes_bounds_a_followed_stream() {
+    let (sim, client) = start().await;
+    let api: Api<Pod> = Api::namespaced(client, "default");
+    api.create(&PostParams::default(), &pod("l", &["main"]))
+        .await
+        .unwrap();
+    let logs = sim.store().logs().clone();
+    logs.append("default", "l", "main", b"0123456789");
+    let reader = api
+        .log_stream(
+            "l",
+            &LogParams {
+                follow: true,
+                limit_bytes: Some(15),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        logs.append("default", "l", "main", b"abcdefghij");
+    });
+    // Ends once 15 bytes are sent, although the container keeps running.
+    assert_eq!(read_all(reader).await, b"0123456789abcde");
+}
+
+#[tokio::test]
+async fn logs_keep_at_most_ten_mebibytes_per_container() {
+    let (sim, client) = start().await;
+    let api: Api<Pod> = Api::namespaced(client, "default");
+    api.create(&PostParams::default(), &pod("big", &["main"]))
+        .await
+        .unwrap();
+    let line = vec![b'x'; 1023]
+        .into_iter()
+        .chain([b'\n'])
+        .collect::<Vec<u8>>();
+    for _ in 0..(11 * 1024) {
+        sim.store().logs().append("default", "big", "main", &line);
+    }
+    sim.store()
+        .logs()
+        .append("default", "big", "main", b"last\n");
+    let all = api.logs("big", &LogParams::default()).await.unwrap();
+    assert!(all.len() <= 10 * 1024 * 1024, "{}", all.len());
+    assert!(all.ends_with("x\nlast\n"));
+}

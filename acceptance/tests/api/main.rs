@@ -16,6 +16,9 @@
 //!   latency, the admin endpoint.
 //! - `auth`: client certificates, bearer tokens, rejections.
 //! - `kubectl`: Debian's kubectl 1.20 against the server.
+//! - `leases`: Lease updates need a resourceVersion, PUT creates, spec validation.
+//! - `rbac`: bootstrap ClusterRoles, roleRef required and immutable.
+//! - `serviceaccounts`: `default` ServiceAccount per namespace, pods need their ServiceAccount.
 
 mod apply;
 mod auth;
@@ -26,6 +29,9 @@ mod delete;
 mod faults;
 mod jobs;
 mod kubectl;
+mod leases;
 mod logs;
 mod patch;
+mod rbac;
+mod serviceaccounts;
 mod watch;

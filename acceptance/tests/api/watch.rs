@@ -253,3 +253,93 @@ async fn watch_serves_tables_when_asked_like_kubectl_get_w() {
     assert_eq!(ev["object"]["kind"], "Table");
     assert_eq!(ev["object"]["rows"][0]["cells"][1], "Active");
 }
+
+#[tokio::test]
+async fn bookmarks_of_a_watch_without_resource_version_carry_the_snapshot_rv() {
+    let (_sim, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let before: u64 = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
+        .parse()
+        .unwrap();
+    // No resourceVersion and nothing selected: the bookmark must still carry the snapshot's RV,
+    // never "0".
+    let req = http::Request::get(
+        "/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&labelSelector=none%3Dnone",
+    )
+    .body(kube::client::Body::empty())
+    .unwrap();
+    let resp = client.send(req).await.unwrap();
+    use http_body_util::BodyExt;
+    let mut body = resp.into_body();
+    let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let data = frame.into_data().unwrap();
+    let ev: serde_json::Value =
+        serde_json::from_slice(data.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(ev["type"], "BOOKMARK");
+    let rv: u64 = ev["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv >= before, "bookmark {rv} < {before}");
+    // kube's own watch from "0" too.
+    let mut stream = api
+        .watch(&WatchParams::default().labels("none=none"), "0")
+        .await
+        .unwrap()
+        .boxed();
+    match next(&mut stream).await {
+        WatchEvent::Bookmark(b) => {
+            let rv: u64 = b.metadata.resource_version.parse().unwrap();
+            assert!(rv >= before, "bookmark {rv} < {before}");
+        }
+        other => panic!("expected a bookmark, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn history_is_bounded_by_bytes_too() {
+    let (_sim, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let big = "x".repeat(1_000_000);
+    let created = api
+        .create(&PostParams::default(), &cm("big", json!({"big": big})))
+        .await
+        .unwrap();
+    let start_rv = created.metadata.resource_version.unwrap();
+    // Each change records the object before and after (~2 MB): 40 of them exceed the 64 MiB
+    // budget long before the 10,000-event limit.
+    for i in 0..40 {
+        api.patch(
+            "big",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"n": i.to_string()}})),
+        )
+        .await
+        .unwrap();
+    }
+    let mut stream = api
+        .watch(&WatchParams::default(), &start_rv)
+        .await
+        .unwrap()
+        .boxed();
+    match tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+    {
+        WatchEvent::Error(s) => assert_eq!((s.code, s.reason.as_str()), (410, "Expired")),
+        other => panic!("expected a 410 error event, got {other:?}"),
+    }
+}
