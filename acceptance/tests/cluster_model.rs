@@ -7,10 +7,14 @@
 //! - `pre_cni`: node taints, FailedScheduling, ContainerCreating before the CNI, hostNetwork pods.
 //! - `bootstrap`: the Cilium bootstrap Job over KubePrism, and how it fails without it.
 //! - `cilium_talos`: Talos-incompatible Cilium values crash the agent.
-//! - `helm`: release records, name reuse and in-progress errors, revisions.
-//! - `jobs`: deadlines with hanging programs, TTL, killed pods, image pull failures.
+//! - `helm`: release records, name reuse and in-progress errors, revisions (which one is superseded).
+//! - `idle`: an idle cluster's CPU use (event-driven controllers).
+//! - `inputs`: ConfigMaps/Secrets in env, envFrom and volumes; missing ones keep pods waiting.
+//! - `jobs`: deadlines with hanging programs, TTL, killed pods, image pull failures, counters that
+//!   never go down, condition order seen by a watch, refused pod creates (missing ServiceAccount).
 //! - `kubectl`: the seeds' `failed to download openapi` signature; a shell script using kubectl.
-//! - `workloads`: Deployment rollouts, DaemonSet placement, `cilium status --wait`.
+//! - `workloads`: Deployment rollouts, DaemonSet placement, `cilium status --wait`,
+//!   `ReplicaFailure` while pod creates are refused.
 //! - `flux`: the Flux Operator after Cilium, FluxInstance readiness.
 
 #[path = "cluster_model/bootstrap.rs"]
@@ -23,6 +27,10 @@ mod common;
 mod flux;
 #[path = "cluster_model/helm.rs"]
 mod helm;
+#[path = "cluster_model/idle.rs"]
+mod idle;
+#[path = "cluster_model/inputs.rs"]
+mod inputs;
 #[path = "cluster_model/jobs.rs"]
 mod jobs;
 #[path = "cluster_model/kubectl.rs"]

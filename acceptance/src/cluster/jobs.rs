@@ -2,8 +2,10 @@
 //! `controller-uid`/`job-name`, a controller ownerReference), `backoffLimit` with exponential
 //! back-off between attempts, `activeDeadlineSeconds`, the 1.31+ condition order
 //! (`SuccessCriteriaMet` then `Complete`; `FailureTarget` then `Failed`, after the remaining pods
-//! are gone), status counters, and `ttlSecondsAfterFinished` (Background deletion; the store's
-//! garbage collector removes the pods). All durations are scaled by the pace.
+//! are gone), status counters that never go down (each finished pod counted once), refused pod
+//! creates as `FailedCreate` events (retried, not failures), and `ttlSecondsAfterFinished`
+//! (Background deletion; the store's garbage collector removes the pods). All durations are
+//! scaled by the pace; each pass returns its next deadline, so the controller sleeps until then.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -26,6 +28,33 @@ struct Memo {
     finished: Option<Instant>,
     failures_seen: i64,
     next_pod_at: Instant,
+    /// Pods already counted (by UID), like the real controller's tracking finalizer: a counted
+    /// pod that is deleted later does not lower `succeeded`/`failed`.
+    counted: HashMap<String, Counted>,
+    succeeded: i64,
+    failed: i64,
+}
+
+impl Memo {
+    fn new() -> Self {
+        Memo {
+            started: Instant::now(),
+            finished: None,
+            failures_seen: 0,
+            next_pod_at: Instant::now(),
+            counted: HashMap::new(),
+            succeeded: 0,
+            failed: 0,
+        }
+    }
+}
+
+/// What has been counted of one pod.
+#[derive(Debug, Default)]
+struct Counted {
+    finished: bool,
+    /// Container restarts counted as failures (`restartPolicy: OnFailure`).
+    restarts: i64,
 }
 
 impl Controller for JobController {
@@ -36,27 +65,29 @@ impl Controller for JobController {
     fn run(self: Box<Self>, ctx: ControllerContext) -> ControllerFuture {
         let pace = ctx.config.pace;
         let mut memos: HashMap<String, Memo> = HashMap::new();
-        Box::pin(reconcile::run(
+        Box::pin(reconcile::run_timed(
             ctx,
             vec![obj::jobs(), obj::pods()],
             move |store| {
                 let Ok(jobs) = store.list(&obj::jobs(), None, &ListOptions::default()) else {
-                    return;
+                    return None;
                 };
                 memos.retain(|uid, _| jobs.items.iter().any(|j| obj::uid(j) == uid));
+                let mut next = None;
                 for job in jobs.items.iter().filter(|j| !obj::is_deleting(j)) {
                     let memo = memos
                         .entry(obj::uid(job).to_string())
-                        .or_insert_with(|| Memo {
-                            started: Instant::now(),
-                            finished: None,
-                            failures_seen: 0,
-                            next_pod_at: Instant::now(),
-                        });
-                    if let Err(e) = sync_job(store, pace, job, memo) {
-                        tracing::debug!(job = obj::name(job), %e, "job sync failed");
-                    }
+                        .or_insert_with(Memo::new);
+                    let wake = match sync_job(store, pace, job, memo) {
+                        Ok(wake) => wake,
+                        Err(e) => {
+                            tracing::debug!(job = obj::name(job), %e, "job sync failed");
+                            Some(reconcile::retry_at(pace))
+                        }
+                    };
+                    next = reconcile::earliest(next, wake);
                 }
+                next
             },
         ))
     }
@@ -72,13 +103,25 @@ struct Counts {
     terminating: i64,
 }
 
-fn count(job: &Value, pods: &[Value]) -> Counts {
+/// Counts the Job's pods. `succeeded`/`failed` never go down: finished pods (and, with
+/// `OnFailure`, container restarts) are counted once, and the result is at least what the
+/// Job's status already records.
+fn count(job: &Value, pods: &[Value], memo: &mut Memo) -> Counts {
     let on_failure = obj::s(job, "/spec/template/spec/restartPolicy") == "OnFailure";
     let mut c = Counts::default();
+    memo.counted
+        .retain(|uid, _| pods.iter().any(|p| obj::uid(p) == uid));
     for p in pods {
+        let seen = memo.counted.entry(obj::uid(p).to_string()).or_default();
         match (obj::pod_phase(p), obj::is_deleting(p)) {
-            ("Succeeded", _) => c.succeeded += 1,
-            ("Failed", _) => c.failed += 1,
+            (phase @ ("Succeeded" | "Failed"), _) if !seen.finished => {
+                seen.finished = true;
+                match phase {
+                    "Succeeded" => memo.succeeded += 1,
+                    _ => memo.failed += 1,
+                }
+            }
+            ("Succeeded" | "Failed", _) => {}
             (_, true) => c.terminating += 1,
             _ => c.active += 1,
         }
@@ -86,32 +129,54 @@ fn count(job: &Value, pods: &[Value]) -> Counts {
             c.ready += 1;
         }
         if on_failure {
-            c.failed += obj::arr(p, "/status/containerStatuses")
+            let restarts = obj::arr(p, "/status/containerStatuses")
                 .iter()
                 .filter_map(|s| obj::i64_at(s, "/restartCount"))
                 .sum::<i64>();
+            if restarts > seen.restarts {
+                memo.failed += restarts - seen.restarts;
+                seen.restarts = restarts;
+            }
         }
     }
+    memo.succeeded = memo
+        .succeeded
+        .max(obj::i64_at(job, "/status/succeeded").unwrap_or(0));
+    memo.failed = memo
+        .failed
+        .max(obj::i64_at(job, "/status/failed").unwrap_or(0));
+    c.succeeded = memo.succeeded;
+    c.failed = memo.failed;
     c
 }
 
-fn sync_job(store: &Store, pace: Pace, job: &Value, memo: &mut Memo) -> Result<(), ApiError> {
+/// One pass over a Job. Returns when the Job next needs a pass without any change (the end of
+/// a back-off, its active deadline, its TTL).
+fn sync_job(
+    store: &Store,
+    pace: Pace,
+    job: &Value,
+    memo: &mut Memo,
+) -> Result<Option<Instant>, ApiError> {
     let (ns, name, uid) = (obj::namespace(job), obj::name(job), obj::uid(job));
     if obj::condition_true(job, "Complete") || obj::condition_true(job, "Failed") {
         let finished = *memo.finished.get_or_insert_with(Instant::now);
-        if let Some(ttl) = obj::i64_at(job, "/spec/ttlSecondsAfterFinished") {
-            if finished.elapsed() >= pace.scale(Duration::from_secs(ttl.max(0) as u64)) {
-                let opts = DeleteOptions {
-                    propagation: Some(Propagation::Background),
-                    ..Default::default()
-                };
-                store.delete(&obj::jobs(), ns, name, &opts)?;
-            }
+        let Some(ttl) = obj::i64_at(job, "/spec/ttlSecondsAfterFinished") else {
+            return Ok(None);
+        };
+        let expires = finished + pace.scale(Duration::from_secs(ttl.max(0) as u64));
+        if Instant::now() < expires {
+            return Ok(Some(expires));
         }
-        return Ok(());
+        let opts = DeleteOptions {
+            propagation: Some(Propagation::Background),
+            ..Default::default()
+        };
+        store.delete(&obj::jobs(), ns, name, &opts)?;
+        return Ok(None);
     }
     if job.pointer("/spec/suspend") == Some(&json!(true)) {
-        return Ok(());
+        return Ok(None);
     }
     let selector = format!("batch.kubernetes.io/controller-uid={uid}");
     let pods: Vec<Value> = store
@@ -124,13 +189,16 @@ fn sync_job(store: &Store, pace: Pace, job: &Value, memo: &mut Memo) -> Result<(
         .into_iter()
         .filter(|p| obj::owned_by(p, uid))
         .collect();
-    let c = count(job, &pods);
+    let c = count(job, &pods, memo);
     let mut conds = obj::arr(job, "/status/conditions").to_vec();
     let mut completion_time = job
         .pointer("/status/completionTime")
         .cloned()
         .unwrap_or(Value::Null);
     let settled = c.active == 0 && c.terminating == 0;
+    let deadline = deadline(job, pace, memo);
+    let past_deadline = deadline.is_some_and(|d| Instant::now() >= d);
+    let mut next = deadline.filter(|_| !past_deadline);
     if obj::condition_true(job, "SuccessCriteriaMet") {
         if settled {
             obj::set_condition(
@@ -163,7 +231,7 @@ fn sync_job(store: &Store, pace: Pace, job: &Value, memo: &mut Memo) -> Result<(
             "CompletionsReached",
             "Reached expected number of succeeded pods",
         );
-    } else if past_deadline(job, pace, memo) {
+    } else if past_deadline {
         obj::set_condition(
             &mut conds,
             "FailureTarget",
@@ -188,8 +256,11 @@ fn sync_job(store: &Store, pace: Pace, job: &Value, memo: &mut Memo) -> Result<(
                 Duration::from_secs(10) * 2u32.saturating_pow((c.failed - 1).clamp(0, 5) as u32);
             memo.next_pod_at = Instant::now() + pace.scale(backoff.min(Duration::from_secs(360)));
         }
-        if Instant::now() >= memo.next_pod_at {
-            create_pod(store, job)?;
+        // Once created, the pod's events drive the next pass.
+        if Instant::now() < memo.next_pod_at {
+            next = reconcile::earliest(next, Some(memo.next_pod_at));
+        } else if create_pod(store, job).is_some() {
+            next = reconcile::earliest(next, Some(reconcile::retry_at(pace)));
         }
     }
     for cond in conds.iter_mut() {
@@ -217,12 +288,13 @@ fn sync_job(store: &Store, pace: Pace, job: &Value, memo: &mut Memo) -> Result<(
         Patch::Merge(status),
         &obj::manager("job-controller"),
     )?;
-    Ok(())
+    Ok(next)
 }
 
-fn past_deadline(job: &Value, pace: Pace, memo: &Memo) -> bool {
+/// When `activeDeadlineSeconds` (scaled, from when the controller first saw the Job) passes.
+fn deadline(job: &Value, pace: Pace, memo: &Memo) -> Option<Instant> {
     obj::i64_at(job, "/spec/activeDeadlineSeconds")
-        .is_some_and(|d| memo.started.elapsed() >= pace.scale(Duration::from_secs(d.max(0) as u64)))
+        .map(|d| memo.started + pace.scale(Duration::from_secs(d.max(0) as u64)))
 }
 
 fn delete_active(store: &Store, pods: &[Value]) -> Result<(), ApiError> {
@@ -244,7 +316,10 @@ fn delete_active(store: &Store, pods: &[Value]) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn create_pod(store: &Store, job: &Value) -> Result<(), ApiError> {
+/// Creates the next pod. A refused create (e.g. the ServiceAccount does not exist yet) is a
+/// Warning `FailedCreate` event on the Job, `Error creating: <message>`, retried after
+/// [`reconcile::retry_at`]; it is not a pod failure. Returns the refusal's message.
+fn create_pod(store: &Store, job: &Value) -> Option<String> {
     let template = job
         .pointer("/spec/template")
         .cloned()
@@ -260,20 +335,5 @@ fn create_pod(store: &Store, job: &Value) -> Result<(), ApiError> {
         m.remove("name");
     }
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template.get("spec").cloned().unwrap_or(Value::Null)});
-    let created = store.create(
-        &obj::pods(),
-        obj::namespace(job),
-        pod,
-        &obj::manager("job-controller"),
-    )?;
-    let msg = format!("Created pod: {}", obj::name(&created));
-    super::events::record(
-        store,
-        job,
-        super::events::EventType::Normal,
-        "SuccessfulCreate",
-        &msg,
-        "job-controller",
-    );
-    Ok(())
+    super::workloads::create_owned_pod(store, job, pod, "job-controller")
 }

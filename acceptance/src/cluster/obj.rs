@@ -136,6 +136,39 @@ pub(crate) fn short_hash(v: &Value) -> String {
         .collect()
 }
 
+/// The decoded value of `key` in a Secret's `data` (base64 on the wire). `None` when the key
+/// is missing or not valid base64.
+pub(crate) fn secret_value(secret: &Value, key: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let raw = secret.get("data")?.get(key)?.as_str()?;
+    base64::engine::general_purpose::STANDARD.decode(raw).ok()
+}
+
+/// All decoded `data` entries of a Secret (entries that are not valid base64 are skipped).
+pub(crate) fn secret_entries(secret: &Value) -> Vec<(String, Vec<u8>)> {
+    secret
+        .get("data")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, _)| Some((k.clone(), secret_value(secret, k)?)))
+        .collect()
+}
+
+/// The value of `key` in a ConfigMap: `data` (text), else `binaryData` (base64 on the wire).
+pub(crate) fn config_map_value(cm: &Value, key: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    if let Some(text) = cm
+        .get("data")
+        .and_then(|d| d.get(key))
+        .and_then(Value::as_str)
+    {
+        return Some(text.as_bytes().to_vec());
+    }
+    let raw = cm.get("binaryData")?.get(key)?.as_str()?;
+    base64::engine::general_purpose::STANDARD.decode(raw).ok()
+}
+
 /// `matchLabels` of a selector, as `k=v,k2=v2` for list options.
 pub(crate) fn selector_string(selector: &Value) -> String {
     selector

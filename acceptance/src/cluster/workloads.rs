@@ -1,12 +1,17 @@
 //! Workload controllers: Deployment → ReplicaSet → Pods, and DaemonSet → one pod per eligible
 //! node. Rollouts are simplified: a changed Deployment template gets a new ReplicaSet at full
 //! scale while the old ones are scaled to zero; a changed DaemonSet template replaces its pods
-//! node by node as they are deleted. Failed/Succeeded pods are replaced.
+//! node by node as they are deleted. Failed/Succeeded pods are replaced. A refused pod create
+//! is a `FailedCreate` event (and a `ReplicaFailure` condition on ReplicaSets and Deployments),
+//! retried after a short delay.
+
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
 use super::scheduler::{node_affinity_matches, node_selector_matches, tolerates_node};
 use super::{events, obj, reconcile};
+use crate::config::Pace;
 use crate::controller::{Controller, ControllerContext, ControllerFuture};
 use crate::store::{ApiError, DeleteOptions, GroupResource, ListOptions, Patch, Store};
 
@@ -19,7 +24,10 @@ macro_rules! controller {
                 $name
             }
             fn run(self: Box<Self>, ctx: ControllerContext) -> ControllerFuture {
-                Box::pin(reconcile::run(ctx, vec![$($gr),*], |store| sync_all(store, &$own, &$sync)))
+                let pace = ctx.config.pace;
+                Box::pin(reconcile::run_timed(ctx, vec![$($gr),*], move |store| {
+                    sync_all(store, &$own, &$sync, pace)
+                }))
             }
         }
     };
@@ -47,17 +55,25 @@ controller!(
     sync_daemonset
 );
 
-type SyncFn = dyn Fn(&Store, &Value) -> Result<(), ApiError>;
+/// One object's pass; `Ok(true)` when it wants a retry without a change (a refused pod create).
+type SyncFn = dyn Fn(&Store, &Value) -> Result<bool, ApiError>;
 
-fn sync_all(store: &Store, gr: &GroupResource, sync: &SyncFn) {
+/// Syncs every object of `gr`; returns when to retry, if a pass failed or wants a retry.
+fn sync_all(store: &Store, gr: &GroupResource, sync: &SyncFn, pace: Pace) -> Option<Instant> {
     let Ok(list) = store.list(gr, None, &ListOptions::default()) else {
-        return;
+        return Some(reconcile::retry_at(pace));
     };
+    let mut retry = false;
     for o in list.items.iter().filter(|o| !obj::is_deleting(o)) {
-        if let Err(e) = sync(store, o) {
-            tracing::debug!(object = obj::name(o), %e, "workload sync failed");
+        match sync(store, o) {
+            Ok(r) => retry |= r,
+            Err(e) => {
+                tracing::debug!(object = obj::name(o), %e, "workload sync failed");
+                retry = true;
+            }
         }
     }
+    retry.then(|| reconcile::retry_at(pace))
 }
 
 /// Pods of `owner` (by selector and controller ownerReference).
@@ -106,23 +122,44 @@ fn pod_from_template(owner: &Value, kind: &str, extra_labels: &Value) -> Value {
     json!({"metadata": meta, "spec": template.get("spec").cloned().unwrap_or(Value::Null)})
 }
 
-fn create_pod(store: &Store, owner: &Value, pod: Value, controller: &str) -> Result<(), ApiError> {
-    let created = store.create(
+/// Creates a pod for `owner` and records `SuccessfulCreate`; a refused create (e.g. the
+/// ServiceAccount does not exist yet) records a Warning `FailedCreate` event,
+/// `Error creating: <message>`, like the real controllers, and is retried after
+/// [`reconcile::retry_at`].
+/// Returns the refusal's message.
+pub(crate) fn create_owned_pod(
+    store: &Store,
+    owner: &Value,
+    pod: Value,
+    controller: &str,
+) -> Option<String> {
+    let (ty, reason, msg) = match store.create(
         &obj::pods(),
         obj::namespace(owner),
         pod,
         &obj::manager(controller),
-    )?;
-    let msg = format!("Created pod: {}", obj::name(&created));
-    events::record(
-        store,
-        owner,
-        events::EventType::Normal,
-        "SuccessfulCreate",
-        &msg,
-        controller,
-    );
-    Ok(())
+    ) {
+        Ok(created) => (
+            events::EventType::Normal,
+            "SuccessfulCreate",
+            format!("Created pod: {}", obj::name(&created)),
+        ),
+        Err(e) => {
+            tracing::debug!(owner = obj::name(owner), %e, "pod create refused");
+            let message = e.message;
+            events::record(
+                store,
+                owner,
+                events::EventType::Warning,
+                "FailedCreate",
+                &format!("Error creating: {message}"),
+                controller,
+            );
+            return Some(message);
+        }
+    };
+    events::record(store, owner, ty, reason, &msg, controller);
+    None
 }
 
 fn patch_status(
@@ -142,7 +179,18 @@ fn patch_status(
     Ok(())
 }
 
-fn sync_replicaset(store: &Store, rs: &Value) -> Result<(), ApiError> {
+/// Sets condition `ReplicaFailure` (`FailedCreate`) while pod creates are refused, removes it
+/// once they succeed (as the ReplicaSet and Deployment controllers do).
+fn replica_failure(conds: &mut Vec<Value>, failure: Option<&str>) {
+    match failure {
+        Some(message) => {
+            obj::set_condition(conds, "ReplicaFailure", "True", "FailedCreate", message)
+        }
+        None => conds.retain(|c| obj::s(c, "/type") != "ReplicaFailure"),
+    }
+}
+
+fn sync_replicaset(store: &Store, rs: &Value) -> Result<bool, ApiError> {
     let pods = owned_pods(store, rs)?;
     for p in pods
         .iter()
@@ -155,13 +203,13 @@ fn sync_replicaset(store: &Store, rs: &Value) -> Result<(), ApiError> {
         .filter(|p| !obj::pod_finished(p) && !obj::is_deleting(p))
         .collect();
     let desired = obj::i64_at(rs, "/spec/replicas").unwrap_or(1).max(0) as usize;
+    let mut failure = None;
     for _ in live.len()..desired {
-        create_pod(
-            store,
-            rs,
-            pod_from_template(rs, "ReplicaSet", &json!({})),
-            "replicaset-controller",
-        )?;
+        let pod = pod_from_template(rs, "ReplicaSet", &json!({}));
+        failure = create_owned_pod(store, rs, pod, "replicaset-controller");
+        if failure.is_some() {
+            break;
+        }
     }
     live.sort_by_key(|p| obj::pod_ready(p));
     for p in live.iter().take(live.len().saturating_sub(desired)) {
@@ -172,18 +220,22 @@ fn sync_replicaset(store: &Store, rs: &Value) -> Result<(), ApiError> {
         .filter(|p| obj::pod_ready(p))
         .count()
         .min(desired);
+    let mut conds = obj::arr(rs, "/status/conditions").to_vec();
+    replica_failure(&mut conds, failure.as_deref());
     let status = json!({"replicas": live.len().min(desired), "fullyLabeledReplicas": live.len().min(desired),
-        "readyReplicas": ready, "availableReplicas": ready, "observedGeneration": obj::i64_at(rs, "/metadata/generation")});
+        "readyReplicas": ready, "availableReplicas": ready, "observedGeneration": obj::i64_at(rs, "/metadata/generation"),
+        "conditions": if conds.is_empty() { Value::Null } else { json!(conds) }});
     patch_status(
         store,
         &obj::replicasets(),
         rs,
         status,
         "replicaset-controller",
-    )
+    )?;
+    Ok(failure.is_some())
 }
 
-fn sync_deployment(store: &Store, d: &Value) -> Result<(), ApiError> {
+fn sync_deployment(store: &Store, d: &Value) -> Result<bool, ApiError> {
     let template = d.pointer("/spec/template").cloned().unwrap_or(Value::Null);
     let hash = obj::short_hash(&template);
     let rs_name = format!("{}-{hash}", obj::name(d));
@@ -263,6 +315,10 @@ fn sync_deployment(store: &Store, d: &Value) -> Result<(), ApiError> {
         ),
     };
     obj::set_condition(&mut conds, "Progressing", "True", reason, &msg);
+    let failure = obj::condition(&current, "ReplicaFailure")
+        .filter(|_| obj::condition_true(&current, "ReplicaFailure"))
+        .map(|c| obj::s(c, "/message").to_string());
+    replica_failure(&mut conds, failure.as_deref());
     let mut status = json!({"replicas": replicas, "updatedReplicas": updated, "readyReplicas": ready,
         "availableReplicas": available, "observedGeneration": obj::i64_at(d, "/metadata/generation"), "conditions": conds});
     status["unavailableReplicas"] = if replicas > available {
@@ -276,7 +332,8 @@ fn sync_deployment(store: &Store, d: &Value) -> Result<(), ApiError> {
         d,
         status,
         "deployment-controller",
-    )
+    )?;
+    Ok(false)
 }
 
 fn create_replicaset(
@@ -334,7 +391,7 @@ fn daemon_tolerations(template_spec: &Value) -> Vec<Value> {
     t
 }
 
-fn sync_daemonset(store: &Store, ds: &Value) -> Result<(), ApiError> {
+fn sync_daemonset(store: &Store, ds: &Value) -> Result<bool, ApiError> {
     let template = ds.pointer("/spec/template").cloned().unwrap_or(Value::Null);
     let hash = obj::short_hash(&template);
     let mut pod_spec = template.get("spec").cloned().unwrap_or(Value::Null);
@@ -360,6 +417,7 @@ fn sync_daemonset(store: &Store, ds: &Value) -> Result<(), ApiError> {
             delete_pod(store, p)?;
         }
     }
+    let mut refused = false;
     for node in &eligible {
         if !pods.iter().any(|p| obj::s(p, "/spec/nodeName") == *node) {
             let mut pod = pod_from_template(
@@ -370,7 +428,7 @@ fn sync_daemonset(store: &Store, ds: &Value) -> Result<(), ApiError> {
             pod["spec"] = pod_spec.clone();
             pod["spec"]["nodeName"] = json!(node);
             pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = json!({"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]});
-            create_pod(store, ds, pod, "daemonset-controller")?;
+            refused |= create_owned_pod(store, ds, pod, "daemonset-controller").is_some();
         }
     }
     let current: Vec<&&Value> = live
@@ -395,5 +453,6 @@ fn sync_daemonset(store: &Store, ds: &Value) -> Result<(), ApiError> {
         ds,
         status,
         "daemonset-controller",
-    )
+    )?;
+    Ok(refused)
 }

@@ -1,7 +1,6 @@
 //! The container file system, as far as programs read it: volume mounts of `configMap`,
 //! `secret` and `projected` volumes, read from the store (with `items` and `subPath` mapping).
 
-use base64::Engine;
 use serde_json::Value;
 
 use crate::cluster::obj;
@@ -53,17 +52,7 @@ fn under(path: &str, mount: &str) -> bool {
 }
 
 fn from_source(store: &Store, ns: &str, src: &Value, rel: &str) -> Option<Vec<u8>> {
-    let (gr, source, name) = if let Some(cm) = src.get("configMap") {
-        (GroupResource::core("configmaps"), cm, obj::s(cm, "/name"))
-    } else if let Some(sec) = src.get("secret") {
-        let name = match obj::s(sec, "/secretName") {
-            "" => obj::s(sec, "/name"),
-            n => n,
-        };
-        (GroupResource::core("secrets"), sec, name)
-    } else {
-        return None;
-    };
+    let (gr, source, name) = source_of(src)?;
     let key = match obj::arr(source, "/items") {
         [] => rel.to_string(),
         items => items
@@ -72,24 +61,75 @@ fn from_source(store: &Store, ns: &str, src: &Value, rel: &str) -> Option<Vec<u8
             .map(|i| obj::s(i, "/key").to_string())?,
     };
     let object = store.get(&gr, ns, name).ok()?;
-    let b64 = base64::engine::general_purpose::STANDARD;
     if gr.resource == "secrets" {
-        return object
-            .get("data")
-            .and_then(|d| d.get(&key))
-            .and_then(Value::as_str)
-            .and_then(|v| b64.decode(v).ok());
+        obj::secret_value(&object, &key)
+    } else {
+        obj::config_map_value(&object, &key)
     }
-    if let Some(text) = object
-        .get("data")
-        .and_then(|d| d.get(&key))
-        .and_then(Value::as_str)
-    {
-        return Some(text.as_bytes().to_vec());
+}
+
+/// The ConfigMap or Secret a volume (or projected volume source) takes its files from.
+fn source_of(src: &Value) -> Option<(GroupResource, &Value, &str)> {
+    if let Some(cm) = src.get("configMap") {
+        return Some((GroupResource::core("configmaps"), cm, obj::s(cm, "/name")));
     }
-    object
-        .get("binaryData")
-        .and_then(|d| d.get(&key))
-        .and_then(Value::as_str)
-        .and_then(|v| b64.decode(v).ok())
+    let sec = src.get("secret")?;
+    let name = match obj::s(sec, "/secretName") {
+        "" => obj::s(sec, "/name"),
+        n => n,
+    };
+    Some((GroupResource::core("secrets"), sec, name))
+}
+
+/// What the kubelet's volume manager checks before a pod's sandbox is created: every
+/// `configMap`/`secret` volume (and projected source) refers to an existing object holding the
+/// keys its `items` name, unless it is `optional: true`. The error is the `FailedMount` event
+/// message, e.g. `MountVolume.SetUp failed for volume "v" : configmap "x" not found`.
+pub(crate) fn mount_error(store: &Store, pod: &Value) -> Option<String> {
+    let ns = obj::namespace(pod);
+    obj::arr(pod, "/spec/volumes").iter().find_map(|volume| {
+        let errors: Vec<String> = match volume.pointer("/projected/sources") {
+            Some(Value::Array(sources)) => sources
+                .iter()
+                .filter_map(|s| source_error(store, ns, s))
+                .collect(),
+            _ => source_error(store, ns, volume).into_iter().collect(),
+        };
+        let detail = match errors.as_slice() {
+            [] => return None,
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        Some(format!(
+            "MountVolume.SetUp failed for volume \"{}\" : {detail}",
+            obj::s(volume, "/name")
+        ))
+    })
+}
+
+fn source_error(store: &Store, ns: &str, src: &Value) -> Option<String> {
+    let (gr, source, name) = source_of(src)?;
+    let optional = source.get("optional") == Some(&Value::Bool(true));
+    let secret = gr.resource == "secrets";
+    let object = match store.get(&gr, ns, name) {
+        Ok(o) => o,
+        Err(_) if optional => return None,
+        Err(_) if secret => return Some(format!("secret \"{name}\" not found")),
+        Err(_) => return Some(format!("configmap \"{name}\" not found")),
+    };
+    obj::arr(source, "/items").iter().find_map(|item| {
+        let key = obj::s(item, "/key");
+        let present = if secret {
+            obj::secret_value(&object, key).is_some()
+        } else {
+            obj::config_map_value(&object, key).is_some()
+        };
+        match (present || optional, secret) {
+            (true, _) => None,
+            (false, true) => Some(format!("references non-existent secret key: {key}")),
+            (false, false) => Some(format!(
+                "configmap references non-existent config key: {key}"
+            )),
+        }
+    })
 }

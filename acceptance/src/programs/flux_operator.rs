@@ -18,10 +18,11 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 
 use super::{Exit, Program, ProgramContext, ProgramFuture};
 use crate::cluster::obj;
-use crate::store::{ApiError, GroupResource, ListOptions, Patch, Store, WriteOptions};
+use crate::store::{ApiError, GroupResource, ListOptions, Patch, Store, StoreEvent, WriteOptions};
 
 /// Annotation on a FluxInstance making its sync source unreachable.
 pub const UNREACHABLE_ANNOTATION: &str = "talos-sim.dev/unreachable";
@@ -46,12 +47,33 @@ impl Program for FluxOperator {
             }
             ctx.set_ready(true);
             ctx.out("{\"level\":\"info\",\"msg\":\"Starting Controller\",\"controller\":\"fluxinstance\"}");
+            let mut changes = ctx.store.subscribe();
             loop {
                 reconcile_all(&ctx);
-                ctx.sleep(Duration::from_millis(500)).await;
+                next_change(&ctx, &mut changes).await;
             }
         })
     }
+}
+
+/// Waits for a change to a FluxInstance or a Deployment (what the reconcile reads), or the
+/// operator's resync (10 s scaled), like a controller-runtime manager with watches.
+async fn next_change(ctx: &ProgramContext, changes: &mut broadcast::Receiver<StoreEvent>) {
+    let watched = [instances(), obj::deployments()];
+    let changed = async {
+        loop {
+            match changes.recv().await {
+                Ok(ev) if watched.contains(&ev.gr) => return,
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(_)) => return,
+                Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(ctx.config.pace.scale(Duration::from_secs(10)), changed).await;
+    // Debounce a burst (e.g. the status writes of a rollout).
+    ctx.sleep(Duration::from_millis(100)).await;
+    while changes.try_recv().is_ok() {}
 }
 
 fn crd(group: &str, plural: &str, kind: &str, versions: &[&str]) -> Value {
@@ -178,6 +200,12 @@ fn reconcile(store: &Store, fi: &Value) -> Result<(), ApiError> {
     let comps = components(fi);
     let mut all_ready = true;
     for c in &comps {
+        // Each controller runs as its own ServiceAccount, installed with it (as in Flux's
+        // manifests); the pods' admission needs it to exist.
+        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": c, "namespace": ns, "labels": {"app.kubernetes.io/component": c,
+                "app.kubernetes.io/instance": ns, "app.kubernetes.io/part-of": "flux"}}});
+        apply(store, &GroupResource::core("serviceaccounts"), ns, sa)?;
         let live = apply(store, &obj::deployments(), ns, component_deployment(fi, c))?;
         all_ready &=
             super::manifests::workload_ready(&live, "/status/availableReplicas", "/spec/replicas");

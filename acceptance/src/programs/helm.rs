@@ -212,6 +212,7 @@ pub async fn install_or_upgrade(
     }
     ensure_namespace(ctx, ns, args.create_namespace).map_err(|e| format!("{failed_prefix}{e}"))?;
     let version = history.last().map(|r| r.version + 1).unwrap_or(1);
+    let current = current_release(&history, last.as_ref());
     let now = crate::util::now_rfc3339();
     let mut rel = Release {
         name: name.into(),
@@ -229,7 +230,7 @@ pub async fn install_or_upgrade(
             "Initial install underway"
         }
         .into(),
-        first_deployed: last
+        first_deployed: current
             .as_ref()
             .map(|l| l.first_deployed.clone())
             .unwrap_or_else(|| now.clone()),
@@ -244,13 +245,13 @@ pub async fn install_or_upgrade(
     rel.manifest = manifests::manifest_text(&chart.name, &objects);
     release::save(&ctx.store, &rel).map_err(|e| e.to_string())?;
     ctx.sleep(Duration::from_secs(1)).await;
-    if let Err(e) = deploy(ctx, args, &rel, last.as_ref(), &objects).await {
+    if let Err(e) = deploy(ctx, args, &rel, current.as_ref(), &objects).await {
         rel.status = "failed".into();
         rel.description = format!("Release \"{name}\" failed: {e}");
         let _ = release::save(&ctx.store, &rel);
         return Err(format!("{failed_prefix}{e}"));
     }
-    if let Some(mut prev) = last {
+    if let Some(mut prev) = current {
         prev.status = "superseded".into();
         prev.description = "Superseded".into();
         release::save(&ctx.store, &prev).map_err(|e| e.to_string())?;
@@ -273,6 +274,28 @@ pub async fn install_or_upgrade(
     }
     print_status(ctx, &rel);
     Ok(())
+}
+
+/// The release an upgrade starts from (Helm's `prepareUpgrade`): the last revision when it is
+/// deployed, else the latest deployed revision, else (no deployed revision) the last one when it
+/// failed or was superseded. It is what a successful upgrade marks `superseded` and the manifest
+/// removed objects are computed from; other revisions (e.g. a failed one after the deployed one)
+/// keep their status.
+fn current_release(history: &[Release], last: Option<&Release>) -> Option<Release> {
+    let last = last?;
+    if last.status == "deployed" {
+        return Some(last.clone());
+    }
+    history
+        .iter()
+        .rev()
+        .find(|r| r.status == "deployed")
+        .or_else(|| {
+            ["failed", "superseded"]
+                .contains(&last.status.as_str())
+                .then_some(last)
+        })
+        .cloned()
 }
 
 async fn deploy(
@@ -420,5 +443,40 @@ mod tests {
         assert_eq!(a.sets, [("a=b".to_string(), false)]);
         assert_eq!(a.timeout, Some(Duration::from_secs(5400)));
         assert!(a.install);
+    }
+
+    fn rev(version: i64, status: &str) -> Release {
+        Release {
+            name: "r".into(),
+            namespace: "ns".into(),
+            version,
+            status: status.into(),
+            description: String::new(),
+            first_deployed: String::new(),
+            last_deployed: String::new(),
+            chart: "c".into(),
+            chart_version: "1".into(),
+            app_version: "1".into(),
+            config: json!({}),
+            manifest: String::new(),
+        }
+    }
+
+    #[test]
+    fn upgrades_start_from_the_deployed_revision() {
+        let current = |statuses: &[&str]| {
+            let h: Vec<Release> = statuses
+                .iter()
+                .enumerate()
+                .map(|(i, s)| rev(i as i64 + 1, s))
+                .collect();
+            current_release(&h, h.last()).map(|r| r.version)
+        };
+        assert_eq!(current(&["superseded", "deployed"]), Some(2));
+        assert_eq!(current(&["deployed", "failed"]), Some(1));
+        assert_eq!(current(&["deployed", "failed", "failed"]), Some(1));
+        // No deployed revision: Helm upgrades from (and supersedes) a failed last one.
+        assert_eq!(current(&["failed"]), Some(1));
+        assert_eq!(current(&[]), None);
     }
 }

@@ -8,8 +8,8 @@
 //! image is a container start failure (`exec: "sh": executable file not found in $PATH`), as
 //! with the distroless `cilium-cli` image.
 //!
-//! Programs that "reach" the API act on the cluster through the in-process [`Store`] API: that
-//! is the simulation. Whether they may reach it at all is decided first, exactly as documented
+//! Programs that "reach" the API act on the cluster through the in-process
+//! [`Store`](crate::store::Store) API: that is the simulation. Whether they may reach it at all is decided first, exactly as documented
 //! in [`crate::cluster::network`], from the endpoint their environment points them at
 //! ([`ProgramContext::dial_api`]).
 //!
@@ -67,6 +67,11 @@ impl Exit {
             reason: Some("StartError".into()),
             message: Some(message.into()),
         }
+    }
+
+    /// Whether the runtime failed to start the process (reason `StartError`).
+    pub fn is_start_error(&self) -> bool {
+        self.reason.as_deref() == Some("StartError")
     }
 }
 

@@ -78,6 +78,8 @@ async fn sys_module_makes_the_agent_crash() {
     );
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
     let name = pod.metadata.name.unwrap();
+    // The runtime refused to start the process: nothing ran, so nothing is in the container's
+    // log. A client finds the error in the container's last state and in the `Failed` event.
     let log = pods
         .logs(
             &name,
@@ -88,13 +90,11 @@ async fn sys_module_makes_the_agent_crash() {
         )
         .await
         .unwrap();
-    assert!(
-        log.contains("unable to apply caps: operation not permitted"),
-        "{log}"
-    );
+    assert!(!log.contains("unable to apply caps"), "{log}");
     let status = pods.get(&name).await.unwrap().status.unwrap();
     let last = status
         .init_container_statuses
+        .clone()
         .unwrap()
         .into_iter()
         .find(|c| c.name == container)
@@ -106,6 +106,18 @@ async fn sys_module_makes_the_agent_crash() {
     assert_eq!(
         (last.exit_code, last.reason.as_deref()),
         (128, Some("StartError"))
+    );
+    let message = last.message.unwrap_or_default();
+    assert!(
+        message.contains("unable to apply caps: operation not permitted"),
+        "{message}"
+    );
+    let events = events_for(&client, "kube-system", &name).await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, m)| r == "Failed" && m == &format!("Error: {message}")),
+        "{events:?}"
     );
     assert!(
         status

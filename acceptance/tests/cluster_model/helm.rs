@@ -312,3 +312,42 @@ async fn killed_install_leaves_a_pending_install_that_blocks_the_next_one() {
         "{log}"
     );
 }
+
+#[tokio::test]
+async fn upgrade_supersedes_the_deployed_revision_and_leaves_a_failed_one_failed() {
+    let (_sim, client) = start().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    for (v, status) in [(1, "superseded"), (2, "deployed"), (3, "failed")] {
+        secrets
+            .create(&PostParams::default(), &record(v, status))
+            .await
+            .unwrap();
+    }
+    let (ok, log) = run_helm(
+        &client,
+        "helm-after-failure",
+        &[
+            "upgrade",
+            "--install",
+            "foo",
+            "oci://example.com/charts/foo",
+            "-n",
+            "default",
+        ],
+    )
+    .await;
+    assert!(ok, "{log}");
+    let mut statuses = Vec::new();
+    for v in 1..=4 {
+        let name = format!("sh.helm.release.v1.foo.v{v}");
+        let rel = release_of(&client, &name).await;
+        let label = secrets.get(&name).await.unwrap().metadata.labels.unwrap()["status"].clone();
+        assert_eq!(rel.status, label, "record and label agree for v{v}");
+        statuses.push(rel.status);
+    }
+    assert_eq!(
+        statuses,
+        ["superseded", "superseded", "failed", "deployed"],
+        "the deployed v2 is superseded, the failed v3 stays failed"
+    );
+}

@@ -1,4 +1,6 @@
-//! Job controller behaviour with the kubelet's programs: deadlines, TTL, kills, pull failures.
+//! Job controller behaviour with the kubelet's programs: deadlines, TTL, kills, pull failures,
+//! counters that never go down, the condition order a watch sees, refused pod creates; and a
+//! restarted container's log (ignored until the store keeps per-attempt logs).
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -228,4 +230,216 @@ async fn pod_active_deadline_fails_the_pod() {
         status.message.as_deref(),
         Some("Pod was active on the node longer than the specified deadline")
     );
+}
+
+/// `SuccessfulCreate` events of a Job: one per pod it created.
+async fn pods_created(client: &kube::Client, ns: &str, job: &str) -> usize {
+    events_for(client, ns, job)
+        .await
+        .iter()
+        .filter(|(r, _)| r == "SuccessfulCreate")
+        .count()
+}
+
+#[tokio::test]
+async fn deleting_a_failed_pod_does_not_lower_failed_or_add_attempts() {
+    let (_sim, client) = start().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &shell_job(
+            "flaky",
+            "echo boom; exit 3",
+            json!({"spec": {"backoffLimit": 2}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let first = eventually(10, "a failed pod", || async {
+        let list = pods
+            .list(&ListParams::default().labels("job-name=flaky"))
+            .await
+            .ok()?;
+        list.items
+            .into_iter()
+            .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"))?
+            .metadata
+            .name
+    })
+    .await;
+    pods.delete(&first, &Default::default()).await.unwrap();
+    let done = eventually(20, "job failed", || async {
+        let j = jobs.get("flaky").await.ok()?;
+        job_condition(&j, "Failed").map(|_| j)
+    })
+    .await;
+    assert_eq!(
+        job_condition(&done, "Failed").map(|c| c.0).as_deref(),
+        Some("BackoffLimitExceeded")
+    );
+    assert_eq!(
+        done.status.unwrap().failed,
+        Some(3),
+        "backoffLimit 2 = three attempts"
+    );
+    assert_eq!(pods_created(&client, "default", "flaky").await, 3);
+}
+
+/// The condition types of every MODIFIED event of Job `name` until it has `last`.
+async fn condition_history(client: &kube::Client, job: Job, last: &str) -> Vec<Vec<String>> {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::{WatchEvent, WatchParams};
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let name = job.metadata.name.clone().unwrap();
+    let created = jobs.create(&PostParams::default(), &job).await.unwrap();
+    let rv = created.metadata.resource_version.unwrap();
+    let params = WatchParams::default()
+        .fields(&format!("metadata.name={name}"))
+        .timeout(20);
+    let mut stream = jobs.watch(&params, &rv).await.unwrap().boxed();
+    let mut history = Vec::new();
+    while let Some(ev) = tokio::time::timeout(std::time::Duration::from_secs(20), stream.try_next())
+        .await
+        .expect("watch event in time")
+        .unwrap()
+    {
+        let WatchEvent::Modified(j) = ev else {
+            continue;
+        };
+        let types: Vec<String> = j
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.status == "True")
+            .map(|c| c.type_)
+            .collect();
+        let done = types.iter().any(|t| t == last);
+        history.push(types);
+        if done {
+            return history;
+        }
+    }
+    panic!("watch ended before {last}: {history:?}");
+}
+
+/// Index of the first entry of `history` holding `ty`.
+fn first_with(history: &[Vec<String>], ty: &str) -> Option<usize> {
+    history.iter().position(|h| h.iter().any(|t| t == ty))
+}
+
+#[tokio::test]
+async fn watch_sees_success_criteria_met_before_complete() {
+    let (_sim, client) = start().await;
+    let history =
+        condition_history(&client, shell_job("ok", "echo ok", json!({})), "Complete").await;
+    let met = first_with(&history, "SuccessCriteriaMet").expect("SuccessCriteriaMet seen");
+    let complete = first_with(&history, "Complete").unwrap();
+    assert!(met < complete, "{history:?}");
+}
+
+#[tokio::test]
+async fn watch_sees_failure_target_before_failed() {
+    let (_sim, client) = start().await;
+    let history = condition_history(&client, shell_job("ko", "exit 1", json!({})), "Failed").await;
+    let target = first_with(&history, "FailureTarget").expect("FailureTarget seen");
+    let failed = first_with(&history, "Failed").unwrap();
+    assert!(target < failed, "{history:?}");
+}
+
+#[tokio::test]
+async fn missing_service_account_is_a_failed_create_until_it_exists() {
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    let (_sim, client) = start().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &from_json(json!({"metadata": {"name": "boot"}})),
+        )
+        .await
+        .unwrap();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "boot");
+    jobs.create(
+        &PostParams::default(),
+        &shell_job(
+            "needs-sa",
+            "echo ran",
+            json!({"spec": {"template": {"spec": {"serviceAccountName": "installer"}}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let message = eventually(10, "FailedCreate event", || async {
+        let events = events_for(&client, "boot", "needs-sa").await;
+        events
+            .into_iter()
+            .find(|(r, _)| r == "FailedCreate")
+            .map(|(_, m)| m)
+    })
+    .await;
+    assert!(message.starts_with("Error creating: pods "), "{message}");
+    assert!(
+        message.ends_with(
+            "is forbidden: error looking up service account boot/installer: serviceaccount \"installer\" not found"
+        ),
+        "{message}"
+    );
+    // Not a pod failure: the Job keeps waiting.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let status = jobs
+        .get("needs-sa")
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default();
+    assert_eq!(status.failed.unwrap_or(0), 0);
+    assert!(status.conditions.unwrap_or_default().is_empty());
+
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "boot");
+    sas.create(
+        &PostParams::default(),
+        &from_json(json!({"metadata": {"name": "installer"}})),
+    )
+    .await
+    .unwrap();
+    let done = eventually(10, "job complete", || async {
+        let j = jobs.get("needs-sa").await.ok()?;
+        job_condition(&j, "Complete").map(|_| j)
+    })
+    .await;
+    assert_eq!(done.status.unwrap().failed, Some(0));
+}
+
+#[tokio::test]
+#[ignore = "needs per-attempt log buffers in the store's PodLogs (kubelet hook: container.rs new_attempt)"]
+async fn restarted_container_log_shows_only_the_last_attempt() {
+    use kube::api::LogParams;
+    let (_sim, client) = start().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = from_json(
+        json!({"metadata": {"name": "crashy"}, "spec": {"hostNetwork": true, "restartPolicy": "Always",
+        "tolerations": [{"operator": "Exists"}],
+        "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "echo boom; exit 1"]}]}}),
+    );
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    eventually(10, "two restarts", || async {
+        let cs = pods.get("crashy").await.ok()?.status?.container_statuses?;
+        (cs.first()?.restart_count >= 2).then_some(())
+    })
+    .await;
+    let log = pods.logs("crashy", &LogParams::default()).await.unwrap();
+    assert_eq!(log, "boom\n");
+    let previous = pods
+        .logs(
+            "crashy",
+            &LogParams {
+                previous: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(previous, "boom\n");
 }

@@ -155,3 +155,62 @@ async fn cilium_status_wait_succeeds_after_a_talos_install_and_times_out_otherwi
     let log = job_log(&client2, "kube-system", "cilium-status").await;
     assert!(log.contains("Error: Unable to determine status:  timeout while waiting for status to become successful: context deadline exceeded"), "{log}");
 }
+
+#[tokio::test]
+async fn missing_service_account_shows_as_replica_failure_until_it_exists() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let (_sim, client) = start().await;
+    let mut template = sleeper_template("1");
+    template["spec"]["serviceAccountName"] = json!("runner");
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let d: Deployment = from_json(
+        json!({"metadata": {"name": "sleeper"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "sleeper"}}, "template": template}}),
+    );
+    deploys.create(&PostParams::default(), &d).await.unwrap();
+    let failure = eventually(10, "Deployment ReplicaFailure", || async {
+        let d = deploys.get("sleeper").await.ok()?;
+        d.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "ReplicaFailure" && c.status == "True")
+    })
+    .await;
+    assert_eq!(failure.reason.as_deref(), Some("FailedCreate"));
+    let message = failure.message.unwrap_or_default();
+    assert!(
+        message.ends_with(
+            "error looking up service account default/runner: serviceaccount \"runner\" not found"
+        ),
+        "{message}"
+    );
+    let rss: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let rs = rss
+        .list(&ListParams::default().labels("app=sleeper"))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let rs_name = rs.metadata.name.unwrap();
+    let events = events_for(&client, "default", &rs_name).await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, m)| r == "FailedCreate" && m == &format!("Error creating: {message}")),
+        "{events:?}"
+    );
+
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    sas.create(
+        &PostParams::default(),
+        &from_json(json!({"metadata": {"name": "runner"}})),
+    )
+    .await
+    .unwrap();
+    eventually(10, "available without ReplicaFailure", || async {
+        let s = deploys.get("sleeper").await.ok()?.status?;
+        let conds = s.conditions.unwrap_or_default();
+        (s.available_replicas == Some(1) && !conds.iter().any(|c| c.type_ == "ReplicaFailure"))
+            .then_some(())
+    })
+    .await;
+}

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
 use serde_json::Value;
 
 use crate::cluster::network::{SERVICE_HOST, SERVICE_PORT};
@@ -12,13 +11,17 @@ use crate::cluster::obj;
 use crate::store::{GroupResource, Store};
 
 /// The environment of `container` in `pod` (with `pod_ip` for `status.podIP`).
+///
+/// Errors are the kubelet's `CreateContainerConfigError` messages: a referenced ConfigMap or
+/// Secret that does not exist (`configmap "x" not found`, `secret "x" not found`) or lacks the
+/// key (`couldn't find key k in ConfigMap ns/x`), unless the reference is `optional: true`.
 pub(crate) fn build(
     store: &Store,
     pod: &Value,
     container: &Value,
     pod_ip: &str,
     host_ip: &str,
-) -> BTreeMap<String, String> {
+) -> Result<BTreeMap<String, String>, String> {
     let mut env = BTreeMap::new();
     let hostname = if pod.pointer("/spec/hostNetwork") == Some(&Value::Bool(true)) {
         obj::s(pod, "/spec/nodeName")
@@ -46,55 +49,113 @@ pub(crate) fn build(
     let ns = obj::namespace(pod);
     for from in obj::arr(container, "/envFrom") {
         let prefix = obj::s(from, "/prefix");
-        for (k, v) in env_from(store, ns, from) {
+        for (k, v) in env_from(store, ns, from)? {
             env.insert(format!("{prefix}{k}"), v);
         }
     }
     for e in obj::arr(container, "/env") {
         let name = obj::s(e, "/name").to_string();
         let value = match e.get("valueFrom") {
-            Some(from) => value_from(store, pod, from, pod_ip, host_ip),
+            Some(from) => value_from(store, pod, from, pod_ip, host_ip)?,
             None => Some(expand(obj::s(e, "/value"), &env)),
         };
         if let Some(v) = value {
             env.insert(name, v);
         }
     }
-    env
+    Ok(env)
 }
 
-fn env_from(store: &Store, ns: &str, from: &Value) -> Vec<(String, String)> {
-    let b64 = base64::engine::general_purpose::STANDARD;
-    if let Some(name) = from.pointer("/configMapRef/name").and_then(Value::as_str) {
-        let Ok(cm) = store.get(&GroupResource::core("configmaps"), ns, name) else {
-            return Vec::new();
-        };
-        return cm
-            .get("data")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-            .collect();
+/// A ConfigMap or Secret a container refers to.
+#[derive(Clone, Copy)]
+enum Source {
+    ConfigMap,
+    Secret,
+}
+
+impl Source {
+    fn resource(self) -> GroupResource {
+        GroupResource::core(match self {
+            Source::ConfigMap => "configmaps",
+            Source::Secret => "secrets",
+        })
     }
-    if let Some(name) = from.pointer("/secretRef/name").and_then(Value::as_str) {
-        let Ok(sec) = store.get(&GroupResource::core("secrets"), ns, name) else {
-            return Vec::new();
-        };
-        return sec
-            .get("data")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| {
-                Some((
-                    k.clone(),
-                    String::from_utf8(b64.decode(v.as_str()?).ok()?).ok()?,
-                ))
-            })
-            .collect();
+
+    /// Kind as the kubelet words it in `couldn't find key` errors.
+    fn kind(self) -> &'static str {
+        match self {
+            Source::ConfigMap => "ConfigMap",
+            Source::Secret => "Secret",
+        }
     }
-    Vec::new()
+
+    /// Resource as the kubelet's object managers word it in not-found errors.
+    fn singular(self) -> &'static str {
+        match self {
+            Source::ConfigMap => "configmap",
+            Source::Secret => "secret",
+        }
+    }
+
+    /// The object `name` in `ns`: `Ok(None)` when missing and `optional`, else the kubelet's
+    /// `<kind> "<name>" not found`.
+    fn get(
+        self,
+        store: &Store,
+        ns: &str,
+        name: &str,
+        optional: bool,
+    ) -> Result<Option<Value>, String> {
+        match store.get(&self.resource(), ns, name) {
+            Ok(o) => Ok(Some(o)),
+            Err(_) if optional => Ok(None),
+            Err(e) if e.code == 404 => Err(format!("{} \"{name}\" not found", self.singular())),
+            Err(e) => Err(e.message),
+        }
+    }
+
+    /// All entries as strings (Secret values decoded; env takes ConfigMap `data` only).
+    fn entries(self, object: &Value) -> Vec<(String, String)> {
+        match self {
+            Source::ConfigMap => object
+                .get("data")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                .collect(),
+            Source::Secret => obj::secret_entries(object)
+                .into_iter()
+                .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
+                .collect(),
+        }
+    }
+
+    fn value(self, object: &Value, key: &str) -> Option<String> {
+        match self {
+            Source::ConfigMap => object.get("data")?.get(key)?.as_str().map(String::from),
+            Source::Secret => {
+                obj::secret_value(object, key).map(|v| String::from_utf8_lossy(&v).into_owned())
+            }
+        }
+    }
+}
+
+fn optional(reference: &Value) -> bool {
+    reference.get("optional") == Some(&Value::Bool(true))
+}
+
+fn env_from(store: &Store, ns: &str, from: &Value) -> Result<Vec<(String, String)>, String> {
+    let (source, reference) = match (from.get("configMapRef"), from.get("secretRef")) {
+        (Some(r), _) => (Source::ConfigMap, r),
+        (None, Some(r)) => (Source::Secret, r),
+        (None, None) => return Ok(Vec::new()),
+    };
+    let name = obj::s(reference, "/name");
+    Ok(source
+        .get(store, ns, name, optional(reference))?
+        .map(|o| source.entries(&o))
+        .unwrap_or_default())
 }
 
 fn value_from(
@@ -103,10 +164,10 @@ fn value_from(
     from: &Value,
     pod_ip: &str,
     host_ip: &str,
-) -> Option<String> {
+) -> Result<Option<String>, String> {
     let ns = obj::namespace(pod);
     if let Some(path) = from.pointer("/fieldRef/fieldPath").and_then(Value::as_str) {
-        return Some(match path {
+        return Ok(Some(match path {
             "status.podIP" => pod_ip.to_string(),
             "status.hostIP" => host_ip.to_string(),
             "spec.nodeName" => obj::s(pod, "/spec/nodeName").to_string(),
@@ -115,21 +176,25 @@ fn value_from(
             "metadata.uid" => obj::uid(pod).to_string(),
             "spec.serviceAccountName" => obj::s(pod, "/spec/serviceAccountName").to_string(),
             _ => String::new(),
-        });
+        }));
     }
-    let key_ref = |r: &str, gr: &str| -> Option<String> {
-        let sel = from.get(r)?;
-        let obj = store
-            .get(&GroupResource::core(gr), ns, obj::s(sel, "/name"))
-            .ok()?;
-        let raw = obj.get("data")?.get(obj::s(sel, "/key"))?.as_str()?;
-        if gr == "secrets" {
-            String::from_utf8(base64::engine::general_purpose::STANDARD.decode(raw).ok()?).ok()
-        } else {
-            Some(raw.to_string())
-        }
+    let (source, sel) = match (from.get("configMapKeyRef"), from.get("secretKeyRef")) {
+        (Some(r), _) => (Source::ConfigMap, r),
+        (None, Some(r)) => (Source::Secret, r),
+        (None, None) => return Ok(None),
     };
-    key_ref("configMapKeyRef", "configmaps").or_else(|| key_ref("secretKeyRef", "secrets"))
+    let (name, key) = (obj::s(sel, "/name"), obj::s(sel, "/key"));
+    let Some(object) = source.get(store, ns, name, optional(sel))? else {
+        return Ok(None);
+    };
+    match source.value(&object, key) {
+        Some(v) => Ok(Some(v)),
+        None if optional(sel) => Ok(None),
+        None => Err(format!(
+            "couldn't find key {key} in {} {ns}/{name}",
+            source.kind()
+        )),
+    }
 }
 
 /// Expands `$(VAR)` references to earlier variables; `$$(VAR)` escapes.

@@ -1,4 +1,4 @@
-//! The kubelet of every simulated node: runs scheduled pods (see [`pod`]) with emulated
+//! The kubelet of every simulated node: runs scheduled pods (see `pod.rs`) with emulated
 //! programs from the [`ProgramRegistry`], writes their status and logs, and stops them when
 //! they are deleted.
 //!

@@ -1,21 +1,21 @@
-//! One pod's life on its node: sandbox (pod network or host network), image pulls, init
-//! containers in order, then the containers side by side, and the pod phase.
+//! One pod's life on its node: volumes (`FailedMount` while a ConfigMap or Secret is missing),
+//! sandbox (pod network or host network), image pulls, init containers in order, then the
+//! containers side by side, and the pod phase.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 use super::container::{Outcome, Spec, run_restarting};
 use super::status::{PodRuntime, Slot};
-use super::{Kubelet, Signals, env};
+use super::{Kubelet, Signals};
 use crate::cluster::events::{self, EventType};
 use crate::cluster::network;
 use crate::cluster::nodes::NETWORK_NOT_READY;
 use crate::cluster::obj;
-use crate::programs::{Image, ProgramContext, qualified_reference};
+use crate::programs::{Image, files, qualified_reference};
 
 /// Runs the pod until its containers are done, it is deleted, or its
 /// `spec.activeDeadlineSeconds` (scaled) passes.
@@ -62,53 +62,6 @@ fn deadline_exceeded(k: &Kubelet, rt: &PodRuntime) {
     );
 }
 
-/// Where a container runs: the pod as last seen and its addresses.
-struct Placement {
-    pod: Arc<Value>,
-    pod_ip: String,
-    host_ip: String,
-}
-
-/// The program context and restart bookkeeping of one container.
-fn container_spec(k: &Kubelet, at: &Placement, slot: Slot, c: &Value, image: Image) -> Spec {
-    let env = env::build(&k.store, &at.pod, c, &at.pod_ip, &at.host_ip);
-    let strings = |p: &str| {
-        obj::arr(c, p)
-            .iter()
-            .filter_map(Value::as_str)
-            .map(String::from)
-            .collect::<Vec<_>>()
-    };
-    let (command, args) = (strings("/command"), strings("/args"));
-    let mut argv = if command.is_empty() {
-        image.entrypoint.clone()
-    } else {
-        command.clone()
-    };
-    match (command.is_empty(), args.is_empty()) {
-        (_, false) => argv.extend(args),
-        (true, true) => argv.extend(image.cmd.iter().cloned()),
-        (false, true) => {}
-    }
-    let argv = argv.iter().map(|a| env::expand(a, &env)).collect();
-    let ctx = ProgramContext {
-        store: k.store.clone(),
-        config: k.config.clone(),
-        registry: k.registry.clone(),
-        image,
-        pod: at.pod.clone(),
-        container: Arc::new(c.clone()),
-        argv,
-        env,
-        ready: Arc::new(watch::channel(false).0),
-    };
-    Spec {
-        slot,
-        container: Arc::new(c.clone()),
-        ctx,
-    }
-}
-
 async fn lifecycle(
     k: &Kubelet,
     rt: &PodRuntime,
@@ -117,18 +70,25 @@ async fn lifecycle(
     node: &str,
     host_ip: &str,
 ) {
+    if !volumes_mounted(k, rt, sig).await {
+        return;
+    }
     let Some(pod_ip) = sandbox(k, rt, sig, node, host_ip).await else {
         return;
     };
     let Some(images) = pull_images(k, rt, sig).await else {
         return;
     };
-    let at = Placement {
-        pod: sig.latest(),
-        pod_ip,
+    let latest = sig.latest();
+    let spec_of = |slot: Slot, c: &Value, image: Image| Spec {
+        slot,
+        container: Arc::new(c.clone()),
+        image,
+        kubelet: k.clone(),
+        pod: latest.clone(),
+        pod_ip: pod_ip.clone(),
         host_ip: host_ip.to_string(),
     };
-    let spec_of = |slot: Slot, c: &Value, image: Image| container_spec(k, &at, slot, c, image);
     let mut images = images.into_iter();
     for (i, c) in obj::arr(pod, "/spec/initContainers").iter().enumerate() {
         let Some(image) = images.next() else { return };
@@ -143,7 +103,6 @@ async fn lifecycle(
         .enumerate()
         .filter_map(|(i, c)| Some(spec_of(Slot::Main(i), c, images.next()?)))
         .collect();
-    rt.update(|s| s.phase = "Running".into());
     let outcomes =
         futures::future::join_all(specs.iter().map(|s| run_restarting(rt, sig, s))).await;
     if outcomes.contains(&Outcome::Stopped) {
@@ -167,6 +126,30 @@ fn stopped(rt: &PodRuntime) {
     if obj::s(&rt.pod, "/spec/restartPolicy") != "Always" {
         finish(rt, "Failed");
     }
+}
+
+/// Waits until the pod's `configMap`/`secret` volumes can be set up (the kubelet's volume
+/// manager, before the sandbox): meanwhile the containers stay `ContainerCreating` and a
+/// `FailedMount` event is recorded per try, retried with the volume manager's back-off
+/// (0.5 s doubling to 2m2s, scaled). `false` when the pod stopped first.
+async fn volumes_mounted(k: &Kubelet, rt: &PodRuntime, sig: &Signals) -> bool {
+    let mut backoff = Duration::from_millis(500);
+    while let Some(message) = files::mount_error(&k.store, &rt.pod) {
+        events::record(
+            &k.store,
+            &rt.pod,
+            EventType::Warning,
+            "FailedMount",
+            &message,
+            "kubelet",
+        );
+        if sig.sleep_or_stop(k.config.pace.scale(backoff)).await {
+            stopped(rt);
+            return false;
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(122));
+    }
+    true
 }
 
 /// Sets up the pod network (or the host network). Returns the pod IP; `None` when the pod

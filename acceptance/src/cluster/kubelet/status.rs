@@ -74,6 +74,8 @@ pub(crate) enum Slot {
 /// The status of one pod.
 #[derive(Debug)]
 pub(crate) struct PodStatus {
+    /// `Succeeded`/`Failed` once the pod is done; before that the rendered phase is derived from
+    /// the containers (see `current_phase`).
     pub phase: String,
     pub reason: Option<String>,
     pub message: Option<String>,
@@ -176,10 +178,33 @@ impl PodStatus {
         }
     }
 
+    /// The phase: `Succeeded`/`Failed` once the pod task set it, else derived from the
+    /// containers as the kubelet's `getPhase` does: Pending while an init container has not
+    /// completed or a container waits without having run (e.g. `ContainerCreating`,
+    /// `CreateContainerConfigError`), Running once every container runs or ran.
+    fn current_phase(&self) -> &str {
+        if matches!(self.phase.as_str(), "Succeeded" | "Failed") {
+            return &self.phase;
+        }
+        if self.init.iter().any(|c| c.exit_code() != Some(0)) {
+            return "Pending";
+        }
+        let ran = |c: &Container| {
+            c.state.get("running").is_some()
+                || c.terminated().is_some()
+                || c.last_state.get("terminated").is_some_and(|t| !t.is_null())
+        };
+        if !self.main.is_empty() && self.main.iter().all(ran) {
+            "Running"
+        } else {
+            "Pending"
+        }
+    }
+
     pub fn render(&mut self) -> Value {
         self.update_conditions();
         let mut v = json!({
-            "phase": self.phase, "conditions": self.conditions, "hostIP": self.host_ip,
+            "phase": self.current_phase(), "conditions": self.conditions, "hostIP": self.host_ip,
             "hostIPs": [{"ip": self.host_ip}], "startTime": self.start_time, "qosClass": "BestEffort",
             "containerStatuses": self.main.iter().map(Container::to_json).collect::<Vec<_>>(),
         });
