@@ -474,6 +474,19 @@ fn logs(
         }
     };
     let logs = state.store.logs();
+    if query.flag("previous") {
+        let previous = logs.read_previous(ns, name, &container).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "previous terminated container \"{container}\" in pod \"{name}\" not found"
+            ))
+        })?;
+        let mut resp = Response::new(response::full(previous));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain"),
+        );
+        return Ok(resp);
+    }
     let started = logs.exists(ns, name, &container);
     if !started {
         if let Some(reason) = waiting_reason(&pod, &container) {

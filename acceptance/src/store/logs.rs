@@ -20,6 +20,8 @@ struct Buffer {
     /// The stream offset of `data[0]` (bytes dropped from the front so far).
     base: usize,
     closed: bool,
+    /// Output of the previous attempt (a restarted container), for `previous=true`.
+    previous: Option<Vec<u8>>,
     /// Bumped on every append/close so followers wake up.
     version: watch::Sender<u64>,
 }
@@ -58,6 +60,7 @@ impl PodLogs {
             data: Vec::new(),
             base: 0,
             closed: false,
+            previous: None,
             version: watch::channel(0).0,
         })
     }
@@ -88,13 +91,26 @@ impl PodLogs {
         });
     }
 
-    /// Reopens a container's buffer (a restarted container); previous output is kept.
+    /// Starts a new attempt of a container, like the kubelet's per-attempt log files: the current
+    /// output becomes the previous attempt's (`previous=true`), the current log starts empty.
+    /// Offsets keep growing, so followers of the old attempt see only the new output.
     pub fn reopen(&self, namespace: &str, pod: &str, container: &str) {
         self.with(|m| {
-            let b = Self::buffer(m, key(namespace, pod, container));
+            let k = key(namespace, pod, container);
+            let fresh = !m.contains_key(&k);
+            let b = Self::buffer(m, k);
+            if !fresh {
+                b.base = b.end();
+                b.previous = Some(std::mem::take(&mut b.data));
+            }
             b.closed = false;
             b.version.send_modify(|v| *v += 1);
         });
+    }
+
+    /// The previous attempt's output, if the container was restarted.
+    pub fn read_previous(&self, namespace: &str, pod: &str, container: &str) -> Option<Vec<u8>> {
+        self.with(|m| m.get(&key(namespace, pod, container))?.previous.clone())
     }
 
     /// Whether the container has a buffer (has started, from the API server's point of view).

@@ -413,7 +413,6 @@ async fn missing_service_account_is_a_failed_create_until_it_exists() {
 }
 
 #[tokio::test]
-#[ignore = "needs per-attempt log buffers in the store's PodLogs (kubelet hook: container.rs new_attempt)"]
 async fn restarted_container_log_shows_only_the_last_attempt() {
     use kube::api::LogParams;
     let (_sim, client) = start().await;
