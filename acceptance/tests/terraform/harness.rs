@@ -42,7 +42,9 @@ fn tools() -> &'static PathBuf {
         let root = repo_root();
         let tools = root.join(".tools");
         if std::env::var_os("TALOSBOOT_TERRAFORM").is_none()
-            || !tools.join("mirror/registry.terraform.io/hashicorp/null").exists()
+            || !tools
+                .join("mirror/registry.terraform.io/hashicorp/null")
+                .exists()
         {
             let status = Command::new("bash")
                 .arg(root.join("scripts/install-tools.sh"))
@@ -102,7 +104,10 @@ impl Workspace {
         )
         .expect("copy provider into mirror");
         let null_src = tools().join("mirror/registry.terraform.io/hashicorp/null");
-        copy_dir(&null_src, &mirror.join("registry.terraform.io/hashicorp/null"));
+        copy_dir(
+            &null_src,
+            &mirror.join("registry.terraform.io/hashicorp/null"),
+        );
         let cli_config = format!(
             r#"provider_installation {{
   filesystem_mirror {{

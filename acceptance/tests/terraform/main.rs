@@ -14,8 +14,8 @@ use std::io::Write;
 
 use base64::Engine;
 use harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
 fn unique(prefix: &str) -> String {
@@ -38,7 +38,10 @@ fn install_and_schema() {
         init.text()
     );
     let lock = std::fs::read_to_string(ws.path().join(".terraform.lock.hcl")).expect("lock file");
-    assert!(lock.contains("registry.terraform.io/talosboot/talosboot"), "{lock}");
+    assert!(
+        lock.contains("registry.terraform.io/talosboot/talosboot"),
+        "{lock}"
+    );
     assert!(lock.contains("h1:"), "lock file records a hash: {lock}");
 
     let schema = ws.ok(&["providers", "schema", "-json"]);
@@ -50,7 +53,10 @@ fn install_and_schema() {
     let ds = &ours["data_source_schemas"]["talosboot_helm_release"]["block"]["attributes"];
     assert_eq!(ds["name"]["required"], true);
     assert_eq!(ds["values_sha256"]["computed"], true);
-    assert!(ds.get("values").is_none(), "release values must not be exposed");
+    assert!(
+        ds.get("values").is_none(),
+        "release values must not be exposed"
+    );
     assert_eq!(ds["status"]["description_kind"], "markdown");
 }
 
@@ -80,9 +86,14 @@ output "cilium_status" {{
     ));
     ws.init();
     let plan = ws.run(&["plan", "-no-color", "-input=false"]);
-    assert!(plan.success, "plan must not need the cluster:\n{}", plan.text());
     assert!(
-        plan.stdout.contains("data.talosboot_helm_release.cilium will be read during apply"),
+        plan.success,
+        "plan must not need the cluster:\n{}",
+        plan.text()
+    );
+    assert!(
+        plan.stdout
+            .contains("data.talosboot_helm_release.cilium will be read during apply"),
         "{}",
         plan.text()
     );
@@ -109,7 +120,10 @@ data "talosboot_helm_release" "cilium" {{
     let text = out.text();
     assert!(text.contains("Conflicting connection settings"), "{text}");
     // Terraform prints the offending source line when the diagnostic carries the attribute path.
-    assert!(text.contains(r#"host        = "https://10.5.0.2:6443""#), "{text}");
+    assert!(
+        text.contains(r#"host        = "https://10.5.0.2:6443""#),
+        "{text}"
+    );
     let plan = provider.run(&["plan", "-no-color", "-input=false"]);
     assert!(!plan.success);
     assert!(plan.text().contains("Conflicting connection settings"));
@@ -132,7 +146,14 @@ data "talosboot_helm_release" "bad" {{
 }
 
 /// A release record as Helm writes it; `gzip: false` as very old Helm 3 versions did.
-fn release_secret(name: &str, namespace: &str, revision: i64, status: &str, gzip: bool, values: serde_json::Value) -> Secret {
+fn release_secret(
+    name: &str,
+    namespace: &str,
+    revision: i64,
+    status: &str,
+    gzip: bool,
+    values: serde_json::Value,
+) -> Secret {
     let record = serde_json::json!({
         "name": name, "namespace": namespace, "version": revision,
         "info": {"status": status, "last_deployed": "2026-11-29T10:00:00Z", "description": "Install complete"},
@@ -154,10 +175,15 @@ fn release_secret(name: &str, namespace: &str, revision: i64, status: &str, gzip
             name: Some(format!("sh.helm.release.v1.{name}.v{revision}")),
             namespace: Some(namespace.into()),
             labels: Some(
-                [("owner", "helm"), ("name", name), ("status", status), ("version", &revision.to_string())]
-                    .into_iter()
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .collect(),
+                [
+                    ("owner", "helm"),
+                    ("name", name),
+                    ("status", status),
+                    ("version", &revision.to_string()),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
             ),
             ..Default::default()
         },
@@ -176,20 +202,34 @@ async fn helm_release() {
     let namespace = unique("tb-helm");
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
-        .create(&PostParams::default(), &Namespace {
-            metadata: ObjectMeta { name: Some(namespace.clone()), ..Default::default() },
-            ..Default::default()
-        })
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(namespace.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
         .await
         .expect("create namespace");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let secret_value = "hunter2-must-not-leak";
     // Revision 10 sorts before 2 as text: the current record is the numerically highest one, here a
     // pending upgrade (what a killed `helm upgrade` leaves), stored without gzip.
-    for (revision, status, gzip) in [(1, "superseded", true), (2, "deployed", true), (10, "pending-upgrade", false)] {
-        let values = serde_json::json!({"k8sServicePort": 7445, "token": secret_value, "rev": revision});
+    for (revision, status, gzip) in [
+        (1, "superseded", true),
+        (2, "deployed", true),
+        (10, "pending-upgrade", false),
+    ] {
+        let values =
+            serde_json::json!({"k8sServicePort": 7445, "token": secret_value, "rev": revision});
         secrets
-            .create(&PostParams::default(), &release_secret("cilium", &namespace, revision, status, gzip, values))
+            .create(
+                &PostParams::default(),
+                &release_secret("cilium", &namespace, revision, status, gzip, values),
+            )
             .await
             .expect("seed release record");
     }
@@ -219,15 +259,28 @@ output "hash"     {{ value = data.talosboot_helm_release.cilium.values_sha256 }}
     let apply = ws.ok(&["apply", "-auto-approve", "-no-color", "-input=false"]);
     let outputs: serde_json::Value =
         serde_json::from_str(&ws.ok(&["output", "-json"]).stdout).expect("outputs json");
-    assert_eq!(outputs["status"]["value"], "pending-upgrade", "{}", apply.text());
+    assert_eq!(
+        outputs["status"]["value"],
+        "pending-upgrade",
+        "{}",
+        apply.text()
+    );
     assert_eq!(outputs["revision"]["value"], 10);
     assert_eq!(outputs["chart"]["value"], "cilium-1.18.4");
     assert_eq!(outputs["absent"]["value"], false);
     assert_eq!(outputs["hash"]["value"].as_str().map(str::len), Some(64));
-    assert!(!ws.state_text().contains(secret_value), "release values leaked into state");
-    assert!(!apply.text().contains(secret_value), "release values leaked into output");
+    assert!(
+        !ws.state_text().contains(secret_value),
+        "release values leaked into state"
+    );
+    assert!(
+        !apply.text().contains(secret_value),
+        "release values leaked into output"
+    );
 
-    let _ = namespaces.delete(&namespace, &DeleteParams::default()).await;
+    let _ = namespaces
+        .delete(&namespace, &DeleteParams::default())
+        .await;
 }
 
 // Terraform runs as a blocking child process while the simulator serves from this runtime:
@@ -255,7 +308,9 @@ data "talosboot_helm_release" "cilium" {{
     assert!(!plan.success);
     let text = plan.flat();
     assert!(
-        text.contains(&format!("cannot reach the Kubernetes API at https://127.0.0.1:{port}: connection refused")),
+        text.contains(&format!(
+            "cannot reach the Kubernetes API at https://127.0.0.1:{port}: connection refused"
+        )),
         "{text}"
     );
     assert!(!text.contains("deadline exceeded"), "{text}");
@@ -287,11 +342,15 @@ data "talosboot_helm_release" "cilium" {{
     let plan = ws.run(&["plan", "-no-color", "-input=false"]);
     assert!(!plan.success);
     assert!(
-        plan.flat().contains("certificate signed by unknown authority"),
+        plan.flat()
+            .contains("certificate signed by unknown authority"),
         "{}",
         plan.text()
     );
-    assert!(!plan.text().contains(sim.admin_token()), "token leaked into output");
+    assert!(
+        !plan.text().contains(sim.admin_token()),
+        "token leaked into output"
+    );
 }
 
 /// A CA certificate that did not sign anything the simulator serves.
