@@ -63,6 +63,7 @@ fn test_object(name: &str, value: Option<&str>, secret: Option<&str>) -> Value {
         ("value", value.into()),
         ("secret", secret.into()),
         ("secret_sha256", Value::Null),
+        ("note", Value::Null),
         ("revision", Value::Null),
     ])
 }
@@ -844,6 +845,49 @@ async fn failed_destroy_and_missing_update_state_keep_the_prior_state() {
         decode(&resp.new_state, &ty),
         state,
         "the prior state is kept"
+    );
+    assert!(provider.shutdown().await.expect("exit").success());
+}
+
+#[tokio::test]
+async fn setting_a_deprecated_attribute_warns_on_its_path() {
+    let (provider, mut client) = start().await;
+    let ty = block_type(
+        schemas(&mut client).await.resource_schemas[TEST_OBJECT]
+            .block
+            .as_ref()
+            .expect("block"),
+    );
+    let mut config = test_object("a", None, None);
+    config
+        .attrs_mut()
+        .expect("object")
+        .insert("note".into(), "old".into());
+    let resp = client
+        .validate_resource_config(pb::validate_resource_config::Request {
+            type_name: TEST_OBJECT.into(),
+            config: dv(&config, &ty),
+            client_capabilities: None,
+        })
+        .await
+        .expect("rpc")
+        .into_inner();
+    let warning = resp.diagnostics.first().expect("a warning");
+    assert_eq!(warning.severity, pb::diagnostic::Severity::Warning as i32);
+    assert_eq!(attr_path(warning), vec!["note"]);
+    assert!(warning.detail.contains("use `value` instead"));
+    let unset = client
+        .validate_resource_config(pb::validate_resource_config::Request {
+            type_name: TEST_OBJECT.into(),
+            config: dv(&test_object("a", None, None), &ty),
+            client_capabilities: None,
+        })
+        .await
+        .expect("rpc")
+        .into_inner();
+    assert!(
+        unset.diagnostics.is_empty(),
+        "no warning when the attribute is not set"
     );
     assert!(provider.shutdown().await.expect("exit").success());
 }

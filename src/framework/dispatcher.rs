@@ -147,7 +147,9 @@ impl Dispatcher {
     }
 
     pub fn validate_provider_config(&self, config: &Value) -> Diagnostics {
-        ProviderConfig::from_value(config).1
+        let mut diagnostics = deprecation_warnings(&self.provider_schema, config);
+        diagnostics.extend(ProviderConfig::from_value(config).1);
+        diagnostics
     }
 
     /// ConfigureProvider: remembers the configuration; the cluster is contacted only when an
@@ -172,7 +174,7 @@ impl Dispatcher {
             Ok(r) => r,
             Err(d) => return d,
         };
-        let mut diagnostics = Diagnostics::new();
+        let mut diagnostics = deprecation_warnings(&r.schema, config);
         if !write_only_allowed {
             for a in write_only_set(&r.schema.block.attributes, config) {
                 diagnostics.error_at(
@@ -193,7 +195,7 @@ impl Dispatcher {
             Ok(d) => d,
             Err(diags) => return diags,
         };
-        let mut diagnostics = Diagnostics::new();
+        let mut diagnostics = deprecation_warnings(&d.schema, config);
         validate_guarded(type_name, || {
             d.implementation.validate(config, &mut diagnostics)
         })
@@ -441,6 +443,24 @@ impl Dispatcher {
             diagnostics,
         })
     }
+}
+
+/// Terraform does not warn about deprecated attributes by itself: the provider does, at validate,
+/// for every deprecated top-level attribute the configuration sets.
+fn deprecation_warnings(schema: &Schema, config: &Value) -> Diagnostics {
+    let mut diagnostics = Diagnostics::new();
+    for a in &schema.block.attributes {
+        let (Some(message), Some(value)) = (&a.deprecated, config.attr(&a.name)) else {
+            continue;
+        };
+        if !value.is_null() {
+            diagnostics.push(
+                super::Diagnostic::warning("Deprecated attribute", message.clone())
+                    .at(AttributePath::attr(&a.name)),
+            );
+        }
+    }
+    diagnostics
 }
 
 /// Runs a resource's future; a panic becomes a diagnostic instead of taking the plugin down (which

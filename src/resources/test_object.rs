@@ -47,6 +47,12 @@ impl Resource for TestObject {
                     .sensitive()
                     .write_only(),
                     Attribute::computed("secret_sha256", Type::String, "SHA-256 of `secret`."),
+                    Attribute::optional(
+                        "note",
+                        Type::String,
+                        "Free text, kept for old configurations.",
+                    )
+                    .deprecated("`note` is deprecated: use `value` instead."),
                     Attribute::computed("revision", Type::Number, "Bumped on every update."),
                 ],
             ),
@@ -143,6 +149,7 @@ impl Resource for TestObject {
             ("value", Value::Null),
             ("secret", Value::Null),
             ("secret_sha256", Value::Null),
+            ("note", Value::Null),
             ("revision", Value::int(1)),
         ]);
         ImportResponse {
@@ -173,6 +180,7 @@ impl Resource for TestObject {
                     ("value", old.attr("text").cloned().unwrap_or_default()),
                     ("secret", Value::Null),
                     ("secret_sha256", Value::Null),
+                    ("note", Value::Null),
                     ("revision", Value::int(1)),
                 ]),
                 diagnostics,
