@@ -46,6 +46,7 @@ impl<T: ?Sized> Registered<T> {
 /// share (cluster handle from ConfigureProvider, the StopProvider token).
 pub struct Dispatcher {
     provider_schema: Schema,
+    provider_type: Type,
     resources: BTreeMap<String, Registered<dyn Resource>>,
     data_sources: BTreeMap<String, Registered<dyn DataSource>>,
     cluster: Mutex<ClusterHandle>,
@@ -79,6 +80,7 @@ impl Dispatcher {
             })
             .collect();
         Self {
+            provider_type: provider_schema.value_type(),
             provider_schema,
             resources,
             data_sources,
@@ -88,6 +90,10 @@ impl Dispatcher {
         }
     }
 
+    /// The object type of the provider block, computed once.
+    pub fn provider_type(&self) -> &Type {
+        &self.provider_type
+    }
     pub fn provider_schema(&self) -> &Schema {
         &self.provider_schema
     }

@@ -24,17 +24,15 @@ impl ProviderService {
         Self { dispatcher }
     }
 
-    fn resource_type(&self, type_name: &str) -> Result<Type, Vec<pb::Diagnostic>> {
+    fn resource_type(&self, type_name: &str) -> Result<&Type, Vec<pb::Diagnostic>> {
         self.dispatcher
             .resource_type(type_name)
-            .cloned()
             .map_err(diagnostics)
     }
 
-    fn data_source_type(&self, type_name: &str) -> Result<Type, Vec<pb::Diagnostic>> {
+    fn data_source_type(&self, type_name: &str) -> Result<&Type, Vec<pb::Diagnostic>> {
         self.dispatcher
             .data_source_type(type_name)
-            .cloned()
             .map_err(diagnostics)
     }
 }
@@ -167,12 +165,12 @@ impl pb::provider_server::Provider for ProviderService {
         request: Request<pb::validate_provider_config::Request>,
     ) -> Result<Response<pb::validate_provider_config::Response>, Status> {
         type R = pb::validate_provider_config::Response;
-        let ty = self.dispatcher.provider_schema().value_type();
+        let ty = self.dispatcher.provider_type();
         let config = try_diags!(
             R,
             decode(
                 request.get_ref().config.as_ref(),
-                &ty,
+                ty,
                 "provider configuration"
             )
             .map_err(one)
@@ -192,7 +190,7 @@ impl pb::provider_server::Provider for ProviderService {
         let ty = try_diags!(R, self.resource_type(&req.type_name));
         let config = try_diags!(
             R,
-            decode(req.config.as_ref(), &ty, "configuration").map_err(one)
+            decode(req.config.as_ref(), ty, "configuration").map_err(one)
         );
         let write_only_allowed = req
             .client_capabilities
@@ -214,7 +212,7 @@ impl pb::provider_server::Provider for ProviderService {
         let ty = try_diags!(R, self.data_source_type(&req.type_name));
         let config = try_diags!(
             R,
-            decode(req.config.as_ref(), &ty, "configuration").map_err(one)
+            decode(req.config.as_ref(), ty, "configuration").map_err(one)
         );
         let diags = self
             .dispatcher
@@ -252,7 +250,7 @@ impl pb::provider_server::Provider for ProviderService {
         let upgraded_state = if diags.has_errors() {
             None
         } else {
-            encode_or_push(&resp.upgraded_state, &ty, "upgraded state", &mut diags)
+            encode_or_push(&resp.upgraded_state, ty, "upgraded state", &mut diags)
         };
         Ok(Response::new(R {
             upgraded_state,
@@ -265,12 +263,12 @@ impl pb::provider_server::Provider for ProviderService {
         request: Request<pb::configure_provider::Request>,
     ) -> Result<Response<pb::configure_provider::Response>, Status> {
         type R = pb::configure_provider::Response;
-        let ty = self.dispatcher.provider_schema().value_type();
+        let ty = self.dispatcher.provider_type();
         let config = try_diags!(
             R,
             decode(
                 request.get_ref().config.as_ref(),
-                &ty,
+                ty,
                 "provider configuration"
             )
             .map_err(one)
@@ -290,7 +288,7 @@ impl pb::provider_server::Provider for ProviderService {
         let ty = try_diags!(R, self.resource_type(&req.type_name));
         let current_state = try_diags!(
             R,
-            decode(req.current_state.as_ref(), &ty, "current state").map_err(one)
+            decode(req.current_state.as_ref(), ty, "current state").map_err(one)
         );
         let resp = self
             .dispatcher
@@ -303,7 +301,7 @@ impl pb::provider_server::Provider for ProviderService {
             )
             .await;
         let mut diags = resp.diagnostics;
-        let new_state = encode_or_push(&resp.new_state, &ty, "new state", &mut diags);
+        let new_state = encode_or_push(&resp.new_state, ty, "new state", &mut diags);
         Ok(Response::new(R {
             new_state,
             private: resp.private.unwrap_or_default(),
@@ -321,13 +319,13 @@ impl pb::provider_server::Provider for ProviderService {
         let ty = try_diags!(R, self.resource_type(&req.type_name));
         let decoded = (|| {
             Ok::<_, Diagnostic>(PlanRequest {
-                prior_state: decode(req.prior_state.as_ref(), &ty, "prior state")?,
+                prior_state: decode(req.prior_state.as_ref(), ty, "prior state")?,
                 proposed_new_state: decode(
                     req.proposed_new_state.as_ref(),
-                    &ty,
+                    ty,
                     "proposed new state",
                 )?,
-                config: decode(req.config.as_ref(), &ty, "configuration")?,
+                config: decode(req.config.as_ref(), ty, "configuration")?,
                 prior_private: req.prior_private,
             })
         })();
@@ -337,7 +335,7 @@ impl pb::provider_server::Provider for ProviderService {
         let planned_state = if diags.has_errors() {
             None
         } else {
-            encode_or_push(&resp.planned_state, &ty, "planned state", &mut diags)
+            encode_or_push(&resp.planned_state, ty, "planned state", &mut diags)
         };
         Ok(Response::new(R {
             planned_state,
@@ -357,16 +355,16 @@ impl pb::provider_server::Provider for ProviderService {
         let ty = try_diags!(R, self.resource_type(&req.type_name));
         let decoded = (|| {
             Ok::<_, Diagnostic>(ApplyRequest {
-                prior_state: decode(req.prior_state.as_ref(), &ty, "prior state")?,
-                planned_state: decode(req.planned_state.as_ref(), &ty, "planned state")?,
-                config: decode(req.config.as_ref(), &ty, "configuration")?,
+                prior_state: decode(req.prior_state.as_ref(), ty, "prior state")?,
+                planned_state: decode(req.planned_state.as_ref(), ty, "planned state")?,
+                config: decode(req.config.as_ref(), ty, "configuration")?,
                 planned_private: req.planned_private,
             })
         })();
         let apply = try_diags!(R, decoded.map_err(one));
         let resp = self.dispatcher.apply(&req.type_name, apply).await;
         let mut diags = resp.diagnostics;
-        let new_state = encode_or_push(&resp.new_state, &ty, "new state", &mut diags);
+        let new_state = encode_or_push(&resp.new_state, ty, "new state", &mut diags);
         Ok(Response::new(R {
             new_state,
             private: resp.private.unwrap_or_default(),
@@ -389,8 +387,7 @@ impl pb::provider_server::Provider for ProviderService {
         let mut diags = resp.diagnostics;
         let mut imported_resources = Vec::new();
         for imported in resp.imported {
-            if let Some(state) = encode_or_push(&imported.state, &ty, "imported state", &mut diags)
-            {
+            if let Some(state) = encode_or_push(&imported.state, ty, "imported state", &mut diags) {
                 imported_resources.push(pb::import_resource_state::ImportedResource {
                     type_name: req.type_name.clone(),
                     state: Some(state),
@@ -430,7 +427,7 @@ impl pb::provider_server::Provider for ProviderService {
         let target_state = if diags.has_errors() {
             None
         } else {
-            encode_or_push(&resp.target_state, &ty, "moved state", &mut diags)
+            encode_or_push(&resp.target_state, ty, "moved state", &mut diags)
         };
         Ok(Response::new(R {
             target_state,
@@ -449,7 +446,7 @@ impl pb::provider_server::Provider for ProviderService {
         let ty = try_diags!(R, self.data_source_type(&req.type_name));
         let config = try_diags!(
             R,
-            decode(req.config.as_ref(), &ty, "configuration").map_err(one)
+            decode(req.config.as_ref(), ty, "configuration").map_err(one)
         );
         let deferral_allowed = req.client_capabilities.is_some_and(|c| c.deferral_allowed);
         if deferral_allowed && self.dispatcher.provider_config_unknown() {
@@ -468,7 +465,7 @@ impl pb::provider_server::Provider for ProviderService {
         let state = if diags.has_errors() {
             None
         } else {
-            encode_or_push(&resp.state, &ty, "data source state", &mut diags)
+            encode_or_push(&resp.state, ty, "data source state", &mut diags)
         };
         Ok(Response::new(R {
             state,
