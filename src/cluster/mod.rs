@@ -6,6 +6,7 @@ mod client;
 mod config;
 pub mod helm_install;
 pub mod helm_release;
+pub mod readiness;
 
 pub use client::{ClusterError, ClusterHandle, describe_cause, kubeconfig_error};
 pub use config::{ConfigSource, ProviderConfig};
