@@ -4,6 +4,10 @@
 mod client;
 mod config;
 pub mod helm_release;
+#[cfg(test)]
+mod test_server;
 
-pub use client::{ClusterError, ClusterHandle, describe_cause, kubeconfig_error};
+pub use client::{
+    CONNECT_TIMEOUT, ClusterError, ClusterHandle, READ_TIMEOUT, describe_cause, kubeconfig_error,
+};
 pub use config::{ConfigSource, ProviderConfig};
