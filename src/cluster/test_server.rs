@@ -25,12 +25,20 @@ impl Reply {
             quiet: Duration::ZERO,
         }
     }
+
+    pub fn not_found(name: &str) -> Self {
+        Self::json(
+            404,
+            serde_json::json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("secrets \"{name}\" not found"), "reason": "NotFound", "code": 404
+            }),
+        )
+    }
 }
 
 /// Serves until the test's runtime ends; returns the base URL (`http://127.0.0.1:PORT`).
-pub(crate) async fn serve(
-    handler: impl Fn(&str, &str) -> Reply + Send + Sync + 'static,
-) -> String {
+pub(crate) async fn serve(handler: impl Fn(&str, &str) -> Reply + Send + Sync + 'static) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let handler = Arc::new(handler);
