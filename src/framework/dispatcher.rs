@@ -21,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 use super::resource::*;
 use super::schema::{null_write_only, write_only_set};
 use super::{Diagnostics, Schema};
-use crate::cluster::{ClusterHandle, ProviderConfig};
 use crate::values::{AttributePath, JsonDecodeOptions, Type, Value, from_json_with};
 
 struct Registered<T: ?Sized> {
@@ -43,20 +42,21 @@ impl<T: ?Sized> Registered<T> {
 }
 
 /// All resources and data sources of the provider, plus the provider-level state that operations
-/// share (cluster handle from ConfigureProvider, the StopProvider token).
+/// share (the provider data from ConfigureProvider, the StopProvider token).
 pub struct Dispatcher {
+    provider: Arc<dyn Provider>,
     provider_schema: Schema,
     provider_type: Type,
     resources: BTreeMap<String, Registered<dyn Resource>>,
     data_sources: BTreeMap<String, Registered<dyn DataSource>>,
-    cluster: Mutex<ClusterHandle>,
+    configured: Mutex<Arc<Configured>>,
     stop: Mutex<CancellationToken>,
     shutdown: CancellationToken,
 }
 
 impl Dispatcher {
     pub fn new(
-        provider_schema: Schema,
+        provider: Arc<dyn Provider>,
         resources: Vec<Arc<dyn Resource>>,
         data_sources: Vec<Arc<dyn DataSource>>,
         shutdown: CancellationToken,
@@ -79,12 +79,14 @@ impl Dispatcher {
                 )
             })
             .collect();
+        let provider_schema = provider.schema();
         Self {
             provider_type: provider_schema.value_type(),
             provider_schema,
+            configured: Mutex::new(Arc::new(provider.unconfigured())),
+            provider,
             resources,
             data_sources,
-            cluster: Mutex::new(ClusterHandle::unconfigured()),
             stop: Mutex::new(shutdown.child_token()),
             shutdown,
         }
@@ -124,19 +126,20 @@ impl Dispatcher {
             .ok_or_else(|| unknown_type("data source", type_name))
     }
 
+    fn configured(&self) -> Arc<Configured> {
+        self.configured
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     fn ctx(&self) -> Ctx {
-        Ctx {
-            cluster: self
-                .cluster
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
-            cancel: self
-                .stop
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .child_token(),
-        }
+        let cancel = self
+            .stop
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .child_token();
+        Ctx::new(self.configured().data.clone(), cancel)
     }
 
     /// StopProvider: cancel what is in flight, keep serving new requests.
@@ -148,25 +151,37 @@ impl Dispatcher {
 
     /// True when ConfigureProvider received unknown connection settings (plan before the cluster exists).
     pub fn provider_config_unknown(&self) -> bool {
-        let cluster = self.cluster.lock().unwrap_or_else(PoisonError::into_inner);
-        matches!(cluster.config(), ProviderConfig::Unknown)
+        self.configured().unknown
     }
 
     pub fn validate_provider_config(&self, config: &Value) -> Diagnostics {
         let mut diagnostics = deprecation_warnings(&self.provider_schema, config);
-        diagnostics.extend(ProviderConfig::from_value(config).1);
-        diagnostics
+        let provider = &self.provider;
+        validate_guarded("the provider", || {
+            provider.validate(config, &mut diagnostics)
+        })
+        .map_or_else(|d| d, |()| diagnostics)
     }
 
-    /// ConfigureProvider: remembers the configuration; the cluster is contacted only when an
-    /// operation needs it, so unknown values (a kubeconfig not yet created) are fine here.
+    /// ConfigureProvider: the provider decides what it keeps (talosboot: the configuration, with
+    /// the cluster contacted only when an operation needs it, so unknown values are fine here).
     pub fn configure(&self, config: &Value) -> Diagnostics {
-        let (config, diagnostics) = ProviderConfig::from_value(config);
-        if !diagnostics.has_errors() {
-            *self.cluster.lock().unwrap_or_else(PoisonError::into_inner) =
-                ClusterHandle::new(config);
+        let mut diagnostics = Diagnostics::new();
+        let provider = &self.provider;
+        let configured = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            provider.configure(config, &mut diagnostics)
+        }));
+        match configured {
+            Ok(Some(configured)) if !diagnostics.has_errors() => {
+                *self
+                    .configured
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Arc::new(configured);
+                diagnostics
+            }
+            Ok(_) => diagnostics,
+            Err(_) => panicked("the provider", "configure"),
         }
-        diagnostics
     }
 
     /// `write_only_allowed`: the client announced write-only support (ClientCapabilities).

@@ -5,19 +5,65 @@
 //! move-state have defaults that answer with a proper diagnostic, so an unimplemented feature is a
 //! message to the user, never a crash.
 
+use std::any::Any;
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::{Diagnostics, Schema};
-use crate::cluster::ClusterHandle;
 use crate::values::Value;
 
-/// What an operation may use: the lazily connected cluster, and a token that is cancelled when
+/// What ConfigureProvider produced, carried opaquely to every operation (the framework's
+/// `ProviderData`): the provider decides its type, resources get it back with
+/// [`Ctx::provider_data`].
+pub type ProviderData = Arc<dyn Any + Send + Sync>;
+
+/// What an operation may use: the configured provider data, and a token that is cancelled when
 /// Terraform calls StopProvider (or the process shuts down).
 #[derive(Clone)]
 pub struct Ctx {
-    pub cluster: ClusterHandle,
+    provider_data: ProviderData,
     pub cancel: CancellationToken,
+}
+
+impl Ctx {
+    pub fn new(provider_data: ProviderData, cancel: CancellationToken) -> Self {
+        Self {
+            provider_data,
+            cancel,
+        }
+    }
+
+    /// The provider data as the type the provider configured, or `None` for another type.
+    pub fn provider_data<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.provider_data.downcast_ref::<T>()
+    }
+}
+
+/// The result of configuring the provider.
+pub struct Configured {
+    /// Handed to every operation through [`Ctx::provider_data`].
+    pub data: ProviderData,
+    /// Some setting that decides where operations go is unknown (plan before the cluster exists):
+    /// the dispatcher then keeps state as it is on refresh, and defers data sources when allowed.
+    pub unknown: bool,
+}
+
+/// The provider block: its schema, validation without I/O, and configuration into provider data.
+/// The framework knows nothing of what the data is.
+pub trait Provider: Send + Sync + 'static {
+    fn schema(&self) -> Schema;
+
+    /// ValidateProviderConfig: checks without I/O. Values may be unknown; skip checks on unknowns.
+    /// (Deprecation warnings come from the dispatcher.)
+    fn validate(&self, config: &Value, diagnostics: &mut Diagnostics);
+
+    /// ConfigureProvider. `None` (with errors in `diagnostics`) keeps the previous provider data.
+    fn configure(&self, config: &Value, diagnostics: &mut Diagnostics) -> Option<Configured>;
+
+    /// What operations see before ConfigureProvider (e.g. in validation RPCs).
+    fn unconfigured(&self) -> Configured;
 }
 
 pub struct PlanRequest {
