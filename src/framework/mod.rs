@@ -4,6 +4,7 @@
 mod diagnostics;
 pub mod dispatcher;
 pub mod plan;
+pub mod private;
 mod resource;
 mod schema;
 
@@ -11,5 +12,6 @@ pub use diagnostics::{Diagnostic, Diagnostics, Severity};
 pub use dispatcher::Dispatcher;
 pub use resource::*;
 pub use schema::{
-    Attribute, AttributeType, Block, NestedBlock, Nesting, Schema, null_write_only, write_only_set,
+    Attribute, AttributeType, Block, NestedBlock, Nesting, Schema, deprecated_set, null_write_only,
+    requires_replace, write_only_set,
 };

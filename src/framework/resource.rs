@@ -66,13 +66,26 @@ pub trait Provider: Send + Sync + 'static {
     fn unconfigured(&self) -> Configured;
 }
 
+/// What the client (Terraform/OpenTofu) announced it understands, per request. Clients that predate
+/// a capability send nothing: every field is then `false`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientCapabilities {
+    /// The client understands a deferred response (plan/read/import can wait for a later round).
+    pub deferral_allowed: bool,
+    /// The client understands write-only attributes (never stores them).
+    pub write_only_attributes_allowed: bool,
+}
+
 pub struct PlanRequest {
     /// Null when the resource is being created.
     pub prior_state: Value,
     /// Terraform's merge of config into prior state; null when the resource is being destroyed.
+    /// Computed attributes the config leaves unset and Terraform proposes as null arrive unknown
+    /// (at the top level and in nested single objects): the dispatcher marks them before `plan`.
     pub proposed_new_state: Value,
     pub config: Value,
     pub prior_private: Vec<u8>,
+    pub client_capabilities: ClientCapabilities,
 }
 
 #[derive(Default)]
@@ -105,6 +118,7 @@ pub struct ApplyResponse {
 pub struct ReadRequest {
     pub current_state: Value,
     pub private: Vec<u8>,
+    pub client_capabilities: ClientCapabilities,
 }
 
 #[derive(Default)]
@@ -118,6 +132,7 @@ pub struct ReadResponse {
 
 pub struct ImportRequest {
     pub id: String,
+    pub client_capabilities: ClientCapabilities,
 }
 
 pub struct ImportedResource {
