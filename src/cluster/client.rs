@@ -15,6 +15,7 @@ use kube::config::{
 use tokio::sync::OnceCell;
 
 use super::config::{ConfigSource, ProviderConfig};
+use super::scrub::{redact_user_info, scrub_api_message};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -66,18 +67,20 @@ impl ClusterError {
         }
     }
 
-    /// Classifies a `kube::Error` by walking its causes.
+    /// Classifies a `kube::Error` by walking its causes. Messages are scrubbed: values the API
+    /// server echoes (`Invalid value: "..."`) and user info in URLs never reach the error.
     pub fn from_kube(err: kube::Error, endpoint: &str) -> ClusterError {
+        let endpoint = redact_user_info(endpoint);
         if let kube::Error::Api(status) = &err {
             return ClusterError::Rejected {
-                endpoint: endpoint.to_owned(),
+                endpoint,
                 code: status.code,
-                message: status.message.clone(),
+                message: scrub_api_message(&status.message),
             };
         }
         ClusterError::Unreachable {
-            endpoint: endpoint.to_owned(),
-            cause: describe_cause(&err),
+            endpoint,
+            cause: scrub_api_message(&describe_cause(&err)),
         }
     }
 }
@@ -189,8 +192,8 @@ pub fn kubeconfig_error(what: &str, err: &kube::config::KubeconfigError) -> Stri
             format!("{what}: the client key data cannot be loaded (not base64 PEM?)")
         }
         E::ParseCertificates(_) => format!("{what}: the certificates are not valid PEM"),
-        // The remaining variants name contexts, clusters or URLs, never credentials.
-        other => format!("{what}: {other}"),
+        // The remaining variants name contexts, clusters or URLs (whose user info is dropped).
+        other => redact_user_info(&format!("{what}: {other}")),
     }
 }
 
@@ -321,7 +324,8 @@ async fn build_clients(
         .map_err(|e| ClusterError::InvalidConfig(kubeconfig_error("the kubeconfig", &e)))?;
     cfg.connect_timeout = Some(CONNECT_TIMEOUT);
     cfg.read_timeout = Some(read_timeout);
-    let endpoint = cfg.cluster_url.to_string();
+    // The endpoint is named in every error: never with credentials in it.
+    let endpoint = redact_user_info(&cfg.cluster_url.to_string());
     let mut streaming_cfg = cfg.clone();
     streaming_cfg.read_timeout = None;
     let build = |cfg: kube::Config| {

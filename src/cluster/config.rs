@@ -37,7 +37,7 @@ impl std::fmt::Debug for ConfigSource {
                 .finish(),
             ConfigSource::Direct { host, .. } => f
                 .debug_struct("Direct")
-                .field("host", host)
+                .field("host", &super::redact_user_info(host))
                 .finish_non_exhaustive(),
         }
     }

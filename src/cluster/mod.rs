@@ -4,6 +4,7 @@
 mod client;
 mod config;
 pub mod helm_release;
+mod scrub;
 #[cfg(test)]
 mod test_server;
 
@@ -11,3 +12,4 @@ pub use client::{
     CONNECT_TIMEOUT, ClusterError, ClusterHandle, READ_TIMEOUT, describe_cause, kubeconfig_error,
 };
 pub use config::{ConfigSource, ProviderConfig};
+pub use scrub::{redact_user_info, scrub_api_message};

@@ -7,6 +7,7 @@ pub mod plan;
 pub mod private;
 mod resource;
 mod schema;
+pub mod secret_hash;
 
 pub use diagnostics::{Diagnostic, Diagnostics, Severity};
 pub use dispatcher::Dispatcher;

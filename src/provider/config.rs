@@ -6,7 +6,7 @@
 //! credentials one by one (`host` + CA + client cert/key or token). Any of them may be unknown at plan
 //! time: the cluster is contacted lazily, only by operations that need it.
 
-use crate::cluster::{ConfigSource, ProviderConfig, kubeconfig_error};
+use crate::cluster::{ConfigSource, ProviderConfig, kubeconfig_error, redact_user_info};
 use crate::framework::{Attribute, Block, Diagnostics, Schema};
 use crate::values::{AttributePath, Type, Value};
 
@@ -108,7 +108,21 @@ fn resolve(config: &Value, env_path: Option<&str>) -> (ProviderConfig, Diagnosti
             diags.error_at(
                 AttributePath::attr(HOST),
                 "Invalid API server URL",
-                format!("`{HOST}` must be a URL such as `https://10.0.0.10:6443`, got {h:?}."),
+                format!(
+                    "`{HOST}` must be a URL such as `https://10.0.0.10:6443`, got {}.",
+                    // Never a value that may carry credentials (`user:pass@host`).
+                    if h.contains('@') {
+                        "a value with user info".to_owned()
+                    } else {
+                        format!("{h:?}")
+                    }
+                ),
+            );
+        } else if redact_user_info(h) != h {
+            diags.error_at(
+                AttributePath::attr(HOST),
+                "Credentials in the API server URL",
+                format!("`{HOST}` must not carry a user name or password (`https://user:pass@...`): Kubernetes does not use them. Set `{TOKEN}` or `{CERT}` and `{KEY}` instead."),
             );
         }
     }
@@ -281,5 +295,23 @@ mod tests {
         );
         let (config, _) = resolve(&block(&[]), None);
         assert_eq!(config, ProviderConfig::Missing);
+    }
+
+    #[test]
+    fn a_host_with_user_info_is_refused_and_never_echoed() {
+        for host in [
+            "https://admin:MARKER-pw@10.0.0.1:6443",
+            "ftp://admin:MARKER-pw@x",
+            "admin:MARKER-pw@10.0.0.1:6443",
+        ] {
+            let (config, diags) = resolve(&block(&[(HOST, host.into())]), None);
+            assert_eq!(config, ProviderConfig::Missing);
+            let d = diags.iter().next().expect("a diagnostic");
+            assert_eq!(d.attribute, Some(AttributePath::attr(HOST)));
+            assert!(
+                !format!("{} {}", d.summary, d.detail).contains("MARKER"),
+                "{d:?}"
+            );
+        }
     }
 }
