@@ -15,7 +15,7 @@ use kube::config::{
 use tokio::sync::OnceCell;
 
 use super::config::{ConfigSource, ProviderConfig};
-use super::scrub::{redact_user_info, scrub_api_message};
+use super::scrub::{redact_user_info, scrub_api_message, strip_user_info};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -322,6 +322,13 @@ async fn build_clients(
     let mut cfg = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .map_err(|e| ClusterError::InvalidConfig(kubeconfig_error("the kubeconfig", &e)))?;
+    let url = cfg.cluster_url.to_string();
+    if strip_user_info(&url) != url {
+        // Never sent, never logged by the HTTP stack (which logs request URLs at debug).
+        cfg.cluster_url = strip_user_info(&url)
+            .parse()
+            .map_err(|_| ClusterError::InvalidConfig("the server URL is not a valid URL".into()))?;
+    }
     cfg.connect_timeout = Some(CONNECT_TIMEOUT);
     cfg.read_timeout = Some(read_timeout);
     // The endpoint is named in every error: never with credentials in it.

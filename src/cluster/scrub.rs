@@ -59,6 +59,16 @@ fn skip_value(text: &str) -> &str {
 
 /// Every `scheme://user:pass@host` in `text` as `scheme://<redacted>@host`.
 pub fn redact_user_info(text: &str) -> String {
+    replace_user_info(text, concat!("<redacted>", "@"))
+}
+
+/// `scheme://user:pass@host/...` as `scheme://host/...`: Kubernetes never uses credentials in
+/// the server URL, and the HTTP stack would log them with every request.
+pub(crate) fn strip_user_info(url: &str) -> String {
+    replace_user_info(url, "")
+}
+
+fn replace_user_info(text: &str, replacement: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("://") {
@@ -69,8 +79,8 @@ pub fn redact_user_info(text: &str) -> String {
             .unwrap_or(tail.len());
         match tail[..authority_end].rfind('@') {
             Some(user_end) => {
-                out.push_str(REDACTED);
-                rest = &tail[user_end..];
+                out.push_str(replacement);
+                rest = &tail[user_end + 1..];
             }
             None => rest = tail,
         }
@@ -121,5 +131,6 @@ mod tests {
             "https://10.0.0.1:6443"
         );
         assert_eq!(redact_user_info("https://u:p@h"), "https://<redacted>@h");
+        assert_eq!(strip_user_info("https://u:p@h:6443/x"), "https://h:6443/x");
     }
 }
