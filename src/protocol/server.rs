@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
-use super::convert::{decode, diagnostic, diagnostics, encode, path_to_proto, schema};
+use super::convert::{
+    capabilities_of, decode, diagnostic, diagnostics, encode, path_to_proto, schema,
+};
 use super::proto as pb;
 use crate::framework::dispatcher::unknown_type;
 use crate::framework::{
@@ -192,9 +194,8 @@ impl pb::provider_server::Provider for ProviderService {
             R,
             decode(req.config.as_ref(), ty, "configuration").map_err(one)
         );
-        let write_only_allowed = req
-            .client_capabilities
-            .is_some_and(|c| c.write_only_attributes_allowed);
+        let write_only_allowed =
+            capabilities_of(req.client_capabilities).write_only_attributes_allowed;
         let diags = self
             .dispatcher
             .validate_resource(&req.type_name, &config, write_only_allowed);
@@ -297,6 +298,7 @@ impl pb::provider_server::Provider for ProviderService {
                 ReadRequest {
                     current_state,
                     private: req.private,
+                    client_capabilities: capabilities_of(req.client_capabilities),
                 },
             )
             .await;
@@ -327,6 +329,7 @@ impl pb::provider_server::Provider for ProviderService {
                 )?,
                 config: decode(req.config.as_ref(), ty, "configuration")?,
                 prior_private: req.prior_private,
+                client_capabilities: capabilities_of(req.client_capabilities),
             })
         })();
         let plan = try_diags!(R, decoded.map_err(one));
@@ -382,7 +385,13 @@ impl pb::provider_server::Provider for ProviderService {
         let ty = try_diags!(R, self.resource_type(&req.type_name));
         let resp = self
             .dispatcher
-            .import(&req.type_name, ImportRequest { id: req.id })
+            .import(
+                &req.type_name,
+                ImportRequest {
+                    id: req.id,
+                    client_capabilities: capabilities_of(req.client_capabilities),
+                },
+            )
             .await;
         let mut diags = resp.diagnostics;
         let mut imported_resources = Vec::new();
@@ -448,7 +457,7 @@ impl pb::provider_server::Provider for ProviderService {
             R,
             decode(req.config.as_ref(), ty, "configuration").map_err(one)
         );
-        let deferral_allowed = req.client_capabilities.is_some_and(|c| c.deferral_allowed);
+        let deferral_allowed = capabilities_of(req.client_capabilities).deferral_allowed;
         if deferral_allowed && self.dispatcher.provider_config_unknown() {
             return Ok(Response::new(R {
                 deferred: Some(pb::Deferred {

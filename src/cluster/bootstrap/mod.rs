@@ -268,13 +268,12 @@ pub struct Clients {
 
 impl Clients {
     pub async fn connect(cluster: &ClusterHandle) -> Result<Clients, EngineError> {
-        let (client, endpoint) = cluster
-            .client()
-            .await
-            .map_err(|e| EngineError::api(Step::Connect, e))?;
+        let connect = |e| EngineError::api(Step::Connect, e);
+        let (client, endpoint) = cluster.client().await.map_err(connect)?;
+        let (stream, _) = cluster.stream_client().await.map_err(connect)?;
         Ok(Clients {
-            stream: client.clone(),
             client,
+            stream,
             endpoint,
         })
     }

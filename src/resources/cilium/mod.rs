@@ -68,7 +68,7 @@ impl Resource for CiliumResource {
         } else {
             decoded(&req.prior_state, "prior state", &mut diagnostics)
         };
-        let clients = match Clients::connect(&ctx.cluster).await {
+        let clients = match Clients::connect(&crate::resources::cluster(ctx)).await {
             Ok(c) => c,
             Err(e) => {
                 diagnostics.push(engine_diagnostic("connect to the cluster", &e));
@@ -146,7 +146,7 @@ impl Resource for CiliumResource {
                 private: None,
             };
         };
-        let clients = match Clients::connect(&ctx.cluster).await {
+        let clients = match Clients::connect(&crate::resources::cluster(ctx)).await {
             Ok(c) => c,
             Err(e) => {
                 diagnostics.push(engine_diagnostic("read Cilium", &e));
@@ -203,7 +203,7 @@ impl Resource for CiliumResource {
                 diagnostics,
             };
         };
-        let clients = match Clients::connect(&ctx.cluster).await {
+        let clients = match Clients::connect(&crate::resources::cluster(ctx)).await {
             Ok(c) => c,
             Err(e) => {
                 diagnostics.push(engine_diagnostic("import Cilium", &e));

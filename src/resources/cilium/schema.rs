@@ -89,7 +89,7 @@ pub fn schema() -> Schema {
                 Attribute::computed("revision", Type::Number, "Current release revision."),
                 Attribute::computed("chart_version", Type::String, "Chart version of the current revision."),
                 Attribute::computed("app_version", Type::String, "Cilium version of the current revision."),
-                Attribute::computed("values_sha256", Type::String, "Salted SHA-256 of the release's values (`sha256:` + hex): changes when the values in the cluster differ from the configuration."),
+                Attribute::computed("values_sha256", Type::String, "Salted hash of the release's values (`hmac-sha256:` + hex): changes when the values in the cluster differ from the configuration."),
                 Attribute::computed("agents", Type::object([("ready", Type::Number), ("desired", Type::Number)]), "Cilium agents: `ready` and `desired` (one per node)."),
                 Attribute::computed("nodes_ready", Type::Bool, "Whether every node is Ready without the `not-ready` taint."),
             ],
