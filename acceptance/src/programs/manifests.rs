@@ -79,13 +79,17 @@ fn api_err<'a>(verb: &'static str, o: &'a Value) -> impl FnOnce(ApiError) -> Man
     }
 }
 
-/// Creates or replaces `objects` as release `release` in `ns`.
+/// Creates or replaces `objects` as release `release` in `ns`. An existing object without
+/// this release's ownership metadata is an [`ManifestError::Ownership`] error, unless
+/// `take_ownership` (Helm's `--take-ownership`): then it is adopted in place (updated, keeping
+/// its `uid`, labels and annotations it had, plus Helm's ownership metadata).
 pub fn apply(
     store: &Store,
     release: &str,
     ns: &str,
     objects: &[Value],
     manager: &str,
+    take_ownership: bool,
 ) -> Result<(), ManifestError> {
     let opts = obj::manager(manager);
     for o in objects {
@@ -112,7 +116,10 @@ pub fn apply(
             }
             Err(e) => return Err(api_err("get", o)(e)),
             Ok(live) => {
-                check_ownership(&live, release, ns)?;
+                match check_ownership(&live, release, ns) {
+                    Err(_) if take_ownership => keep_metadata(&live, &mut desired),
+                    other => other?,
+                }
                 desired["metadata"]["resourceVersion"] = live
                     .pointer("/metadata/resourceVersion")
                     .cloned()
@@ -124,6 +131,28 @@ pub fn apply(
         }
     }
     Ok(())
+}
+
+/// An adopted object keeps the labels and annotations it had (Helm's three-way merge has no
+/// previous manifest to remove them by).
+fn keep_metadata(live: &Value, desired: &mut Value) {
+    for key in ["labels", "annotations"] {
+        let Some(old) = live
+            .pointer(&format!("/metadata/{key}"))
+            .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        let target = &mut desired["metadata"][key];
+        if !target.is_object() {
+            *target = json!({});
+        }
+        if let Some(t) = target.as_object_mut() {
+            for (k, v) in old {
+                t.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
 }
 
 fn check_ownership(live: &Value, release: &str, ns: &str) -> Result<(), ManifestError> {

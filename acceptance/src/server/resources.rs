@@ -152,9 +152,10 @@ async fn handle(
             let (parts, body) = read_body(req).await?;
             let obj = parse_body(content_type(&parts.headers), &body)?;
             let created = store.create(&gr, ns, obj, &opts)?;
-            Ok(response::json_response(
-                201,
-                &present(created, &ty, version),
+            let warning = store.pod_security_warning(&gr, ns, &created);
+            Ok(with_warning(
+                response::json_response(201, &present(created, &ty, version)),
+                warning,
             ))
         }
         (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
@@ -163,9 +164,13 @@ async fn handle(
             let obj = parse_body(content_type(&parts.headers), &body)?;
             let existed = store.get(&gr, ns, name).is_ok();
             let updated = store.update_named(&gr, ns, name, obj, &opts, sub)?;
-            Ok(response::json_response(
-                if existed || opts.dry_run { 200 } else { 201 },
-                &present(updated, &ty, version),
+            let warning = workload_warning(store, &gr, ns, sub, &updated);
+            Ok(with_warning(
+                response::json_response(
+                    if existed || opts.dry_run { 200 } else { 201 },
+                    &present(updated, &ty, version),
+                ),
+                warning,
             ))
         }
         (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
@@ -183,9 +188,17 @@ async fn handle(
             let patch = Patch::from_content_type(&ct, value)?;
             let existed = store.get(&gr, ns, name).is_ok();
             let out = store.patch_sub(&gr, ns, name, patch, &opts, sub)?;
-            Ok(response::json_response(
-                if existed { 200 } else { 201 },
-                &present(out, &ty, version),
+            let warning = if existed {
+                workload_warning(store, &gr, ns, sub, &out)
+            } else {
+                store.pod_security_warning(&gr, ns, &out)
+            };
+            Ok(with_warning(
+                response::json_response(
+                    if existed { 200 } else { 201 },
+                    &present(out, &ty, version),
+                ),
+                warning,
             ))
         }
         (&Method::DELETE, Some(name), None) => {
@@ -239,6 +252,31 @@ async fn handle(
         (_, _, Some(_)) => Err(ApiError::no_route()),
         _ => Err(ApiError::method_not_allowed()),
     }
+}
+
+/// PodSecurity warns on writes of workloads (their pod template); pods only on create.
+fn workload_warning(
+    store: &crate::store::Store,
+    gr: &GroupResource,
+    ns: &str,
+    sub: Option<&str>,
+    obj: &Value,
+) -> Option<String> {
+    if sub.is_some() || *gr == GroupResource::core("pods") {
+        return None;
+    }
+    store.pod_security_warning(gr, ns, obj)
+}
+
+/// Adds a `Warning: 299 - "<text>"` header (RFC 7234 quoting, as the real server sends it).
+fn with_warning(mut resp: Response<Body>, warning: Option<String>) -> Response<Body> {
+    if let Some(text) = warning {
+        let quoted = text.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = http::HeaderValue::from_str(&format!("299 - \"{quoted}\"")) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
 }
 
 /// The real server warns when a Job is deleted with its default policy (Orphan): its pods stay.
