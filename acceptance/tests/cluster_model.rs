@@ -16,6 +16,9 @@
 //! - `workloads`: Deployment rollouts, DaemonSet placement, `cilium status --wait`,
 //!   `ReplicaFailure` while pod creates are refused.
 //! - `flux`: the Flux Operator after Cilium, FluxInstance readiness.
+//! - `pod_security`: Talos' Pod Security defaults (baseline enforced, kube-system exempt),
+//!   namespace labels, the real messages, FailedCreate for a host-network Job.
+//! - `inline_cilium`: Cilium from Talos inline manifests; adoption with `helm --take-ownership`.
 
 #[path = "cluster_model/bootstrap.rs"]
 mod bootstrap;
@@ -29,12 +32,16 @@ mod flux;
 mod helm;
 #[path = "cluster_model/idle.rs"]
 mod idle;
+#[path = "cluster_model/inline_cilium.rs"]
+mod inline_cilium;
 #[path = "cluster_model/inputs.rs"]
 mod inputs;
 #[path = "cluster_model/jobs.rs"]
 mod jobs;
 #[path = "cluster_model/kubectl.rs"]
 mod kubectl;
+#[path = "cluster_model/pod_security.rs"]
+mod pod_security;
 #[path = "cluster_model/pre_cni.rs"]
 mod pre_cni;
 #[path = "cluster_model/workloads.rs"]

@@ -429,6 +429,21 @@ pub async fn install_or_upgrade(
     };
     let objects = chart.render(name, ns, &vals);
     rel.manifest = manifests::manifest_text(&chart.name, &objects);
+    let owned = current
+        .as_ref()
+        .map(|c| manifests::parse_manifest(&c.manifest))
+        .unwrap_or_default();
+    // Helm checks for objects it would take over before it records the revision.
+    manifests::check_conflicts(
+        &ctx.store,
+        name,
+        ns,
+        &objects,
+        &owned,
+        upgrading,
+        args.take_ownership,
+    )
+    .map_err(|e| format!("{failed_prefix}{e}"))?;
     release::save(&ctx.store, &rel).map_err(|e| e.to_string())?;
     ctx.sleep(Duration::from_secs(1)).await;
     if let Err(e) = deploy(ctx, args, &rel, current.as_ref(), &objects).await {
@@ -490,15 +505,8 @@ async fn deploy(
     last: Option<&Release>,
     objects: &[Value],
 ) -> Result<(), String> {
-    manifests::apply(
-        &ctx.store,
-        &rel.name,
-        &rel.namespace,
-        objects,
-        "helm",
-        args.take_ownership,
-    )
-    .map_err(|e| e.to_string())?;
+    manifests::apply(&ctx.store, &rel.name, &rel.namespace, objects, "helm")
+        .map_err(|e| e.to_string())?;
     if let Some(prev) = last {
         let keep = |o: &Value| {
             objects

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::response::{self, Body};
 use super::{ServerState, discovery, parse_body, read_body, table, watch};
 use crate::store::{
-    ApiError, DeleteOptions, GroupResource, ListOptions, Patch, Propagation, ResourceType,
+    ApiError, DeleteOptions, GroupResource, ListOptions, LogView, Patch, Propagation, ResourceType,
     WriteOptions, tail_lines,
 };
 use crate::util::parse_query;
@@ -512,12 +512,15 @@ fn logs(
         }
     };
     let logs = state.store.logs();
+    let view = log_view(query)?;
     if query.flag("previous") {
-        let previous = logs.read_previous(ns, name, &container).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "previous terminated container \"{container}\" in pod \"{name}\" not found"
-            ))
-        })?;
+        let previous = logs
+            .read_previous_view(ns, name, &container, view)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "previous terminated container \"{container}\" in pod \"{name}\" not found"
+                ))
+            })?;
         let mut resp = Response::new(response::full(previous));
         resp.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -533,7 +536,7 @@ fn logs(
             )));
         }
     }
-    let (data, end) = logs.read_with_offset(ns, name, &container);
+    let (data, end) = logs.read_view(ns, name, &container, view);
     let start = match query.num("tailLines")? {
         Some(n) => data.len() - tail_lines(&data, n as usize).len(),
         None => 0,
@@ -554,7 +557,7 @@ fn logs(
             .insert(header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
         return Ok(resp);
     }
-    let stream = logs.follow(ns, name, &container, end);
+    let stream = logs.follow_view(ns, name, &container, end, view.timestamps);
     let stream: std::pin::Pin<Box<dyn futures::Stream<Item = Bytes> + Send>> = match left {
         Some(left) => Box::pin(limit_bytes(stream, left)),
         None => Box::pin(stream),
@@ -565,6 +568,29 @@ fn logs(
         stream,
         state.shutdown.clone(),
     ))
+}
+
+/// `sinceTime` (RFC 3339; second precision, as the API server forwards it to the kubelet),
+/// `sinceSeconds` and `timestamps`.
+fn log_view(query: &Query) -> Result<LogView, ApiError> {
+    let since = match (query.get("sinceTime"), query.num("sinceSeconds")?) {
+        (Some(t), _) => {
+            let secs = crate::util::parse_rfc3339(t).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "parsing time {t:?} as \"2006-01-02T15:04:05Z07:00\": cannot parse {t:?} as \"2006\""
+                ))
+            })?;
+            Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+        }
+        (None, Some(n)) => {
+            std::time::SystemTime::now().checked_sub(std::time::Duration::from_secs(n))
+        }
+        (None, None) => None,
+    };
+    Ok(LogView {
+        since,
+        timestamps: query.flag("timestamps"),
+    })
 }
 
 /// At most `left` bytes of `stream`; it ends once they are sent (`limitBytes` while following).

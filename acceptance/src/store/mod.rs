@@ -96,7 +96,7 @@ use tokio::sync::{Notify, broadcast};
 
 use crate::config::Pace;
 pub use error::{ApiError, Cause};
-pub use logs::{PodLogs, tail_lines};
+pub use logs::{LogView, PodLogs, tail_lines};
 pub use patch::Patch;
 use selector::{FieldSelector, LabelSelector};
 pub use types::{GroupResource, ResourceType};
