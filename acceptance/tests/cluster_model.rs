@@ -18,6 +18,8 @@
 //! - `flux`: the Flux Operator after Cilium, FluxInstance readiness.
 //! - `pod_security`: Talos' Pod Security defaults (baseline enforced, kube-system exempt),
 //!   namespace labels, the real messages, FailedCreate for a host-network Job.
+//! - `tools`: unknown flags fail like the real helm/cilium/kubectl; `failed` release replaced;
+//!   the restricted `alpine/helm` installer reading values from a ConfigMap and a Secret.
 //! - `inline_cilium`: Cilium from Talos inline manifests; adoption with `helm --take-ownership`.
 
 #[path = "cluster_model/bootstrap.rs"]
@@ -44,5 +46,7 @@ mod kubectl;
 mod pod_security;
 #[path = "cluster_model/pre_cni.rs"]
 mod pre_cni;
+#[path = "cluster_model/tools.rs"]
+mod tools;
 #[path = "cluster_model/workloads.rs"]
 mod workloads;
