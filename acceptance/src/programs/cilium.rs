@@ -1,5 +1,6 @@
 //! `cilium` (cilium-cli): `install`/`upgrade` run Helm in-process (release `cilium` in
-//! `kube-system`, chart version from `--version`, values from `--set`/`--helm-set`/`--values`),
+//! `kube-system`, chart version from `--version`, values from `--set`/`--set-string`/`--values`; cilium-cli's
+//! flags, cobra-parsed: unknown flags such as the classic mode's `--helm-set` fail),
 //! `uninstall`, `status [--wait] [--wait-duration D]`, `version`. `status --wait` waits like
 //! cilium-cli: DaemonSet `cilium` desired == ready == updated and the Deployment
 //! `cilium-operator` likewise, both at their latest generation.
@@ -59,8 +60,6 @@ const INSTALL_UPGRADE: &[Flag] = &[
     flags::value("set-file"),
     flags::value("set-json"),
     flags::value("set-string"),
-    flags::value("helm-set"),
-    flags::value("helm-set-string"),
     flags::value("values").short('f'),
     flags::value("version"),
     flags::boolean("wait"),
@@ -110,8 +109,6 @@ fn parse(argv: &[String]) -> Result<(String, Args, Option<Duration>), String> {
     };
     for (k, _) in p.flags.iter_mut() {
         *k = match *k {
-            "helm-set" => "set",
-            "helm-set-string" => "set-string",
             "wait-duration" | "timeout" => "cilium-duration",
             other => other,
         };
