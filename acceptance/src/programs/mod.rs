@@ -22,6 +22,7 @@ pub mod cilium;
 mod context;
 pub mod daemons;
 pub mod files;
+pub mod flags;
 pub mod flux_operator;
 pub mod helm;
 pub mod kubectl;

@@ -153,17 +153,30 @@ async fn default_service_host_without_kube_proxy_leaves_the_agent_unready() {
     let (_sim, client, pod, container) =
         install_and_crash_agent(&["k8sServiceHost", "k8sServicePort"]).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
-    let log = pods
-        .logs(
-            &pod,
-            &LogParams {
-                container: Some(container),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert!(log.contains("dial tcp 10.96.0.1:443: i/o timeout"), "{log}");
+    // The failed attempt's log: the current one during the back-off, the previous one once the
+    // next attempt has started (under load the test may look only then).
+    let signature = "dial tcp 10.96.0.1:443: i/o timeout";
+    let log = eventually(
+        10,
+        "the agent's failed attempt logged the timeout",
+        || async {
+            for previous in [false, true] {
+                let params = LogParams {
+                    container: Some(container.clone()),
+                    previous,
+                    ..Default::default()
+                };
+                if let Ok(log) = pods.logs(&pod, &params).await {
+                    if log.contains(signature) {
+                        return Some(log);
+                    }
+                }
+            }
+            None
+        },
+    )
+    .await;
+    assert!(log.contains("Unable to contact k8s api-server"), "{log}");
     assert_nodes_tainted(&client).await;
 }
 
