@@ -8,12 +8,14 @@
 //! - [`values`]: cty values, their msgpack/JSON codecs and attribute paths;
 //! - [`cluster`]: provider configuration, the lazy Kubernetes client, Helm release records;
 //! - [`resources`]: one module per resource or data source;
+//! - [`functions`]: provider-defined functions (`provider::talosboot::...`);
 //! - [`provider`]: the assembly of all of the above;
 //! - [`docs`]: registry docs rendered from the schema.
 
 pub mod cluster;
 pub mod docs;
 pub mod framework;
+pub mod functions;
 pub mod plugin;
 pub mod protocol;
 pub mod provider;

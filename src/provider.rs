@@ -4,7 +4,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::ProviderConfig;
 use crate::framework::Dispatcher;
-use crate::resources;
+use crate::{functions, resources};
 
 /// The registry source address users write in `required_providers`.
 pub const SOURCE_ADDRESS: &str = "registry.terraform.io/talosboot/talosboot";
@@ -19,4 +19,5 @@ pub fn dispatcher(shutdown: CancellationToken, include_test_resources: bool) -> 
         resources::data_sources(),
         shutdown,
     )
+    .with_functions(functions::functions())
 }

@@ -52,6 +52,8 @@ pub struct Dispatcher {
     cluster: Mutex<ClusterHandle>,
     stop: Mutex<CancellationToken>,
     shutdown: CancellationToken,
+    /// Provider-defined functions by name (see [`Dispatcher::with_functions`]).
+    functions: BTreeMap<String, Arc<dyn super::Function>>,
 }
 
 impl Dispatcher {
@@ -87,6 +89,7 @@ impl Dispatcher {
             cluster: Mutex::new(ClusterHandle::unconfigured()),
             stop: Mutex::new(shutdown.child_token()),
             shutdown,
+            functions: BTreeMap::new(),
         }
     }
 
@@ -570,5 +573,34 @@ pub(crate) fn upgrade_same_version(
                 ..Default::default()
             }
         }
+    }
+}
+
+/// Provider-defined functions. They are pure: no provider configuration, no cluster.
+impl Dispatcher {
+    /// Registers `functions` (by [`super::Function::name`]).
+    pub fn with_functions(mut self, functions: Vec<Arc<dyn super::Function>>) -> Self {
+        self.functions
+            .extend(functions.into_iter().map(|f| (f.name().to_owned(), f)));
+        self
+    }
+
+    /// Every function with its signature, in name order.
+    pub fn functions(&self) -> impl Iterator<Item = (&str, super::Signature)> {
+        self.functions
+            .iter()
+            .map(|(name, f)| (name.as_str(), f.signature()))
+    }
+
+    /// The function named `name`.
+    ///
+    /// # Errors
+    /// A [`super::FunctionError`] naming the function when the provider has none by that name.
+    pub fn function(&self, name: &str) -> Result<&dyn super::Function, super::FunctionError> {
+        self.functions.get(name).map(AsRef::as_ref).ok_or_else(|| {
+            super::FunctionError::new(format!(
+                "The talosboot provider has no function named {name:?}. Check the spelling, or upgrade the provider if it was added in a later version."
+            ))
+        })
     }
 }

@@ -3,12 +3,14 @@
 
 mod diagnostics;
 pub mod dispatcher;
+pub mod function;
 pub mod plan;
 mod resource;
 mod schema;
 
 pub use diagnostics::{Diagnostic, Diagnostics, Severity};
 pub use dispatcher::Dispatcher;
+pub use function::{Arguments, Function, FunctionError, Parameter, Signature};
 pub use resource::*;
 pub use schema::{
     Attribute, AttributeType, Block, NestedBlock, Nesting, Schema, null_write_only, write_only_set,

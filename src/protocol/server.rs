@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use super::convert::{decode, diagnostic, diagnostics, encode, path_to_proto, schema};
+use super::functions;
 use super::proto as pb;
 use crate::framework::dispatcher::unknown_type;
 use crate::framework::{
@@ -116,6 +117,7 @@ impl pb::provider_server::Provider for ProviderService {
                     type_name: n.to_owned(),
                 })
                 .collect(),
+            functions: functions::metadata(&self.dispatcher),
             ..Default::default()
         }))
     }
@@ -136,6 +138,7 @@ impl pb::provider_server::Provider for ProviderService {
                 .map(|(n, s)| (n.to_owned(), schema(s)))
                 .collect(),
             server_capabilities: Some(capabilities()),
+            functions: functions::definitions(d),
             ..Default::default()
         }))
     }
@@ -518,23 +521,20 @@ impl pb::provider_server::Provider for ProviderService {
         &self,
         _: Request<pb::get_functions::Request>,
     ) -> Result<Response<pb::get_functions::Response>, Status> {
-        Ok(Response::new(pb::get_functions::Response::default()))
+        Ok(Response::new(pb::get_functions::Response {
+            functions: functions::definitions(&self.dispatcher),
+            diagnostics: Vec::new(),
+        }))
     }
 
     async fn call_function(
         &self,
         request: Request<pb::call_function::Request>,
     ) -> Result<Response<pb::call_function::Response>, Status> {
-        Ok(Response::new(pb::call_function::Response {
-            result: None,
-            error: Some(pb::FunctionError {
-                text: format!(
-                    "The talosboot provider has no function named {:?}.",
-                    request.get_ref().name
-                ),
-                function_argument: None,
-            }),
-        }))
+        Ok(Response::new(functions::call(
+            &self.dispatcher,
+            request.into_inner(),
+        )))
     }
 
     async fn stop_provider(
