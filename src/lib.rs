@@ -8,6 +8,7 @@
 //!   the gRPC routes;
 //! - [`docs`] → [`framework`], [`values`]: registry docs rendered from the schema;
 //! - [`resources`] → [`framework`], [`cluster`], [`values`]: one module per resource or data source;
+//! - [`functions`] → [`framework`], [`cluster`], [`values`]: provider-defined functions (`provider::talosboot::...`);
 //! - [`protocol`] → [`framework`], [`values`]: generated tfplugin6 code and the thin RPC service
 //!   (decode, dispatch, encode);
 //! - [`framework`] → [`values`]: resource, data-source and provider traits, schema, diagnostics, the
@@ -21,6 +22,7 @@
 pub mod cluster;
 pub mod docs;
 pub mod framework;
+pub mod functions;
 pub mod plugin;
 pub mod protocol;
 pub mod provider;

@@ -81,7 +81,7 @@ impl ChartInstall {
             self.namespace.clone(),
             "--timeout".into(),
             format!("{}s", timeout.as_secs().max(1)),
-            "--max-history".into(),
+            "--history-max".into(),
             "10".into(),
         ]);
         let mut files = BTreeMap::new();

@@ -9,6 +9,7 @@ pub mod helm_install;
 pub mod helm_release;
 pub mod readiness;
 mod scrub;
+pub mod talos;
 #[cfg(test)]
 mod test_server;
 

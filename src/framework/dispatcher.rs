@@ -59,6 +59,8 @@ pub struct Dispatcher {
     configured: Mutex<Arc<Configured>>,
     stop: Mutex<CancellationToken>,
     shutdown: CancellationToken,
+    /// Provider-defined functions by name (see [`Dispatcher::with_functions`]).
+    functions: BTreeMap<String, Arc<dyn super::Function>>,
 }
 
 impl Dispatcher {
@@ -96,6 +98,7 @@ impl Dispatcher {
             data_sources,
             stop: Mutex::new(shutdown.child_token()),
             shutdown,
+            functions: BTreeMap::new(),
         }
     }
 
@@ -602,6 +605,35 @@ pub(crate) fn upgrade_same_version(
                 ..Default::default()
             }
         }
+    }
+}
+
+/// Provider-defined functions. They are pure: no provider configuration, no cluster.
+impl Dispatcher {
+    /// Registers `functions` (by [`super::Function::name`]).
+    pub fn with_functions(mut self, functions: Vec<Arc<dyn super::Function>>) -> Self {
+        self.functions
+            .extend(functions.into_iter().map(|f| (f.name().to_owned(), f)));
+        self
+    }
+
+    /// Every function with its signature, in name order.
+    pub fn functions(&self) -> impl Iterator<Item = (&str, super::Signature)> {
+        self.functions
+            .iter()
+            .map(|(name, f)| (name.as_str(), f.signature()))
+    }
+
+    /// The function named `name`.
+    ///
+    /// # Errors
+    /// A [`super::FunctionError`] naming the function when the provider has none by that name.
+    pub fn function(&self, name: &str) -> Result<&dyn super::Function, super::FunctionError> {
+        self.functions.get(name).map(AsRef::as_ref).ok_or_else(|| {
+            super::FunctionError::new(format!(
+                "The talosboot provider has no function named {name:?}. Check the spelling, or upgrade the provider if it was added in a later version."
+            ))
+        })
     }
 }
 

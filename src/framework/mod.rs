@@ -3,6 +3,7 @@
 
 mod diagnostics;
 pub mod dispatcher;
+pub mod function;
 pub mod model;
 pub mod plan;
 pub mod private;
@@ -12,6 +13,7 @@ pub mod secret_hash;
 
 pub use diagnostics::{Diagnostic, Diagnostics, Severity};
 pub use dispatcher::Dispatcher;
+pub use function::{Arguments, Function, FunctionError, Parameter, Signature};
 pub use resource::*;
 pub use schema::{
     Attribute, AttributeType, Block, NestedBlock, Nesting, Schema, deprecated_set, null_write_only,

@@ -2,6 +2,7 @@
 //! decodes, delegates to the framework dispatcher and encodes.
 
 mod convert;
+mod functions;
 pub mod proto;
 mod server;
 

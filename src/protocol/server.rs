@@ -9,6 +9,7 @@ use tonic::{Request, Response, Status};
 use super::convert::{
     capabilities_of, decode, diagnostic, diagnostics, encode, path_to_proto, schema,
 };
+use super::functions;
 use super::proto as pb;
 use crate::framework::dispatcher::unknown_type;
 use crate::framework::{
@@ -118,6 +119,7 @@ impl pb::provider_server::Provider for ProviderService {
                     type_name: n.to_owned(),
                 })
                 .collect(),
+            functions: functions::metadata(&self.dispatcher),
             ..Default::default()
         }))
     }
@@ -138,6 +140,7 @@ impl pb::provider_server::Provider for ProviderService {
                 .map(|(n, s)| (n.to_owned(), schema(s)))
                 .collect(),
             server_capabilities: Some(capabilities()),
+            functions: functions::definitions(d),
             ..Default::default()
         }))
     }
@@ -527,23 +530,20 @@ impl pb::provider_server::Provider for ProviderService {
         &self,
         _: Request<pb::get_functions::Request>,
     ) -> Result<Response<pb::get_functions::Response>, Status> {
-        Ok(Response::new(pb::get_functions::Response::default()))
+        Ok(Response::new(pb::get_functions::Response {
+            functions: functions::definitions(&self.dispatcher),
+            diagnostics: Vec::new(),
+        }))
     }
 
     async fn call_function(
         &self,
         request: Request<pb::call_function::Request>,
     ) -> Result<Response<pb::call_function::Response>, Status> {
-        Ok(Response::new(pb::call_function::Response {
-            result: None,
-            error: Some(pb::FunctionError {
-                text: format!(
-                    "The talosboot provider has no function named {:?}.",
-                    request.get_ref().name
-                ),
-                function_argument: None,
-            }),
-        }))
+        Ok(Response::new(functions::call(
+            &self.dispatcher,
+            request.into_inner(),
+        )))
     }
 
     async fn stop_provider(

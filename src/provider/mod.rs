@@ -9,7 +9,7 @@ use crate::cluster::{ClusterHandle, ProviderConfig};
 use crate::framework::{Configured, Diagnostics, Dispatcher, Provider, Schema};
 use crate::plugin::{MAX_MESSAGE_SIZE, ServeContext};
 use crate::values::Value;
-use crate::{protocol, resources};
+use crate::{functions, protocol, resources};
 
 pub mod config;
 
@@ -59,6 +59,7 @@ pub fn dispatcher(shutdown: CancellationToken, include_test_resources: bool) -> 
         resources::data_sources(),
         shutdown,
     )
+    .with_functions(functions::functions())
 }
 
 /// The provider's gRPC routes, as the plugin runtime serves them.

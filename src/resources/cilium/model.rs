@@ -228,17 +228,7 @@ impl Cilium {
 
 /// The Talos values of field notes §2, for an agent endpoint.
 pub fn talos_values(endpoint: &ApiEndpoint) -> Json {
-    json!({
-        "ipam": {"mode": "kubernetes"},
-        "kubeProxyReplacement": true,
-        "k8sServiceHost": endpoint.host,
-        "k8sServicePort": endpoint.port,
-        "cgroup": {"autoMount": {"enabled": false}, "hostRoot": "/sys/fs/cgroup"},
-        "securityContext": {"capabilities": {
-            "ciliumAgent": ["CHOWN", "KILL", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "SYS_ADMIN", "SYS_RESOURCE", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"],
-            "cleanCiliumState": ["NET_ADMIN", "SYS_ADMIN", "SYS_RESOURCE"],
-        }},
-    })
+    crate::cluster::talos::talos_cilium_values(&endpoint.host, endpoint.port)
 }
 
 /// Helm's coalescing of user values: maps merge, everything else is replaced by the later value.
