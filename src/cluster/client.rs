@@ -42,6 +42,15 @@ pub enum ClusterError {
 }
 
 impl ClusterError {
+    /// Whether trying again may help: throttling, server errors, a connection that failed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClusterError::Rejected { code, .. } => matches!(code, 429 | 500 | 502 | 503 | 504),
+            ClusterError::Unreachable { .. } => true,
+            _ => false,
+        }
+    }
+
     /// What the user can do about it, for the diagnostic's detail.
     pub fn hint(&self) -> &'static str {
         match self {

@@ -19,6 +19,7 @@ use super::bootstrap::{
     self, BootstrapNamespace, Clients, EngineError, JobSettings, Rbac, RunOutcome, RunSpec, Step,
 };
 use super::helm_release::{HelmRelease, current_release};
+use super::retry::{RETRY_BUDGET, retry};
 
 /// The installer image: Helm 3.18 (`--take-ownership` needs 3.17+). Pinned; air-gapped users
 /// point `job.image` at a mirror of it.
@@ -115,9 +116,18 @@ pub async fn release(
     namespace: &str,
     name: &str,
 ) -> Result<Option<HelmRelease>, EngineError> {
-    current_release(clients.client.clone(), &clients.endpoint, namespace, name)
-        .await
-        .map_err(|e| EngineError::api(Step::Release, e))
+    let started = std::time::Instant::now();
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match current_release(clients.client.clone(), &clients.endpoint, namespace, name).await {
+            Err(e) if e.is_transient() && started.elapsed() < RETRY_BUDGET => {
+                tracing::debug!(error = %e, "transient error reading the release; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            other => return other.map_err(|e| EngineError::api(Step::Release, e)),
+        }
+    }
 }
 
 /// Unlocks a release whose newest record is `pending-*` (an install or upgrade that was killed):
@@ -129,8 +139,7 @@ pub async fn unlock_pending(
 ) -> Result<Option<String>, EngineError> {
     let secrets: Api<Secret> = Api::namespaced(clients.client.clone(), namespace);
     let params = ListParams::default().labels(&format!("owner=helm,name={name}"));
-    let list = secrets
-        .list_metadata(&params)
+    let list = retry("list release records", || secrets.list_metadata(&params))
         .await
         .map_err(|e| clients.api_error(Step::Release, e))?;
     let newest = list
@@ -152,8 +161,7 @@ pub async fn unlock_pending(
     if !status.starts_with("pending-") {
         return Ok(None);
     }
-    let secret = secrets
-        .get(&secret_name)
+    let secret = retry("get release record", || secrets.get(&secret_name))
         .await
         .map_err(|e| clients.api_error(Step::Release, e))?;
     let field = secret
@@ -177,10 +185,13 @@ pub async fn unlock_pending(
         "metadata": {"labels": {"status": "failed"}},
         "data": {"release": base64::engine::general_purpose::STANDARD.encode(rewritten)},
     });
-    secrets
-        .patch(&secret_name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| clients.api_error(Step::Release, e))?;
+    let params = PatchParams::default();
+    let merge = Patch::Merge(&patch);
+    retry("unlock release", || {
+        secrets.patch(&secret_name, &params, &merge)
+    })
+    .await
+    .map_err(|e| clients.api_error(Step::Release, e))?;
     tracing::info!(release = %format!("{namespace}/{name}"), %status, "unlocked a release left pending");
     Ok(Some(status))
 }
@@ -258,7 +269,6 @@ pub async fn install_or_upgrade(
         secret_files,
         timeout,
         rbac: Rbac::ClusterAdmin,
-        pod_annotations: BTreeMap::new(),
     };
     let run = bootstrap::run(clients, &spec, cancel).await?;
     let release = release(clients, &chart.namespace, &chart.release).await?;
@@ -303,7 +313,6 @@ pub async fn uninstall(
         secret_files: BTreeMap::new(),
         timeout,
         rbac: Rbac::ClusterAdmin,
-        pod_annotations: BTreeMap::new(),
     };
     bootstrap::run(clients, &spec, cancel).await
 }

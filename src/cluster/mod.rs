@@ -8,6 +8,7 @@ mod config;
 pub mod helm_install;
 pub mod helm_release;
 pub mod readiness;
+pub mod retry;
 mod scrub;
 pub mod talos;
 #[cfg(test)]

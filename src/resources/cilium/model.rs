@@ -43,6 +43,7 @@ pub struct JobInput {
     pub node_selector: Option<BTreeMap<String, String>>,
     pub tolerations: Option<Vec<Toleration>>,
     pub env: Option<BTreeMap<String, String>>,
+    pub annotations: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
@@ -216,6 +217,7 @@ impl Cilium {
             })
             .collect();
         settings.env = job.env.unwrap_or_default();
+        settings.annotations = job.annotations.unwrap_or_default();
         settings
     }
 

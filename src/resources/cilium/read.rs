@@ -14,6 +14,7 @@ use crate::cluster::bootstrap::{Clients, EngineError};
 use crate::cluster::helm_install;
 use crate::cluster::helm_release::HelmRelease;
 use crate::cluster::readiness::{daemonset_rollout, deployment_rollout, node_not_ready};
+use crate::cluster::retry::retry;
 use crate::framework::Diagnostics;
 use crate::resources::private::Private;
 
@@ -46,9 +47,10 @@ pub async fn observe(clients: &Clients, c: &Cilium) -> Result<Observed, EngineEr
     let all = ListParams::default();
     let (release, agents, operator, nodes) = tokio::join!(
         helm_install::release(clients, ns, c.release_name()),
-        ds_api.get_opt("cilium"),
-        deploy_api.get_opt("cilium-operator"),
-        nodes_api.list(&all),
+        retry("get cilium", || ds_api.get_opt("cilium")),
+        retry("get cilium-operator", || deploy_api
+            .get_opt("cilium-operator")),
+        retry("list nodes", || nodes_api.list(&all)),
     );
     let nodes = nodes.map_err(map)?;
     Ok(Observed {

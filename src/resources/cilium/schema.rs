@@ -62,7 +62,8 @@ pub fn schema() -> Schema {
                 Attribute::optional("effect", Type::String, "`NoSchedule`, `PreferNoSchedule` or `NoExecute`."),
             ],
         ),
-        Attribute::optional("env", Type::map(Type::String), "Extra environment variables of the installer (e.g. `HTTPS_PROXY`)."),
+        Attribute::optional("env", Type::map(Type::String), "Extra environment variables of the installer (e.g. `HTTPS_PROXY`). They win over talosboot's own, `KUBERNETES_SERVICE_HOST`/`PORT` included."),
+        Attribute::optional("annotations", Type::map(Type::String), "Annotations of the bootstrap pod (e.g. for admission policies)."),
     ];
     Schema::new(
         0,
