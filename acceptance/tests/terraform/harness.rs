@@ -250,6 +250,20 @@ impl Workspace {
     }
 
     pub fn run(&self, args: &[&str]) -> TfOutput {
+        let out = self
+            .command(args)
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", self.cli.name()));
+        TfOutput {
+            success: out.status.success(),
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// The CLI command for `args` in this workspace, to run in the background (e.g. to interrupt it).
+    pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(self.cli.binary());
         cmd.args(args)
             .current_dir(self.dir.path())
@@ -267,15 +281,7 @@ impl Workspace {
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }
-        let out = cmd
-            .output()
-            .unwrap_or_else(|e| panic!("run {}: {e}", self.cli.name()));
-        TfOutput {
-            success: out.status.success(),
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        cmd
     }
 
     /// Runs a command that must succeed; panics with the CLI's full output otherwise.
@@ -348,6 +354,12 @@ pub struct TestCluster {
 
 impl TestCluster {
     pub async fn start() -> TestCluster {
+        TestCluster::start_with(talos_sim::SimConfig::default()).await
+    }
+
+    /// A simulated cluster with `config` (a real cluster from `TALOSBOOT_TEST_KUBECONFIG` is used
+    /// as it is: tests that need a particular simulated setup check [`TestCluster::simulator`]).
+    pub async fn start_with(config: talos_sim::SimConfig) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         if let Some(path) = std::env::var_os("TALOSBOOT_TEST_KUBECONFIG") {
             return TestCluster {
@@ -356,7 +368,7 @@ impl TestCluster {
                 _dir: dir,
             };
         }
-        let sim = talos_sim::SimCluster::start(talos_sim::SimConfig::default())
+        let sim = talos_sim::SimCluster::start(config)
             .await
             .expect("start the simulated cluster");
         let path = dir.path().join("kubeconfig");
