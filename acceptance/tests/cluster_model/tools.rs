@@ -245,3 +245,103 @@ async fn restricted_installer_reads_values_from_config_map_and_secret() {
     .await
     .expect("the installer pod meets restricted without hostNetwork");
 }
+
+fn record(version: i64, status: &str) -> Secret {
+    from_json(
+        Release {
+            name: "foo".into(),
+            namespace: "kube-system".into(),
+            version,
+            status: status.into(),
+            description: "Initial install underway".into(),
+            first_deployed: "2026-01-01T00:00:00Z".into(),
+            last_deployed: "2026-01-01T00:00:00Z".into(),
+            chart: "foo".into(),
+            chart_version: "0.1.0".into(),
+            app_version: "0.1.0".into(),
+            config: json!({}),
+            manifest: String::new(),
+        }
+        .to_secret(),
+    )
+}
+
+#[tokio::test]
+async fn upgrade_install_over_a_pending_install_is_in_progress() {
+    let (_sim, client) = start().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
+    secrets
+        .create(&PostParams::default(), &record(1, "pending-install"))
+        .await
+        .unwrap();
+    let (ok, log) = run(
+        &client,
+        "blocked",
+        HELM_IMAGE,
+        &[
+            "helm",
+            "upgrade",
+            "--install",
+            "foo",
+            "oci://example.com/charts/foo",
+            "-n",
+            "kube-system",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert_eq!(
+        log,
+        "Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress\n"
+    );
+}
+
+#[tokio::test]
+async fn status_and_history_print_json() {
+    let (_sim, client) = start().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
+    secrets
+        .create(&PostParams::default(), &record(1, "deployed"))
+        .await
+        .unwrap();
+    let (ok, log) = run(
+        &client,
+        "status",
+        HELM_IMAGE,
+        &["helm", "status", "foo", "-n", "kube-system", "-o", "json"],
+    )
+    .await;
+    assert!(ok, "{log}");
+    let v: Value = serde_json::from_str(log.trim()).expect("JSON");
+    assert_eq!(v["info"]["status"], "deployed");
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["chart"]["metadata"]["version"], "0.1.0");
+    let (ok, log) = run(
+        &client,
+        "history",
+        HELM_IMAGE,
+        &[
+            "helm",
+            "history",
+            "foo",
+            "--namespace=kube-system",
+            "--output",
+            "json",
+        ],
+    )
+    .await;
+    assert!(ok, "{log}");
+    let v: Value = serde_json::from_str(log.trim()).expect("JSON");
+    assert_eq!(v[0]["revision"], 1);
+    assert_eq!(v[0]["status"], "deployed");
+    assert_eq!(v[0]["chart"], "foo-0.1.0");
+    let (ok, log) = run(
+        &client,
+        "missing",
+        HELM_IMAGE,
+        &["helm", "status", "nope", "-n", "kube-system"],
+    )
+    .await;
+    assert!(!ok);
+    assert_eq!(log, "Error: release: not found\n");
+}
