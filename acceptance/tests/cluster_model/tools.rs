@@ -345,3 +345,103 @@ async fn status_and_history_print_json() {
     assert!(!ok);
     assert_eq!(log, "Error: release: not found\n");
 }
+
+/// The shape of the bootstrap engine's Job (talosboot `src/cluster/bootstrap/objects.rs`):
+/// privileged bootstrap namespace, host network, restricted securityContext with a read-only
+/// root file system, inputs from a ConfigMap and a Secret, `/tmp` an emptyDir.
+#[tokio::test]
+async fn bootstrap_engine_shaped_job_installs_a_release() {
+    let (_sim, client) = start().await;
+    let ns: Api<Namespace> = Api::all(client.clone());
+    ns.create(
+        &PostParams::default(),
+        &from_json(json!({"metadata": {"name": "talosboot-system",
+            "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}})),
+    )
+    .await
+    .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "talosboot-system");
+    cms.create(
+        &PostParams::default(),
+        &from_json(json!({"metadata": {"name": "run-1"}, "data": {"values-0.yaml": "a: 1\n"}})),
+    )
+    .await
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "talosboot-system");
+    secrets
+        .create(
+            &PostParams::default(),
+            &from_json(json!({"metadata": {"name": "run-1"}, "stringData": {"sensitive-values-0.yaml": "token: t0p\n"}})),
+        )
+        .await
+        .unwrap();
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), "talosboot-system");
+    sas.create(
+        &PostParams::default(),
+        &from_json(json!({"metadata": {"name": "run-1"}})),
+    )
+    .await
+    .unwrap();
+    let command = [
+        "helm",
+        "upgrade",
+        "--install",
+        "cilium",
+        "cilium",
+        "--repo",
+        "https://helm.cilium.io",
+        "--version",
+        "1.16.3",
+        "--namespace",
+        "kube-system",
+        "--timeout",
+        "600s",
+        "--history-max",
+        "10",
+        "--values",
+        "/talosboot/inputs/values-0.yaml",
+        "--values",
+        "/talosboot/secrets/sensitive-values-0.yaml",
+        "--take-ownership",
+        "--description",
+        "talosboot",
+    ];
+    let job: k8s_openapi::api::batch::v1::Job = from_json(json!({
+        "metadata": {"name": "run-1"},
+        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": 600, "ttlSecondsAfterFinished": 3600,
+            "template": {"spec": {
+                "serviceAccountName": "run-1", "restartPolicy": "Never", "hostNetwork": true,
+                "dnsPolicy": "Default", "enableServiceLinks": false,
+                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"},
+                                {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}],
+                "nodeSelector": {},
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+                    "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                "volumes": [{"name": "inputs", "configMap": {"name": "run-1"}}, {"name": "tmp", "emptyDir": {}},
+                            {"name": "secrets", "secret": {"secretName": "run-1"}}],
+                "containers": [{"name": "bootstrap", "image": HELM_IMAGE, "command": command,
+                    "env": [{"name": "HOME", "value": "/tmp"}, {"name": "KUBERNETES_SERVICE_HOST", "value": "localhost"},
+                            {"name": "KUBERNETES_SERVICE_PORT", "value": "7445"}],
+                    "volumeMounts": [{"name": "inputs", "mountPath": "/talosboot/inputs", "readOnly": true},
+                                     {"name": "tmp", "mountPath": "/tmp"},
+                                     {"name": "secrets", "mountPath": "/talosboot/secrets", "readOnly": true}],
+                    "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}}]}}}}));
+    let done = run_job(&client, "talosboot-system", &job, 20).await;
+    assert!(
+        job_condition(&done, "Complete").is_some(),
+        "{}",
+        job_log(&client, "talosboot-system", "run-1").await
+    );
+    let s = Api::<Secret>::namespaced(client.clone(), "kube-system")
+        .get("sh.helm.release.v1.cilium.v1")
+        .await
+        .unwrap();
+    let rel = Release::from_secret(&serde_json::to_value(s).unwrap()).unwrap();
+    assert_eq!(
+        (rel.status.as_str(), rel.description.as_str()),
+        ("deployed", "talosboot")
+    );
+    assert_eq!(rel.config, json!({"a": 1, "token": "t0p"}));
+}
