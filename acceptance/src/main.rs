@@ -67,3 +67,23 @@ async fn main() -> anyhow::Result<()> {
     sim.shutdown().await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_serve_flags() {
+        let args: Vec<String> =
+            "serve --kubeconfig /tmp/k --inline-cilium 1.16.3 --no-pod-security"
+                .split_whitespace()
+                .map(String::from)
+                .collect();
+        let (config, path) = parse(&args).unwrap();
+        assert_eq!(config.inline_cilium.as_deref(), Some("1.16.3"));
+        assert!(!config.pod_security);
+        assert_eq!(path, PathBuf::from("/tmp/k"));
+        let (config, _) = parse(&args[..3]).unwrap();
+        assert!(config.pod_security && config.inline_cilium.is_none());
+    }
+}

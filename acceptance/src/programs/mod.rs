@@ -25,6 +25,7 @@ pub mod files;
 pub mod flags;
 pub mod flux_operator;
 pub mod helm;
+mod helm_flags;
 pub mod kubectl;
 pub mod manifests;
 pub mod release;

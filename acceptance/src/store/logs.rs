@@ -33,8 +33,7 @@ impl Attempt {
     }
 
     fn append(&mut self, bytes: &[u8], now: SystemTime) {
-        let mut at = self.end();
-        for b in bytes {
+        for (at, b) in (self.end()..).zip(bytes) {
             if !self.mid_line {
                 self.lines.push_back((at, now));
                 self.mid_line = true;
@@ -42,7 +41,6 @@ impl Attempt {
             if *b == b'\n' {
                 self.mid_line = false;
             }
-            at += 1;
         }
         self.data.extend_from_slice(bytes);
         if self.data.len() > MAX_BUFFER_BYTES {

@@ -54,6 +54,19 @@ async fn host_network_pod_is_forbidden_by_the_baseline_default() {
         e.message,
         "pods \"x\" is forbidden: violates PodSecurity \"baseline:latest\": host namespaces (hostNetwork=true)"
     );
+    // A server-side dry run answers the same (a client can check before creating a Job).
+    let e = api_error(
+        pods.create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &host_pod("x"),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 403);
     // Several violations, in the real evaluator's order, joined with ", ".
     let bad = pod(
         "y",

@@ -245,3 +245,203 @@ async fn restricted_installer_reads_values_from_config_map_and_secret() {
     .await
     .expect("the installer pod meets restricted without hostNetwork");
 }
+
+fn record(version: i64, status: &str) -> Secret {
+    from_json(
+        Release {
+            name: "foo".into(),
+            namespace: "kube-system".into(),
+            version,
+            status: status.into(),
+            description: "Initial install underway".into(),
+            first_deployed: "2026-01-01T00:00:00Z".into(),
+            last_deployed: "2026-01-01T00:00:00Z".into(),
+            chart: "foo".into(),
+            chart_version: "0.1.0".into(),
+            app_version: "0.1.0".into(),
+            config: json!({}),
+            manifest: String::new(),
+        }
+        .to_secret(),
+    )
+}
+
+#[tokio::test]
+async fn upgrade_install_over_a_pending_install_is_in_progress() {
+    let (_sim, client) = start().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
+    secrets
+        .create(&PostParams::default(), &record(1, "pending-install"))
+        .await
+        .unwrap();
+    let (ok, log) = run(
+        &client,
+        "blocked",
+        HELM_IMAGE,
+        &[
+            "helm",
+            "upgrade",
+            "--install",
+            "foo",
+            "oci://example.com/charts/foo",
+            "-n",
+            "kube-system",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert_eq!(
+        log,
+        "Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress\n"
+    );
+}
+
+#[tokio::test]
+async fn status_and_history_print_json() {
+    let (_sim, client) = start().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
+    secrets
+        .create(&PostParams::default(), &record(1, "deployed"))
+        .await
+        .unwrap();
+    let (ok, log) = run(
+        &client,
+        "status",
+        HELM_IMAGE,
+        &["helm", "status", "foo", "-n", "kube-system", "-o", "json"],
+    )
+    .await;
+    assert!(ok, "{log}");
+    let v: Value = serde_json::from_str(log.trim()).expect("JSON");
+    assert_eq!(v["info"]["status"], "deployed");
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["chart"]["metadata"]["version"], "0.1.0");
+    let (ok, log) = run(
+        &client,
+        "history",
+        HELM_IMAGE,
+        &[
+            "helm",
+            "history",
+            "foo",
+            "--namespace=kube-system",
+            "--output",
+            "json",
+        ],
+    )
+    .await;
+    assert!(ok, "{log}");
+    let v: Value = serde_json::from_str(log.trim()).expect("JSON");
+    assert_eq!(v[0]["revision"], 1);
+    assert_eq!(v[0]["status"], "deployed");
+    assert_eq!(v[0]["chart"], "foo-0.1.0");
+    let (ok, log) = run(
+        &client,
+        "missing",
+        HELM_IMAGE,
+        &["helm", "status", "nope", "-n", "kube-system"],
+    )
+    .await;
+    assert!(!ok);
+    assert_eq!(log, "Error: release: not found\n");
+}
+
+/// The shape of the bootstrap engine's Job (talosboot `src/cluster/bootstrap/objects.rs`):
+/// privileged bootstrap namespace, host network, restricted securityContext with a read-only
+/// root file system, inputs from a ConfigMap and a Secret, `/tmp` an emptyDir.
+#[tokio::test]
+async fn bootstrap_engine_shaped_job_installs_a_release() {
+    let (_sim, client) = start().await;
+    let ns: Api<Namespace> = Api::all(client.clone());
+    ns.create(
+        &PostParams::default(),
+        &from_json(json!({"metadata": {"name": "talosboot-system",
+            "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}})),
+    )
+    .await
+    .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "talosboot-system");
+    cms.create(
+        &PostParams::default(),
+        &from_json(json!({"metadata": {"name": "run-1"}, "data": {"values-0.yaml": "a: 1\n"}})),
+    )
+    .await
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "talosboot-system");
+    secrets
+        .create(
+            &PostParams::default(),
+            &from_json(json!({"metadata": {"name": "run-1"}, "stringData": {"sensitive-values-0.yaml": "token: t0p\n"}})),
+        )
+        .await
+        .unwrap();
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), "talosboot-system");
+    sas.create(
+        &PostParams::default(),
+        &from_json(json!({"metadata": {"name": "run-1"}})),
+    )
+    .await
+    .unwrap();
+    let command = [
+        "helm",
+        "upgrade",
+        "--install",
+        "cilium",
+        "cilium",
+        "--repo",
+        "https://helm.cilium.io",
+        "--version",
+        "1.16.3",
+        "--namespace",
+        "kube-system",
+        "--timeout",
+        "600s",
+        "--history-max",
+        "10",
+        "--values",
+        "/talosboot/inputs/values-0.yaml",
+        "--values",
+        "/talosboot/secrets/sensitive-values-0.yaml",
+        "--take-ownership",
+        "--description",
+        "talosboot",
+    ];
+    let job: k8s_openapi::api::batch::v1::Job = from_json(json!({
+        "metadata": {"name": "run-1"},
+        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": 600, "ttlSecondsAfterFinished": 3600,
+            "template": {"spec": {
+                "serviceAccountName": "run-1", "restartPolicy": "Never", "hostNetwork": true,
+                "dnsPolicy": "Default", "enableServiceLinks": false,
+                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"},
+                                {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}],
+                "nodeSelector": {},
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+                    "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                "volumes": [{"name": "inputs", "configMap": {"name": "run-1"}}, {"name": "tmp", "emptyDir": {}},
+                            {"name": "secrets", "secret": {"secretName": "run-1"}}],
+                "containers": [{"name": "bootstrap", "image": HELM_IMAGE, "command": command,
+                    "env": [{"name": "HOME", "value": "/tmp"}, {"name": "KUBERNETES_SERVICE_HOST", "value": "localhost"},
+                            {"name": "KUBERNETES_SERVICE_PORT", "value": "7445"}],
+                    "volumeMounts": [{"name": "inputs", "mountPath": "/talosboot/inputs", "readOnly": true},
+                                     {"name": "tmp", "mountPath": "/tmp"},
+                                     {"name": "secrets", "mountPath": "/talosboot/secrets", "readOnly": true}],
+                    "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}}]}}}}));
+    let done = run_job(&client, "talosboot-system", &job, 20).await;
+    assert!(
+        job_condition(&done, "Complete").is_some(),
+        "{}",
+        job_log(&client, "talosboot-system", "run-1").await
+    );
+    let s = Api::<Secret>::namespaced(client.clone(), "kube-system")
+        .get("sh.helm.release.v1.cilium.v1")
+        .await
+        .unwrap();
+    let rel = Release::from_secret(&serde_json::to_value(s).unwrap()).unwrap();
+    assert_eq!(
+        (rel.status.as_str(), rel.description.as_str()),
+        ("deployed", "talosboot")
+    );
+    assert_eq!(rel.config, json!({"a": 1, "token": "t0p"}));
+}
