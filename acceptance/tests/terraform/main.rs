@@ -20,6 +20,7 @@
 mod harness;
 
 mod checks;
+mod cilium;
 mod functions;
 mod import_and_removed;
 mod lifecycle;
