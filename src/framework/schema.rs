@@ -319,7 +319,7 @@ impl Cursor {
         }
         next
     }
-    fn inside_set(&self) -> Self {
+    fn entering_set(&self) -> Self {
         Cursor {
             in_set: true,
             ..self.clone()
@@ -336,7 +336,7 @@ fn elements<'v>(nesting: Nesting, value: &'v Value, at: &Cursor) -> Vec<(&'v Val
             .enumerate()
             .map(|(i, v)| (v, at.then(PathStep::ElementKeyInt(i as i64))))
             .collect(),
-        (Nesting::Set, Value::Set(items)) => items.iter().map(|v| (v, at.inside_set())).collect(),
+        (Nesting::Set, Value::Set(items)) => items.iter().map(|v| (v, at.entering_set())).collect(),
         (Nesting::Map, Value::Map(items)) => items
             .iter()
             .map(|(k, v)| (v, at.then(PathStep::ElementKeyString(k.clone()))))

@@ -396,8 +396,25 @@ async fn missing_service_account_is_a_failed_create_until_it_exists() {
         ),
         "{message}"
     );
-    // Not a pod failure: the Job keeps waiting.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Not a pod failure: the Job keeps waiting. Wait for the controller to have handled the refusal
+    // and retried (a second refusal: a new event, as each attempt names a new pod, or a repeated
+    // one with a higher count), then check that it counted no failure.
+    eventually(30, "FailedCreate retried", || async {
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(client.clone(), "boot");
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let refusals: i32 = list
+            .items
+            .iter()
+            .filter(|e| {
+                e.involved_object.name.as_deref() == Some("needs-sa")
+                    && e.reason.as_deref() == Some("FailedCreate")
+            })
+            .map(|e| e.count.unwrap_or(1))
+            .sum();
+        (refusals >= 2).then_some(())
+    })
+    .await;
     let status = jobs
         .get("needs-sa")
         .await
