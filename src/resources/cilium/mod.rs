@@ -1,9 +1,10 @@
 //! Resource `talosboot_cilium`: Cilium installed, adopted, upgraded, watched and repaired before any
 //! CNI exists, on the shared bootstrap engine. Reads top-down: [`schema`], [`model`], [`plan`],
-//! [`apply`], [`read`] (refresh and import).
+//! [`apply`], [`read`] (refresh and import), [`moved`] (from `helm_release`).
 
 pub mod apply;
 pub mod model;
+pub mod moved;
 pub mod plan;
 pub mod read;
 pub mod schema;
@@ -255,6 +256,22 @@ impl Resource for CiliumResource {
                     diagnostics,
                 }
             }
+        }
+    }
+
+    async fn move_state(&self, _ctx: &Ctx, req: MoveRequest) -> MoveResponse {
+        let mut diagnostics = Diagnostics::new();
+        let Some((state, private)) = moved::from_helm_release(&req, &mut diagnostics) else {
+            return MoveResponse {
+                diagnostics,
+                ..Default::default()
+            };
+        };
+        let target_state = encode_state(&state, &mut diagnostics);
+        MoveResponse {
+            target_state,
+            target_private: private.encode(),
+            diagnostics,
         }
     }
 }
