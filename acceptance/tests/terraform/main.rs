@@ -15,15 +15,19 @@
 //! - `checks`: `check` blocks and preconditions reading `data.talosboot_helm_release`.
 //! - `import_and_removed`: `import` blocks (and generated config), `removed` without destroy.
 //! - `functions`: `provider::talosboot::cilium_talos_values`.
+//! - `examples`: every HCL file under `examples/` is formatted, validated, and the full roots planned.
+//! - `release` (both): `scripts/release` output installs from a packed filesystem mirror; lock hash.
 
 #[macro_use]
 mod harness;
 
 mod checks;
 mod cilium;
+mod examples;
 mod functions;
 mod import_and_removed;
 mod lifecycle;
+mod release;
 mod unknown_provider_config;
 mod write_only;
 
