@@ -1,6 +1,7 @@
 //! Every HCL file under `examples/` is checked with the real OpenTofu CLI, so the docs built from
 //! them cannot rot:
-//! - all of them: `tofu fmt -check`, and each directory belongs to one of the checks below;
+//! - all of them: `tofu fmt -check`, and each directory belongs to one of the checks below (the
+//!   HCL blocks of `docs/guides` are format-checked too);
 //! - the registry snippets (`examples/provider`, `examples/resources/*`, `examples/data-sources/*`):
 //!   one per type the provider serves (a resource has `resource.tf` and `import.sh`), each
 //!   `tofu validate`d in a workspace that declares what the snippet takes from elsewhere;
@@ -399,5 +400,74 @@ async fn argocd_after_cilium_root_plans() {
     assert!(
         argocd.contains("depends_on = [talosboot_cilium.this]"),
         "{argocd}"
+    );
+}
+
+/// The ```hcl blocks of a Markdown page, each dedented by its fence's indentation.
+fn hcl_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<(usize, String)> = None;
+    for line in markdown.lines() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        match &mut current {
+            None if trimmed == "```hcl" => current = Some((indent, String::new())),
+            Some((_, block)) if trimmed == "```" => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            Some((fence, block)) => {
+                block.push_str(line.get(*fence..).unwrap_or(trimmed));
+                block.push('\n');
+            }
+            None => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn guides_have_registry_front_matter_and_formatted_hcl() {
+    let guides = files(&repo_root().join("docs/guides"), ".md");
+    assert!(guides.len() >= 7, "{guides:?}");
+    let ws = Workspace::new("");
+    let dir = ws.path().join("guides");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let mut count = 0;
+    for guide in &guides {
+        let text = read(guide);
+        let front = text
+            .strip_prefix("---\n")
+            .and_then(|t| t.split_once("\n---\n"))
+            .map(|(f, _)| f)
+            .unwrap_or_else(|| panic!("{} has no front matter", rel(guide)));
+        for key in [
+            "page_title: \"",
+            "subcategory: \"Guides\"",
+            "description: |-\n  ",
+        ] {
+            assert!(front.contains(key), "{}: no `{key}`", rel(guide));
+        }
+        let stem = guide
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for (i, block) in hcl_blocks(&text).iter().enumerate() {
+            std::fs::write(dir.join(format!("{stem}-{i}.tf")), block).expect("write block");
+            count += 1;
+        }
+    }
+    assert!(count >= 10, "too few HCL blocks in the guides: {count}");
+    let out = ws.run(&[
+        "fmt",
+        "-check",
+        "-diff",
+        "-no-color",
+        &dir.display().to_string(),
+    ]);
+    assert!(
+        out.success,
+        "HCL in docs/guides is not valid or not formatted as `tofu fmt` writes it:\n{}",
+        out.text()
     );
 }

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use base64::Engine;
 
@@ -72,16 +73,36 @@ fn run_release(dist: &Path, version: &str) -> std::process::Output {
         .expect("run scripts/release")
 }
 
-on_both_clis!(release_zip_installs_from_a_packed_mirror);
-fn release_zip_installs_from_a_packed_mirror(cli: Cli) {
-    let dist = tempfile::tempdir().expect("tempdir");
-    let out = run_release(dist.path(), PROVIDER_VERSION);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "scripts/release failed:\n{stderr}");
+/// The release files, made once per test process (both CLIs install the same zip), and checked.
+fn released() -> &'static (PathBuf, String) {
+    static DIST: OnceLock<(PathBuf, String)> = OnceLock::new();
+    DIST.get_or_init(|| {
+        // Under acceptance/.work (ignored by git), one per test process; those of finished
+        // processes are removed here, since a static outlives no process to clean up after it.
+        let work = repo_root().join("acceptance/.work");
+        for entry in std::fs::read_dir(&work).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("release-dist-") {
+                if !Path::new("/proc").join(pid).exists() {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+        let dist = work.join(format!("release-dist-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dist);
+        let out = run_release(&dist, PROVIDER_VERSION);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "scripts/release failed:\n{stderr}");
+        check_release(&dist, &stderr);
+        (dist, stderr)
+    })
+}
+
+fn check_release(dist: &Path, stderr: &str) {
     let zip = format!("{NAME}_{PROVIDER_VERSION}_linux_amd64.zip");
     let manifest = format!("{NAME}_{PROVIDER_VERSION}_manifest.json");
     let sums = format!("{NAME}_{PROVIDER_VERSION}_SHA256SUMS");
-    let mut written: Vec<String> = std::fs::read_dir(dist.path())
+    let mut written: Vec<String> = std::fs::read_dir(dist)
         .expect("dist")
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -92,23 +113,21 @@ fn release_zip_installs_from_a_packed_mirror(cli: Cli) {
         [sums.clone(), zip.clone(), manifest.clone()],
         "{stderr}"
     );
-
+    let manifest_bytes = std::fs::read(dist.join(&manifest)).expect("manifest");
     let manifest_json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dist.path().join(&manifest)).expect("manifest"))
-            .expect("manifest is JSON");
+        serde_json::from_slice(&manifest_bytes).expect("manifest is JSON");
     assert_eq!(
         manifest_json,
         serde_json::json!({"version": 1, "metadata": {"protocol_versions": ["6.0"]}})
     );
     // SHA256SUMS covers the zip and the manifest, in `sha256sum` format.
-    let sums_text = std::fs::read_to_string(dist.path().join(&sums)).expect("sums");
-    let zip_bytes = std::fs::read(dist.path().join(&zip)).expect("zip");
-    let manifest_bytes = std::fs::read(dist.path().join(&manifest)).expect("manifest");
-    let zip_sha = sha256_hex(&zip_bytes);
+    let sums_text = std::fs::read_to_string(dist.join(&sums)).expect("sums");
+    let zip_bytes = std::fs::read(dist.join(&zip)).expect("zip");
     assert_eq!(
         sums_text,
         format!(
-            "{zip_sha}  {zip}\n{}  {manifest}\n",
+            "{}  {zip}\n{}  {manifest}\n",
+            sha256_hex(&zip_bytes),
             sha256_hex(&manifest_bytes)
         )
     );
@@ -116,7 +135,6 @@ fn release_zip_installs_from_a_packed_mirror(cli: Cli) {
         stderr.contains("MiB"),
         "the script reports the binary size:\n{stderr}"
     );
-
     // The same input gives the same bytes.
     let again = tempfile::tempdir().expect("tempdir");
     assert!(run_release(again.path(), PROVIDER_VERSION).status.success());
@@ -128,6 +146,13 @@ fn release_zip_installs_from_a_packed_mirror(cli: Cli) {
     // A version other than the crate's is refused.
     let other = run_release(again.path(), "9.9.9");
     assert_eq!(other.status.code(), Some(2));
+}
+
+on_both_clis!(release_zip_installs_from_a_packed_mirror);
+fn release_zip_installs_from_a_packed_mirror(cli: Cli) {
+    let (dist, _) = released();
+    let zip = format!("{NAME}_{PROVIDER_VERSION}_linux_amd64.zip");
+    let zip_sha = sha256_hex(&std::fs::read(dist.join(&zip)).expect("zip"));
 
     // The packed layout of a filesystem mirror: the zip as released, under the CLI's host.
     let ws = Workspace::with_cli(
@@ -148,7 +173,7 @@ provider "talosboot" {}
     let mirror = ws.path().join("packed-mirror");
     let dir = mirror.join(format!("{}/talosboot/talosboot", cli.registry_host()));
     std::fs::create_dir_all(&dir).expect("mirror dir");
-    std::fs::copy(dist.path().join(&zip), dir.join(&zip)).expect("copy zip");
+    std::fs::copy(dist.join(&zip), dir.join(&zip)).expect("copy zip");
     ws.write(
         "cli.tfrc",
         &format!(
