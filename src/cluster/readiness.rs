@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::LogParams;
@@ -23,6 +24,21 @@ use super::bootstrap::{Clients, Diagnosis, diagnose};
 pub enum Kind {
     DaemonSet,
     Deployment,
+    StatefulSet,
+    Job,
+}
+
+impl Kind {
+    /// The kind of a manifest object, if it is a workload whose readiness is judged.
+    pub fn of(kind: &str) -> Option<Kind> {
+        Some(match kind {
+            "DaemonSet" => Kind::DaemonSet,
+            "Deployment" => Kind::Deployment,
+            "StatefulSet" => Kind::StatefulSet,
+            "Job" => Kind::Job,
+            _ => return None,
+        })
+    }
 }
 
 /// A workload whose rollout is awaited.
@@ -82,6 +98,29 @@ pub fn deployment_rollout(d: &Deployment) -> Rollout {
     }
 }
 
+pub fn statefulset_rollout(s: &StatefulSet) -> Rollout {
+    let status = s.status.clone().unwrap_or_default();
+    let desired = s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    Rollout {
+        exists: true,
+        desired: i64::from(desired),
+        ready: i64::from(status.ready_replicas.unwrap_or(0)),
+        updated: i64::from(status.updated_replicas.unwrap_or(0)),
+        observed: status.observed_generation.unwrap_or(0) >= s.metadata.generation.unwrap_or(0),
+    }
+}
+
+/// A Job is "rolled out" once it completed.
+pub fn job_rollout(j: &Job) -> Rollout {
+    let complete = j
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| (c.type_ == "Complete" || c.type_ == "SuccessCriteriaMet") && c.status == "True"));
+    let done = i64::from(complete);
+    Rollout { exists: true, desired: 1, ready: done, updated: 1, observed: true }
+}
+
 /// Nodes that still carry the `not-ready` taint or are not `Ready=True`.
 pub fn node_not_ready(node: &Node) -> Option<String> {
     let name = node.metadata.name.clone().unwrap_or_default();
@@ -105,23 +144,50 @@ pub fn node_not_ready(node: &Node) -> Option<String> {
     }
 }
 
-/// The current rollout of one workload (a single GET).
-pub async fn rollout(clients: &Clients, w: &WorkloadRef) -> Result<Rollout, ClusterError> {
-    let map = |e| ClusterError::from_kube(e, &clients.endpoint);
-    Ok(match w.kind {
-        Kind::DaemonSet => Api::<DaemonSet>::namespaced(clients.client.clone(), &w.namespace)
-            .get_opt(&w.name)
-            .await
-            .map_err(map)?
-            .map(|d| daemonset_rollout(&d))
-            .unwrap_or_default(),
-        Kind::Deployment => Api::<Deployment>::namespaced(clients.client.clone(), &w.namespace)
-            .get_opt(&w.name)
-            .await
-            .map_err(map)?
-            .map(|d| deployment_rollout(&d))
-            .unwrap_or_default(),
-    })
+/// A workload as observed: its rollout and its labels (which say who manages it).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Observed {
+    pub rollout: Rollout,
+    pub labels: BTreeMap<String, String>,
+}
+
+async fn get_one<K, F>(clients: &Clients, namespace: &str, name: &str, judge: F) -> Result<Observed, ClusterError>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+    <K as kube::Resource>::DynamicType: Default,
+    F: Fn(&K) -> Rollout,
+{
+    let api: Api<K> = Api::namespaced(clients.client.clone(), namespace);
+    let found = super::retry::retry("get workload", || api.get_opt(name))
+        .await
+        .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
+    Ok(found
+        .map(|o| Observed {
+            rollout: judge(&o),
+            labels: o.meta().labels.clone().unwrap_or_default(),
+        })
+        .unwrap_or_default())
+}
+
+/// The current rollout of one workload (a single GET; transient errors retried).
+pub async fn observe(clients: &Clients, w: &WorkloadRef) -> Result<Observed, ClusterError> {
+    let (ns, name) = (w.namespace.as_str(), w.name.as_str());
+    match w.kind {
+        Kind::DaemonSet => get_one::<DaemonSet, _>(clients, ns, name, daemonset_rollout).await,
+        Kind::Deployment => get_one::<Deployment, _>(clients, ns, name, deployment_rollout).await,
+        Kind::StatefulSet => get_one::<StatefulSet, _>(clients, ns, name, statefulset_rollout).await,
+        Kind::Job => get_one::<Job, _>(clients, ns, name, job_rollout).await,
+    }
+}
+
+/// Whether every node is Ready without the not-ready taint (one LIST).
+pub async fn all_nodes_ready(clients: &Clients) -> Result<bool, ClusterError> {
+    let api: Api<Node> = Api::all(clients.client.clone());
+    let params = kube::api::ListParams::default();
+    let nodes = super::retry::retry("list nodes", || api.list(&params))
+        .await
+        .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
+    Ok(!nodes.items.is_empty() && nodes.items.iter().all(|n| node_not_ready(n).is_none()))
 }
 
 /// Why the wait ended without readiness.
@@ -171,6 +237,8 @@ fn apply_event<K: kube::Resource + Clone>(
 struct State {
     daemonsets: BTreeMap<String, DaemonSet>,
     deployments: BTreeMap<String, Deployment>,
+    statefulsets: BTreeMap<String, StatefulSet>,
+    jobs: BTreeMap<String, Job>,
     nodes: BTreeMap<String, Node>,
     pods: BTreeMap<String, Pod>,
     /// (pod, container, restart count) whose logs were already looked at.
@@ -191,6 +259,12 @@ impl State {
                 .get(&w.name)
                 .map(deployment_rollout)
                 .unwrap_or_default(),
+            Kind::StatefulSet => self
+                .statefulsets
+                .get(&w.name)
+                .map(statefulset_rollout)
+                .unwrap_or_default(),
+            Kind::Job => self.jobs.get(&w.name).map(job_rollout).unwrap_or_default(),
         }
     }
 
@@ -349,22 +423,32 @@ pub async fn wait_ready(
         Api::<Deployment>::namespaced(s.clone(), namespace),
         watcher::Config::default(),
     );
+    let sts = watch(
+        Api::<StatefulSet>::namespaced(s.clone(), namespace),
+        watcher::Config::default(),
+    );
+    let job_stream = watch(
+        Api::<Job>::namespaced(s.clone(), namespace),
+        watcher::Config::default(),
+    );
     let node_stream = watch(Api::<Node>::all(s.clone()), watcher::Config::default());
     let pod_stream = watch(
         Api::<Pod>::namespaced(s.clone(), namespace),
         watcher::Config::default().labels(pods),
     );
-    tokio::pin!(ds, deploy, node_stream, pod_stream);
+    tokio::pin!(ds, deploy, sts, job_stream, node_stream, pod_stream);
     let mut state = State {
         daemonsets: BTreeMap::new(),
         deployments: BTreeMap::new(),
+        statefulsets: BTreeMap::new(),
+        jobs: BTreeMap::new(),
         nodes: BTreeMap::new(),
         pods: BTreeMap::new(),
         inspected: BTreeSet::new(),
         log_tail: Vec::new(),
     };
     let deadline = tokio::time::Instant::from_std(deadline);
-    let mut synced = [false; 4];
+    let mut synced = [false; 6];
     loop {
         let mut pods_changed = false;
         tokio::select! {
@@ -372,6 +456,8 @@ pub async fn wait_ready(
             Some(e) = deploy.next() => { synced[1] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.deployments, e) }
             Some(e) = node_stream.next() => { synced[2] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.nodes, e) }
             Some(e) = pod_stream.next() => { synced[3] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.pods, e); pods_changed = true }
+            Some(e) = sts.next() => { synced[4] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.statefulsets, e) }
+            Some(e) = job_stream.next() => { synced[5] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.jobs, e) }
             _ = tokio::time::sleep_until(deadline) => {
                 let _ = inspect(clients, namespace, &mut state).await;
                 let mut nr = state.not_ready(workloads, nodes);
