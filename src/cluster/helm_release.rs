@@ -56,9 +56,14 @@ pub fn manifest_workloads(manifest: &str) -> Vec<ManifestWorkload> {
         let Ok(value) = serde_saphyr::from_str::<serde_json::Value>(doc) else {
             continue;
         };
-        let kind = value.get("kind").and_then(serde_json::Value::as_str).unwrap_or_default();
+        let kind = value
+            .get("kind")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
         let metadata = value.get("metadata");
-        let name = metadata.and_then(|m| m.get("name")).and_then(serde_json::Value::as_str);
+        let name = metadata
+            .and_then(|m| m.get("name"))
+            .and_then(serde_json::Value::as_str);
         if let (true, Some(name)) = (WORKLOAD_KINDS.contains(&kind), name) {
             out.push(ManifestWorkload {
                 kind: kind.to_owned(),

@@ -181,5 +181,4 @@ mod tests {
         assert_eq!(v["list"][1]["name"], json!("n"));
         assert!(apply_set(&mut v, &set("x", "1", Some("number"))).is_err());
     }
-
 }

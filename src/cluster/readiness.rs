@@ -116,9 +116,19 @@ pub fn job_rollout(j: &Job) -> Rollout {
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| (c.type_ == "Complete" || c.type_ == "SuccessCriteriaMet") && c.status == "True"));
+        .is_some_and(|c| {
+            c.iter().any(|c| {
+                (c.type_ == "Complete" || c.type_ == "SuccessCriteriaMet") && c.status == "True"
+            })
+        });
     let done = i64::from(complete);
-    Rollout { exists: true, desired: 1, ready: done, updated: 1, observed: true }
+    Rollout {
+        exists: true,
+        desired: 1,
+        ready: done,
+        updated: 1,
+        observed: true,
+    }
 }
 
 /// Nodes that still carry the `not-ready` taint or are not `Ready=True`.
@@ -151,9 +161,17 @@ pub struct Observed {
     pub labels: BTreeMap<String, String>,
 }
 
-async fn get_one<K, F>(clients: &Clients, namespace: &str, name: &str, judge: F) -> Result<Observed, ClusterError>
+async fn get_one<K, F>(
+    clients: &Clients,
+    namespace: &str,
+    name: &str,
+    judge: F,
+) -> Result<Observed, ClusterError>
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
     <K as kube::Resource>::DynamicType: Default,
     F: Fn(&K) -> Rollout,
 {
@@ -175,7 +193,9 @@ pub async fn observe(clients: &Clients, w: &WorkloadRef) -> Result<Observed, Clu
     match w.kind {
         Kind::DaemonSet => get_one::<DaemonSet, _>(clients, ns, name, daemonset_rollout).await,
         Kind::Deployment => get_one::<Deployment, _>(clients, ns, name, deployment_rollout).await,
-        Kind::StatefulSet => get_one::<StatefulSet, _>(clients, ns, name, statefulset_rollout).await,
+        Kind::StatefulSet => {
+            get_one::<StatefulSet, _>(clients, ns, name, statefulset_rollout).await
+        }
         Kind::Job => get_one::<Job, _>(clients, ns, name, job_rollout).await,
     }
 }

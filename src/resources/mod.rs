@@ -12,6 +12,7 @@ pub mod duration;
 pub mod engine_report;
 pub mod helm_release;
 pub mod private;
+pub mod release;
 pub mod test_object;
 
 /// The resources users can declare, plus `talosboot_test_object` when `include_test_resources`

@@ -1,12 +1,12 @@
 //! Resource `talosboot_cilium`: Cilium installed, adopted, upgraded, watched and repaired before any
-//! CNI exists, on the shared bootstrap engine. Reads top-down: [`schema`], [`model`], [`plan`],
-//! [`apply`], [`read`] (refresh and import), [`moved`] (from `helm_release`).
+//! CNI exists, on the shared bootstrap engine and Helm-release lifecycle. Reads top-down:
+//! [`schema`], [`model`], [`plan`], [`lifecycle`] (what is Cilium's own in apply and read: readiness,
+//! agents), then apply/read/import below, [`moved`] (from `helm_release`).
 
-pub mod apply;
+pub mod lifecycle;
 pub mod model;
 pub mod moved;
 pub mod plan;
-pub mod read;
 pub mod schema;
 
 use async_trait::async_trait;
@@ -17,6 +17,8 @@ use crate::framework::model::{Unknowns, decode, encode};
 use crate::framework::*;
 use crate::resources::engine_report::engine_diagnostic;
 use crate::resources::private::Private;
+use crate::resources::release;
+
 use crate::values::Value;
 
 pub struct CiliumResource;
@@ -82,7 +84,7 @@ impl Resource for CiliumResource {
         };
         if req.planned_state.is_null() {
             if let Some(prior) = prior {
-                diagnostics.extend(apply::destroy(&clients, &prior, &ctx.cancel).await);
+                diagnostics.extend(release::destroy(&clients, &prior, &ctx.cancel).await);
             }
             return ApplyResponse {
                 diagnostics,
@@ -124,7 +126,7 @@ impl Resource for CiliumResource {
             }
         }
         let applied =
-            apply::install(&clients, desired, prior.as_ref(), &mut private, &ctx.cancel).await;
+            release::install(&clients, desired, prior.as_ref(), &mut private, &ctx.cancel).await;
         diagnostics.extend(applied.diagnostics);
         let new_state = match applied.state {
             Some(s) => encode_state(&s, &mut diagnostics),
@@ -158,7 +160,7 @@ impl Resource for CiliumResource {
                 };
             }
         };
-        let observed = match read::observe(&clients, &state).await {
+        let observed = match release::observe(&clients, &state).await {
             Ok(o) => o,
             Err(e) => {
                 // A transient error is an error, never a removal from state.
@@ -173,8 +175,7 @@ impl Resource for CiliumResource {
                 };
             }
         };
-        let new_state = match read::apply_observed(state, &observed, &mut private, &mut diagnostics)
-        {
+        let new_state = match release::refresh(state, &observed, &mut private, &mut diagnostics) {
             Some(s) => encode_state(&s, &mut diagnostics),
             None => Value::Null,
         };
@@ -221,7 +222,7 @@ impl Resource for CiliumResource {
         }
         .with_defaults();
         let mut private = Private::fresh();
-        let observed = match read::observe(&clients, &state).await {
+        let observed = match release::observe(&clients, &state).await {
             Ok(o) => o,
             Err(e) => {
                 diagnostics.push(engine_diagnostic(
@@ -238,7 +239,7 @@ impl Resource for CiliumResource {
             state.version = Some(release.chart_version.clone());
             state.chart = Some(release.chart.clone());
         }
-        match read::apply_observed(state, &observed, &mut private, &mut diagnostics) {
+        match release::refresh(state, &observed, &mut private, &mut diagnostics) {
             Some(state) => {
                 let state = encode_state(&state, &mut diagnostics);
                 ImportResponse {

@@ -21,7 +21,6 @@ pub const DEFAULT_REPOSITORY: &str = "https://helm.cilium.io";
 pub const DEFAULT_CHART: &str = "cilium";
 pub const DEFAULT_TIMEOUT: &str = "10m";
 
-
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 pub struct Toleration {
     pub key: Option<String>,
