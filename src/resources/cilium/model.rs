@@ -2,17 +2,17 @@
 //! installs (Talos defaults under the user's documents and `set` entries), and the checks that
 //! need no I/O.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
 use crate::cluster::bootstrap::{ApiEndpoint, BootstrapNamespace, JobSettings, KUBEPRISM};
-use crate::cluster::helm_install::{ChartInstall, DEFAULT_HELM_IMAGE};
+use crate::cluster::helm_install::ChartInstall;
 pub use crate::cluster::helm_values::{SetValue, apply_set, merge, parse_values};
 use crate::framework::Diagnostics;
 use crate::resources::duration::parse_go_duration;
+pub use crate::resources::release::inputs::{JobInput, Toleration};
 use crate::values::AttributePath;
 
 pub const DEFAULT_NAME: &str = "cilium";
@@ -20,24 +20,6 @@ pub const DEFAULT_NAMESPACE: &str = "kube-system";
 pub const DEFAULT_REPOSITORY: &str = "https://helm.cilium.io";
 pub const DEFAULT_CHART: &str = "cilium";
 pub const DEFAULT_TIMEOUT: &str = "10m";
-
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
-pub struct Toleration {
-    pub key: Option<String>,
-    pub operator: Option<String>,
-    pub value: Option<String>,
-    pub effect: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
-pub struct JobInput {
-    pub image: Option<String>,
-    pub pull_policy: Option<String>,
-    pub node_selector: Option<BTreeMap<String, String>>,
-    pub tolerations: Option<Vec<Toleration>>,
-    pub env: Option<BTreeMap<String, String>>,
-    pub annotations: Option<BTreeMap<String, String>>,
-}
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 pub struct Agents {
@@ -187,31 +169,13 @@ impl Cilium {
                 "talosboot: Cilium {}",
                 self.version.clone().unwrap_or_default()
             )),
+            ..Default::default()
         })
     }
 
     /// The bootstrap pod: Talos defaults plus the user's `job`.
     pub fn job_settings(&self) -> JobSettings {
-        let job = self.job.clone().unwrap_or_default();
-        let mut settings = JobSettings::talos(job.image.as_deref().unwrap_or(DEFAULT_HELM_IMAGE));
-        settings.api_endpoint = Some(self.endpoint());
-        settings.pull_policy = job.pull_policy;
-        settings.node_selector = job.node_selector.unwrap_or_default();
-        settings.tolerations = job
-            .tolerations
-            .iter()
-            .flatten()
-            .map(|t| serde_json::to_value(t).unwrap_or_default())
-            .map(|mut t| {
-                if let Some(o) = t.as_object_mut() {
-                    o.retain(|_, v| !v.is_null());
-                }
-                t
-            })
-            .collect();
-        settings.env = job.env.unwrap_or_default();
-        settings.annotations = job.annotations.unwrap_or_default();
-        settings
+        crate::resources::release::inputs::job_settings(self.job.as_ref(), self.endpoint())
     }
 
     /// Cilium's bootstrap Job runs in the release namespace (`kube-system` is exempt from Pod

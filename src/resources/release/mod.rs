@@ -5,6 +5,9 @@
 //! and destroy (uninstall, or forget with `deletion_policy = "keep"`). A resource supplies what is
 //! its own through [`Release`]: its values, its job, and what "ready" means.
 
+pub mod inputs;
+pub mod plan;
+
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
