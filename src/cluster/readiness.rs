@@ -210,6 +210,10 @@ pub async fn all_nodes_ready(clients: &Clients) -> Result<bool, ClusterError> {
     Ok(!nodes.items.is_empty() && nodes.items.iter().all(|n| node_not_ready(n).is_none()))
 }
 
+/// Pods that wait without changing (no pod network, image pulls) show why only in events: looked
+/// at this often while waiting.
+const EVENT_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Why the wait ended without readiness.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotReady {
@@ -219,6 +223,8 @@ pub struct NotReady {
     pub pods: Vec<String>,
     pub nodes: Vec<String>,
     pub log_tail: Vec<String>,
+    /// `Reason: message` of Warning events of the pods that are not ready.
+    pub events: Vec<String>,
     pub diagnosis: Option<Diagnosis>,
     pub interrupted: bool,
 }
@@ -264,6 +270,7 @@ struct State {
     /// (pod, container, restart count) whose logs were already looked at.
     inspected: BTreeSet<(String, String, i32)>,
     log_tail: Vec<String>,
+    events: Vec<String>,
 }
 
 impl State {
@@ -317,6 +324,7 @@ impl State {
                 Vec::new()
             },
             log_tail: self.log_tail.clone(),
+            events: self.events.clone(),
             diagnosis: None,
             interrupted: false,
         }
@@ -359,9 +367,60 @@ fn describe_pod(pod: &Pod) -> String {
 
 /// Signatures that end the wait at once: the configuration is wrong, waiting will not help.
 fn permanent(d: &Diagnosis) -> bool {
-    ["SYS_MODULE", "cgroup2", "Service IP", "KubePrism"]
-        .iter()
-        .any(|w| d.cause.contains(w))
+    [
+        "SYS_MODULE",
+        "cgroup2",
+        "Service IP",
+        "KubePrism",
+        "pod network",
+        "pulled",
+    ]
+    .iter()
+    .any(|w| d.cause.contains(w))
+}
+
+/// Warning events of the pods that are not ready (one LIST); a permanent diagnosis if they show one
+/// (a pod waiting for a pod network before the CNI, an image that cannot be pulled).
+async fn inspect_events(
+    clients: &Clients,
+    namespace: &str,
+    state: &mut State,
+) -> Option<Diagnosis> {
+    let stuck: BTreeSet<String> = state
+        .pods
+        .values()
+        .filter(|p| !pod_ready(p))
+        .map(key)
+        .collect();
+    if stuck.is_empty() {
+        return None;
+    }
+    let api: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(clients.client.clone(), namespace);
+    let list = api.list(&kube::api::ListParams::default()).await.ok()?;
+    let mut lines: Vec<String> = list
+        .items
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter(|e| {
+            e.involved_object
+                .name
+                .as_ref()
+                .is_some_and(|n| stuck.contains(n))
+        })
+        .map(|e| {
+            format!(
+                "{} {}: {}",
+                e.involved_object.name.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                super::scrub_api_message(e.message.unwrap_or_default().trim())
+            )
+        })
+        .collect();
+    lines.dedup();
+    let skip = lines.len().saturating_sub(8);
+    state.events = lines.into_iter().skip(skip).collect();
+    diagnose(state.events.iter().map(String::as_str)).filter(permanent)
 }
 
 /// Looks at crashed containers of not-ready pods: their state messages and (once per attempt)
@@ -466,9 +525,12 @@ pub async fn wait_ready(
         pods: BTreeMap::new(),
         inspected: BTreeSet::new(),
         log_tail: Vec::new(),
+        events: Vec::new(),
     };
     let deadline = tokio::time::Instant::from_std(deadline);
     let mut synced = [false; 6];
+    let mut event_check =
+        tokio::time::interval_at(tokio::time::Instant::now() + EVENT_CHECK, EVENT_CHECK);
     loop {
         let mut pods_changed = false;
         tokio::select! {
@@ -478,10 +540,18 @@ pub async fn wait_ready(
             Some(e) = pod_stream.next() => { synced[3] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.pods, e); pods_changed = true }
             Some(e) = sts.next() => { synced[4] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.statefulsets, e) }
             Some(e) = job_stream.next() => { synced[5] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.jobs, e) }
+            _ = event_check.tick() => {
+                if let Some(d) = inspect_events(clients, namespace, &mut state).await {
+                    let mut nr = state.not_ready(workloads, nodes);
+                    nr.diagnosis = Some(d);
+                    return Err(nr);
+                }
+            }
             _ = tokio::time::sleep_until(deadline) => {
                 let _ = inspect(clients, namespace, &mut state).await;
+                let _ = inspect_events(clients, namespace, &mut state).await;
                 let mut nr = state.not_ready(workloads, nodes);
-                nr.diagnosis = diagnose(nr.pods.iter().chain(&nr.log_tail).map(String::as_str));
+                nr.diagnosis = diagnose(nr.pods.iter().chain(&nr.log_tail).chain(&nr.events).map(String::as_str));
                 return Err(nr);
             }
             _ = cancel.cancelled() => {

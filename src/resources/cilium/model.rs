@@ -12,7 +12,7 @@ use crate::cluster::helm_install::ChartInstall;
 pub use crate::cluster::helm_values::{SetValue, apply_set, merge, parse_values};
 use crate::framework::Diagnostics;
 use crate::resources::duration::parse_go_duration;
-pub use crate::resources::release::inputs::{JobInput, Toleration};
+pub use crate::resources::release::inputs::{CommonInputs, JobInput, Toleration, validate_common};
 use crate::values::AttributePath;
 
 pub const DEFAULT_NAME: &str = "cilium";
@@ -190,18 +190,6 @@ pub fn talos_values(endpoint: &ApiEndpoint) -> Json {
     crate::cluster::talos::talos_cilium_values(&endpoint.host, endpoint.port)
 }
 
-const NAME_RULE: &str =
-    "lower-case letters, digits and '-', starting and ending with a letter or digit";
-
-fn dns_label(s: &str, max: usize) -> bool {
-    !s.is_empty()
-        && s.len() <= max
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
 /// `1.18.4`, `v1.18.4`, `1.19.0-rc.1`: three numbers, an optional pre-release or build suffix.
 fn exact_version(v: &str) -> bool {
     let v = v.strip_prefix('v').unwrap_or(v);
@@ -224,28 +212,20 @@ fn exact_version(v: &str) -> bool {
 /// Checks without I/O; unknown values (decoded as absent) are skipped.
 pub fn validate(c: &Cilium, d: &mut Diagnostics) {
     let at = AttributePath::attr;
-    if let Some(name) = &c.name {
-        if !name.split('.').all(|l| dns_label(l, 53)) || name.len() > 53 {
-            d.error_at(
-                at("name"),
-                "Invalid release name",
-                format!(
-                    "{name:?} is not a valid Helm release name: {NAME_RULE}, at most 53 characters."
-                ),
-            );
-        }
-    }
-    if let Some(ns) = &c.namespace {
-        if !dns_label(ns, 63) {
-            d.error_at(
-                at("namespace"),
-                "Invalid namespace",
-                format!(
-                    "{ns:?} is not a valid namespace name: {NAME_RULE}, at most 63 characters."
-                ),
-            );
-        }
-    }
+    validate_common(
+        &CommonInputs {
+            name: c.name.as_deref(),
+            namespace: c.namespace.as_deref(),
+            api_endpoint: c.api_endpoint.as_deref(),
+            deletion_policy: c.deletion_policy.as_deref(),
+            repository: c.repository.as_deref(),
+            values: c.values.as_deref(),
+            set: c.set.as_deref(),
+            set_sensitive: c.set_sensitive.as_deref(),
+            job: c.job.as_ref(),
+        },
+        d,
+    );
     if let Some(v) = &c.version {
         if !exact_version(v) {
             d.error_at(at("version"), "Version must be exact", format!("{v:?} is not an exact chart version such as `1.18.4`. Floating versions are refused: Cilium would change with the image."));
@@ -260,58 +240,6 @@ pub fn validate(c: &Cilium, d: &mut Diagnostics) {
                 format!("{t:?} is under 30s; a Cilium install takes longer than that."),
             ),
             Err(e) => d.error_at(at("timeout"), "Invalid timeout", e),
-        }
-    }
-    if let Some(e) = &c.api_endpoint {
-        if let Err(m) = ApiEndpoint::parse(e) {
-            d.error_at(at("api_endpoint"), "Invalid API endpoint", format!("{m}. Use HOST:PORT outside the Service CIDR, e.g. Talos KubePrism `localhost:7445` or `<control-plane-ip>:6443`."));
-        }
-    }
-    if let Some(p) = &c.deletion_policy {
-        if p != "uninstall" && p != "keep" {
-            d.error_at(
-                at("deletion_policy"),
-                "Invalid deletion policy",
-                format!("{p:?}: use `uninstall` or `keep`."),
-            );
-        }
-    }
-    if let Some(r) = &c.repository {
-        if !(r.starts_with("https://") || r.starts_with("http://") || r.starts_with("oci://")) {
-            d.error_at(
-                at("repository"),
-                "Invalid repository",
-                format!(
-                    "{r:?}: use an `https://` chart repository URL or an `oci://` registry path."
-                ),
-            );
-        }
-    }
-    for (i, doc) in c.values.iter().flatten().enumerate() {
-        if let Err(e) = parse_values(doc) {
-            d.error_at(
-                at("values").then_index(i as i64),
-                "Invalid values document",
-                format!("values[{i}] is {e}."),
-            );
-        }
-    }
-    for (attr, list) in [("set", &c.set), ("set_sensitive", &c.set_sensitive)] {
-        for (i, s) in list.iter().flatten().enumerate() {
-            if let Err(e) = apply_set(&mut json!({}), s) {
-                d.error_at(at(attr).then_index(i as i64), "Invalid set entry", e);
-            }
-        }
-    }
-    if let Some(job) = &c.job {
-        if let Some(p) = &job.pull_policy {
-            if !["Always", "IfNotPresent", "Never"].contains(&p.as_str()) {
-                d.error_at(
-                    at("job").then_attr("pull_policy"),
-                    "Invalid pull policy",
-                    format!("{p:?}: use `Always`, `IfNotPresent` or `Never`."),
-                );
-            }
         }
     }
 }

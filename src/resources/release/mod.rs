@@ -7,6 +7,7 @@
 
 pub mod inputs;
 pub mod plan;
+pub mod resource;
 
 use std::time::{Duration, Instant};
 
