@@ -22,6 +22,7 @@ mod harness;
 mod checks;
 mod cilium;
 mod functions;
+mod helm_release_resource;
 mod import_and_removed;
 mod lifecycle;
 mod unknown_provider_config;
