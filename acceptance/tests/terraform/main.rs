@@ -25,6 +25,7 @@ mod checks;
 mod cilium;
 mod examples;
 mod functions;
+mod helm_release_resource;
 mod import_and_removed;
 mod lifecycle;
 mod release;
