@@ -170,16 +170,21 @@ fn registry_examples_exist_for_every_type() {
         );
     }
     // No example for a type the provider does not have (it would render nowhere, or lie).
-    for dir in snippet_dirs().iter().skip(1) {
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        assert!(
-            resources.contains(&name) || data_sources.contains(&name),
-            "{} documents a type the provider does not serve",
-            rel(dir)
-        );
+    for (kind, served) in [("resources", &resources), ("data-sources", &data_sources)] {
+        for dir in snippet_dirs()
+            .iter()
+            .filter(|d| d.parent() == Some(&examples().join(kind)))
+        {
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            assert!(
+                served.contains(&name),
+                "{} documents a {kind} type the provider does not serve: {served:?}",
+                rel(dir)
+            );
+        }
     }
     let provider = read(&examples().join("provider/provider.tf"));
     assert!(provider.contains("provider \"talosboot\""), "{provider}");
