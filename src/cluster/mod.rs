@@ -3,6 +3,7 @@
 
 mod client;
 mod config;
+pub mod flux;
 pub mod helm_release;
 
 pub use client::{ClusterError, ClusterHandle, describe_cause, kubeconfig_error};
