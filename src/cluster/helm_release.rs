@@ -124,7 +124,7 @@ pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeErr
 }
 
 /// Null, absent and `{}` values all hash as `{}`: Helm treats them alike.
-fn values_digest(values: Option<&serde_json::Value>) -> String {
+pub fn values_digest(values: Option<&serde_json::Value>) -> String {
     let empty = serde_json::Value::Object(Default::default());
     let values = match values {
         Some(serde_json::Value::Null) | None => &empty,

@@ -3,6 +3,7 @@
 
 mod diagnostics;
 pub mod dispatcher;
+pub mod model;
 pub mod plan;
 mod resource;
 mod schema;

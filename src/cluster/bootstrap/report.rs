@@ -1,0 +1,144 @@
+//! What a failed run left behind, gathered for the diagnostic: the pod's phase and node, every
+//! container's state, the last lines of the log (bounded: the full log stays in the cluster), and
+//! the Warning events of the Job and its pod.
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
+use kube::Api;
+use kube::api::{ListParams, LogParams};
+
+/// Log lines and bytes a report carries at most.
+pub const LOG_TAIL_LINES: i64 = 20;
+const LOG_TAIL_BYTES: i64 = 8 * 1024;
+const MAX_EVENTS: usize = 8;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodReport {
+    pub pod: Option<String>,
+    pub node: Option<String>,
+    pub phase: Option<String>,
+    /// `name: state` lines, init containers first.
+    pub containers: Vec<String>,
+    pub log_tail: Vec<String>,
+    /// `Reason: message` of Warning events, oldest first.
+    pub events: Vec<String>,
+}
+
+impl PodReport {
+    /// Every text a diagnosis may match against.
+    pub fn texts(&self) -> impl Iterator<Item = &str> + Clone {
+        self.containers
+            .iter()
+            .chain(&self.events)
+            .chain(&self.log_tail)
+            .map(String::as_str)
+    }
+}
+
+pub fn describe_container(c: &ContainerStatus) -> String {
+    let state = c.state.as_ref();
+    let describe = |s: Option<&k8s_openapi::api::core::v1::ContainerState>| -> Option<String> {
+        let s = s?;
+        if let Some(w) = &s.waiting {
+            return Some(format!(
+                "waiting ({}){}",
+                w.reason.as_deref().unwrap_or("unknown"),
+                w.message
+                    .as_ref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ));
+        }
+        if let Some(t) = &s.terminated {
+            return Some(format!(
+                "terminated (exit code {}, {}){}",
+                t.exit_code,
+                t.reason.as_deref().unwrap_or("unknown"),
+                t.message
+                    .as_ref()
+                    .map(|m| format!(": {}", m.trim()))
+                    .unwrap_or_default()
+            ));
+        }
+        s.running.as_ref().map(|_| "running".to_owned())
+    };
+    let now = describe(state).unwrap_or_else(|| "no state yet".into());
+    match describe(c.last_state.as_ref()) {
+        Some(last) if c.restart_count > 0 => {
+            format!(
+                "{}: {now}; last attempt {last} ({} restarts)",
+                c.name, c.restart_count
+            )
+        }
+        _ => format!("{}: {now}", c.name),
+    }
+}
+
+/// Collects the report for the pods of one run (selected by `pod_selector`) and the Job `job`.
+/// Best effort: what cannot be read is left out, the failure itself is already known.
+pub async fn collect(
+    pods: &Api<Pod>,
+    events: &Api<Event>,
+    job: &str,
+    pod_selector: &str,
+) -> PodReport {
+    let mut report = PodReport::default();
+    let list = pods.list(&ListParams::default().labels(pod_selector)).await;
+    let pod = list.ok().and_then(|l| {
+        l.items
+            .into_iter()
+            .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))
+    });
+    let mut names = vec![job.to_owned()];
+    if let Some(pod) = &pod {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        names.push(name.clone());
+        report.pod = Some(name.clone());
+        report.node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        if let Some(status) = &pod.status {
+            report.phase = status.phase.clone();
+            report.containers = status
+                .init_container_statuses
+                .iter()
+                .flatten()
+                .chain(status.container_statuses.iter().flatten())
+                .map(describe_container)
+                .collect();
+        }
+        let params = LogParams {
+            tail_lines: Some(LOG_TAIL_LINES),
+            limit_bytes: Some(LOG_TAIL_BYTES),
+            ..Default::default()
+        };
+        if let Ok(log) = pods.logs(&name, &params).await {
+            report.log_tail = log.lines().map(str::to_owned).collect();
+        }
+    }
+    if let Ok(list) = events.list(&ListParams::default()).await {
+        let mut warnings: Vec<_> = list
+            .items
+            .into_iter()
+            .filter(|e| e.type_.as_deref() == Some("Warning"))
+            .filter(|e| {
+                e.involved_object
+                    .name
+                    .as_ref()
+                    .is_some_and(|n| names.contains(n))
+            })
+            .collect();
+        warnings.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0));
+        let skip = warnings.len().saturating_sub(MAX_EVENTS);
+        report.events = warnings
+            .into_iter()
+            .skip(skip)
+            .map(|e| {
+                format!(
+                    "{}: {}",
+                    e.reason.unwrap_or_default(),
+                    e.message.unwrap_or_default().trim()
+                )
+            })
+            .collect();
+        report.events.dedup();
+    }
+    report
+}

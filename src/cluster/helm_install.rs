@@ -1,0 +1,375 @@
+//! Helm chart installs through the bootstrap engine: `helm upgrade --install` in a pre-CNI Job,
+//! with the release prepared natively first (a `pending-*` release left by a killed run is
+//! unlocked the way Helm users do it by hand: its newest record is marked `failed`, from which
+//! Helm upgrades), and uninstalls the same way. Readiness of what the chart runs is judged
+//! natively by the caller, not by `helm --wait`, so a failure names the workload and why.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use base64::Engine;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::bootstrap::objects::{INPUTS_DIR, SECRETS_DIR};
+use super::bootstrap::{
+    self, BootstrapNamespace, Clients, EngineError, JobSettings, Rbac, RunOutcome, RunSpec, Step,
+};
+use super::helm_release::{HelmRelease, current_release};
+
+/// The installer image: Helm 3.18 (`--take-ownership` needs 3.17+). Pinned; air-gapped users
+/// point `job.image` at a mirror of it.
+pub const DEFAULT_HELM_IMAGE: &str = "alpine/helm:3.18.4";
+
+/// A chart to install or upgrade.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChartInstall {
+    pub release: String,
+    pub namespace: String,
+    /// A repository URL (`https://helm.cilium.io`) or an OCI registry path (`oci://host/charts`);
+    /// `None`: `chart` is a full reference (`oci://.../flux-operator`).
+    pub repository: Option<String>,
+    pub chart: String,
+    pub version: String,
+    /// Values documents, merged in order (later wins).
+    pub values_yaml: Vec<String>,
+    /// Merged after `values_yaml`; travel in a Secret, never in the ConfigMap.
+    pub sensitive_values_yaml: Vec<String>,
+    pub create_namespace: bool,
+    /// Adopt objects that exist without Helm's ownership metadata, in place.
+    pub take_ownership: bool,
+    pub description: Option<String>,
+}
+
+impl ChartInstall {
+    /// The chart argument of `helm upgrade`, and the `--repo` flag for a classic repository.
+    fn chart_args(&self) -> (String, Option<String>) {
+        match &self.repository {
+            Some(repo) if repo.starts_with("oci://") => (
+                format!("{}/{}", repo.trim_end_matches('/'), self.chart),
+                None,
+            ),
+            Some(repo) => (self.chart.clone(), Some(repo.clone())),
+            None => (self.chart.clone(), None),
+        }
+    }
+
+    /// The installer's argv and input files.
+    pub fn command(
+        &self,
+        timeout: Duration,
+    ) -> (
+        Vec<String>,
+        BTreeMap<String, String>,
+        BTreeMap<String, String>,
+    ) {
+        let (chart, repo) = self.chart_args();
+        let mut argv: Vec<String> = ["helm", "upgrade", "--install", &self.release, &chart]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        if let Some(repo) = repo {
+            argv.extend(["--repo".into(), repo]);
+        }
+        argv.extend([
+            "--version".into(),
+            self.version.clone(),
+            "--namespace".into(),
+            self.namespace.clone(),
+            "--timeout".into(),
+            format!("{}s", timeout.as_secs().max(1)),
+            "--max-history".into(),
+            "10".into(),
+        ]);
+        let mut files = BTreeMap::new();
+        for (i, doc) in self.values_yaml.iter().enumerate() {
+            let name = format!("values-{i}.yaml");
+            argv.extend(["--values".into(), format!("{INPUTS_DIR}/{name}")]);
+            files.insert(name, doc.clone());
+        }
+        let mut secret_files = BTreeMap::new();
+        for (i, doc) in self.sensitive_values_yaml.iter().enumerate() {
+            let name = format!("sensitive-values-{i}.yaml");
+            argv.extend(["--values".into(), format!("{SECRETS_DIR}/{name}")]);
+            secret_files.insert(name, doc.clone());
+        }
+        if self.create_namespace {
+            argv.push("--create-namespace".into());
+        }
+        if self.take_ownership {
+            argv.push("--take-ownership".into());
+        }
+        if let Some(d) = &self.description {
+            argv.extend(["--description".into(), d.clone()]);
+        }
+        (argv, files, secret_files)
+    }
+}
+
+/// The current record of a release, or `None`.
+pub async fn release(
+    clients: &Clients,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<HelmRelease>, EngineError> {
+    current_release(clients.client.clone(), &clients.endpoint, namespace, name)
+        .await
+        .map_err(|e| EngineError::api(Step::Release, e))
+}
+
+/// Unlocks a release whose newest record is `pending-*` (an install or upgrade that was killed):
+/// marks that record `failed`, so Helm upgrades from it. Returns the status it had.
+pub async fn unlock_pending(
+    clients: &Clients,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<String>, EngineError> {
+    let secrets: Api<Secret> = Api::namespaced(clients.client.clone(), namespace);
+    let params = ListParams::default().labels(&format!("owner=helm,name={name}"));
+    let list = secrets
+        .list_metadata(&params)
+        .await
+        .map_err(|e| clients.api_error(Step::Release, e))?;
+    let newest = list
+        .items
+        .into_iter()
+        .filter_map(|m| {
+            let labels = m.metadata.labels.clone().unwrap_or_default();
+            let version: i64 = labels.get("version")?.parse().ok()?;
+            Some((
+                version,
+                labels.get("status").cloned().unwrap_or_default(),
+                m.metadata.name?,
+            ))
+        })
+        .max_by_key(|(v, _, _)| *v);
+    let Some((_, status, secret_name)) = newest else {
+        return Ok(None);
+    };
+    if !status.starts_with("pending-") {
+        return Ok(None);
+    }
+    let secret = secrets
+        .get(&secret_name)
+        .await
+        .map_err(|e| clients.api_error(Step::Release, e))?;
+    let field = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("release"))
+        .map(|b| b.0.clone())
+        .ok_or_else(|| {
+            EngineError::new(
+                Step::Release,
+                format!("the Helm record {namespace}/{secret_name} has no release data"),
+            )
+        })?;
+    let rewritten = mark_failed(&field).map_err(|m| {
+        EngineError::new(
+            Step::Release,
+            format!("the Helm record {namespace}/{secret_name} cannot be unlocked: {m}"),
+        )
+    })?;
+    let patch = json!({
+        "metadata": {"labels": {"status": "failed"}},
+        "data": {"release": base64::engine::general_purpose::STANDARD.encode(rewritten)},
+    });
+    secrets
+        .patch(&secret_name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| clients.api_error(Step::Release, e))?;
+    tracing::info!(release = %format!("{namespace}/{name}"), %status, "unlocked a release left pending");
+    Ok(Some(status))
+}
+
+/// Helm refuses records over 1 MiB; a record inflating past this is not Helm's.
+const MAX_RECORD: u64 = 32 * 1024 * 1024;
+
+/// Rewrites a record's `info.status` to `failed`, keeping its encoding (base64, gzip).
+fn mark_failed(field: &[u8]) -> Result<Vec<u8>, &'static str> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let raw = b64.decode(field.trim_ascii()).map_err(|_| "not base64")?;
+    let gzipped = raw.starts_with(&[0x1f, 0x8b, 0x08]);
+    let json_bytes = if gzipped {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(raw.as_slice())
+            .take(MAX_RECORD)
+            .read_to_end(&mut out)
+            .map_err(|_| "not gzip")?;
+        out
+    } else {
+        raw
+    };
+    let mut record: serde_json::Value =
+        serde_json::from_slice(&json_bytes).map_err(|_| "not JSON")?;
+    let info = record
+        .get_mut("info")
+        .and_then(|i| i.as_object_mut())
+        .ok_or("no info")?;
+    info.insert("status".into(), json!("failed"));
+    info.insert(
+        "description".into(),
+        json!("Marked failed by talosboot: the operation that left it pending never finished"),
+    );
+    let json_bytes = serde_json::to_vec(&record).map_err(|_| "cannot encode")?;
+    let encoded = if gzipped {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&json_bytes).map_err(|_| "cannot compress")?;
+        gz.finish().map_err(|_| "cannot compress")?
+    } else {
+        json_bytes
+    };
+    Ok(b64.encode(encoded).into_bytes())
+}
+
+/// What an install did.
+#[derive(Debug)]
+pub struct Installed {
+    pub run: RunOutcome,
+    /// The status a stuck release had before it was unlocked.
+    pub unlocked: Option<String>,
+    pub release: Option<HelmRelease>,
+}
+
+/// `helm upgrade --install` of `chart` in a bootstrap Job, after unlocking a stuck release.
+pub async fn install_or_upgrade(
+    clients: &Clients,
+    bootstrap_ns: &BootstrapNamespace,
+    job: &JobSettings,
+    chart: &ChartInstall,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<Installed, EngineError> {
+    let unlocked = unlock_pending(clients, &chart.namespace, &chart.release).await?;
+    let (command, files, secret_files) = chart.command(timeout);
+    let spec = RunSpec {
+        purpose: format!(
+            "install chart {} {} as {}/{}",
+            chart.chart, chart.version, chart.namespace, chart.release
+        ),
+        target: format!("helm/{}/{}", chart.namespace, chart.release),
+        namespace: bootstrap_ns.clone(),
+        job: job.clone(),
+        command,
+        files,
+        secret_files,
+        timeout,
+        rbac: Rbac::ClusterAdmin,
+        pod_annotations: BTreeMap::new(),
+    };
+    let run = bootstrap::run(clients, &spec, cancel).await?;
+    let release = release(clients, &chart.namespace, &chart.release).await?;
+    Ok(Installed {
+        run,
+        unlocked,
+        release,
+    })
+}
+
+/// `helm uninstall` of a release in a bootstrap Job.
+pub async fn uninstall(
+    clients: &Clients,
+    bootstrap_ns: &BootstrapNamespace,
+    job: &JobSettings,
+    namespace: &str,
+    release_name: &str,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<RunOutcome, EngineError> {
+    unlock_pending(clients, namespace, release_name).await?;
+    let command = [
+        "helm",
+        "uninstall",
+        release_name,
+        "--namespace",
+        namespace,
+        "--wait",
+        "--timeout",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .chain([format!("{}s", timeout.as_secs().max(1))])
+    .collect();
+    let spec = RunSpec {
+        purpose: format!("uninstall release {namespace}/{release_name}"),
+        target: format!("helm/{namespace}/{release_name}"),
+        namespace: bootstrap_ns.clone(),
+        job: job.clone(),
+        command,
+        files: BTreeMap::new(),
+        secret_files: BTreeMap::new(),
+        timeout,
+        rbac: Rbac::ClusterAdmin,
+        pod_annotations: BTreeMap::new(),
+    };
+    bootstrap::run(clients, &spec, cancel).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chart() -> ChartInstall {
+        ChartInstall {
+            release: "cilium".into(),
+            namespace: "kube-system".into(),
+            repository: Some("https://helm.cilium.io".into()),
+            chart: "cilium".into(),
+            version: "1.18.4".into(),
+            values_yaml: vec!["a: 1".into(), "b: 2".into()],
+            sensitive_values_yaml: vec!["token: x".into()],
+            create_namespace: false,
+            take_ownership: true,
+            description: None,
+        }
+    }
+
+    #[test]
+    fn values_are_passed_in_order_and_sensitive_ones_from_the_secret() {
+        let (argv, files, secrets) = chart().command(Duration::from_secs(600));
+        let joined = argv.join(" ");
+        assert!(joined.starts_with("helm upgrade --install cilium cilium --repo https://helm.cilium.io --version 1.18.4"), "{joined}");
+        let v0 = joined
+            .find("/talosboot/inputs/values-0.yaml")
+            .expect("first values");
+        let v1 = joined
+            .find("/talosboot/inputs/values-1.yaml")
+            .expect("second values");
+        let s0 = joined
+            .find("/talosboot/secrets/sensitive-values-0.yaml")
+            .expect("sensitive values");
+        assert!(
+            v0 < v1 && v1 < s0,
+            "later files win in Helm: sensitive last"
+        );
+        assert!(joined.contains("--take-ownership"));
+        assert_eq!(files.len(), 2);
+        assert_eq!(secrets["sensitive-values-0.yaml"], "token: x");
+        assert!(!files.values().any(|f| f.contains("token")));
+    }
+
+    #[test]
+    fn oci_repositories_become_part_of_the_chart_reference() {
+        let mut c = chart();
+        c.repository = Some("oci://registry.example/charts/".into());
+        let (argv, _, _) = c.command(Duration::from_secs(60));
+        assert!(argv.contains(&"oci://registry.example/charts/cilium".to_owned()));
+        assert!(!argv.contains(&"--repo".to_owned()));
+    }
+
+    #[test]
+    fn a_pending_record_is_rewritten_as_failed_in_its_own_encoding() {
+        let record = json!({"name": "cilium", "version": 2, "info": {"status": "pending-upgrade"}});
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(record.to_string().as_bytes()).expect("gzip");
+        let field = base64::engine::general_purpose::STANDARD.encode(gz.finish().expect("gzip"));
+        let out = mark_failed(field.as_bytes()).expect("rewritten");
+        let decoded =
+            super::super::helm_release::decode_release(&out).expect("still a Helm record");
+        assert_eq!(decoded.status, "failed");
+        assert_eq!(decoded.revision, 2);
+    }
+}
