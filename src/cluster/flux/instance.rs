@@ -58,7 +58,7 @@ pub async fn ensure_namespace(
 
 /// Polls `check` until it answers `Some`, the deadline passes or the token is cancelled. `check`
 /// returns `Ok(None)` to keep waiting and updates `last` with what it saw.
-async fn poll<T, F, Fut>(
+pub(super) async fn poll<T, F, Fut>(
     what: &str,
     deadline: Instant,
     timeout: Duration,

@@ -5,7 +5,8 @@
 //! Reading order: [`manifest`] (parsing, identity, `${var}` substitution), [`ownership`] (when Flux
 //! has taken an object over, and the readiness conditions), [`objects`] (generic get/apply/delete of
 //! any kind), [`managed`] (managed Secrets, the runtime-info ConfigMap, the module's `inventory`),
-//! [`instance`] (namespaces, the CRD wait, the FluxInstance and its Ready wait), [`drift`] (what
+//! [`instance`] (namespaces, the CRD wait, the FluxInstance and its Ready wait), [`operator`] (its
+//! Deployment and the pod-network check), [`drift`] (what
 //! Read compares).
 
 pub mod drift;
@@ -13,6 +14,7 @@ pub mod instance;
 pub mod managed;
 pub mod manifest;
 pub mod objects;
+pub mod operator;
 pub mod ownership;
 
 use std::time::Duration;
@@ -74,6 +76,10 @@ pub enum FluxError {
         reason: String,
         message: String,
     },
+    #[error(
+        "the Flux Operator in {namespace} cannot start: no node is Ready, so no pod network exists yet (the operator is not a host-network pod). Install the CNI first: make this resource `depends_on` the `talosboot_cilium` (or `helm_release.cilium`) that installs Cilium"
+    )]
+    NoPodNetwork { namespace: String },
     #[error("cancelled while waiting for {what}")]
     Cancelled { what: String },
     #[error("{0}")]
