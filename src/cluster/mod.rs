@@ -7,6 +7,7 @@ mod config;
 pub mod flux;
 pub mod helm_install;
 pub mod helm_release;
+pub mod readiness;
 
 pub use client::{ClusterError, ClusterHandle, describe_cause, kubeconfig_error};
 pub use config::{ConfigSource, ProviderConfig};

@@ -7,14 +7,19 @@ use crate::cluster::ClusterError;
 use crate::framework::{DataSource, Diagnostic, Resource};
 use crate::values::Value;
 
+pub mod cilium;
+pub mod duration;
+pub mod engine_report;
 pub mod flux_bootstrap;
 pub mod helm_release;
+pub mod private;
 pub mod test_object;
 
 /// The resources users can declare, plus `talosboot_test_object` when `include_test_resources`
 /// (protocol tests exercise the managed-resource RPCs with it).
 pub fn resources(include_test_resources: bool) -> Vec<Arc<dyn Resource>> {
-    let mut out: Vec<Arc<dyn Resource>> = vec![Arc::new(flux_bootstrap::FluxBootstrap)];
+    let mut out: Vec<Arc<dyn Resource>> = vec![Arc::new(cilium::CiliumResource)];
+    out.push(Arc::new(flux_bootstrap::FluxBootstrap));
     if include_test_resources {
         out.push(Arc::new(test_object::TestObject));
     }

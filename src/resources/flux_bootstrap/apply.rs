@@ -34,7 +34,9 @@ fn failed(diagnostic: Diagnostic) -> ApplyResponse {
 
 /// Connects both clients the run uses.
 async fn connect(ctx: &Ctx) -> Result<(Kube, Clients), RunError> {
-    let clients = Clients::connect(&ctx.cluster).await?;
+    let clients = Clients::connect(&ctx.cluster)
+        .await
+        .map_err(RunError::engine("connect to the cluster".into()))?;
     let kube = Kube {
         client: clients.client.clone(),
         endpoint: clients.endpoint.clone(),
@@ -195,7 +197,10 @@ async fn uninstall_flux(
             remaining,
             &ctx.cancel,
         )
-        .await?;
+        .await
+        .map_err(RunError::engine(format!(
+            "uninstall the Flux Operator ({namespace}/{OPERATOR_RELEASE})"
+        )))?;
     }
     Ok(())
 }

@@ -1,15 +1,14 @@
 //! The plain structs config and state decode into (field names are the module's variable names),
 //! the defaults the module documents, and validation without I/O, with attribute paths.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 use serde::Deserialize;
 use serde_json::Value as Json;
+use std::collections::BTreeMap;
 
 use crate::cluster::flux::manifest::{Manifest, parse_documents};
 use crate::framework::Diagnostics;
 use crate::framework::model::Maybe;
+pub use crate::resources::duration::parse_go_duration;
 use crate::values::AttributePath;
 
 pub const DEFAULT_BOOTSTRAP_NAMESPACE: &str = "flux-operator-bootstrap";
@@ -133,41 +132,6 @@ pub struct Sync {
     pub r#ref: Option<String>,
     pub path: Option<String>,
     pub pull_secret: Option<String>,
-}
-
-/// Parses a Go duration (`90s`, `10m`, `1h30m`, `1.5h`, `500ms`).
-pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("{text:?} is not a duration like `10m`, `90s` or `1h30m`");
-    if text == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut rest = text;
-    let mut total = 0f64;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let number: f64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += number * seconds;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| bad())
 }
 
 /// The FluxInstance manifest of `instance_yaml`, validated (one document, the operator's kind,
@@ -446,17 +410,6 @@ fn is_config_key(k: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_durations_with_several_units() {
-        assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_go_duration("10m"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_go_duration("1.5h"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_go_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert!(parse_go_duration("10").is_err());
-        assert!(parse_go_duration("ten minutes").is_err());
-        assert!(parse_go_duration("").is_err());
-    }
 
     #[test]
     fn the_instance_must_be_one_flux_instance_named_flux() {

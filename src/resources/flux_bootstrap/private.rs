@@ -1,4 +1,4 @@
-//! Private state: the salt of every hash this resource stores, and the fingerprints of the
+//! Private state of `talosboot_flux_bootstrap`: the salt of every hash it stores, and the fingerprints of the
 //! managed objects it applied (names and salted hashes only, never values).
 
 use serde::{Deserialize, Serialize};
@@ -28,20 +28,10 @@ impl Private {
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }
-    /// Generates the salt when there is none yet.
+    /// Generates the salt when there is none yet (the same generator as every talosboot salt).
     pub fn ensure_salt(&mut self) {
         if self.salt.is_empty() {
-            let mut bytes = [0u8; 16];
-            let provider = rustls::crypto::aws_lc_rs::default_provider();
-            if provider.secure_random.fill(&mut bytes).is_err() {
-                // No CSPRNG: fall back to the clock, still unique per resource.
-                let nanos = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or_default();
-                bytes = nanos.to_le_bytes();
-            }
-            self.salt = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            self.salt = crate::resources::private::Private::fresh().salt;
         }
     }
     pub fn salt_bytes(&self) -> &[u8] {

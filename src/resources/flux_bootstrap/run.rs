@@ -22,8 +22,31 @@ use crate::cluster::helm_install;
 pub enum RunError {
     #[error(transparent)]
     Flux(#[from] FluxError),
-    #[error(transparent)]
-    Engine(#[from] EngineError),
+    /// `what` completes "Failed to ...", e.g. "install chart flux-operator 0.33.0 (flux-system/flux-operator)".
+    #[error("failed to {what}: {source}")]
+    Engine {
+        what: String,
+        #[source]
+        source: EngineError,
+    },
+}
+
+impl RunError {
+    pub fn engine(what: String) -> impl FnOnce(EngineError) -> RunError {
+        move |source| RunError::Engine { what, source }
+    }
+}
+
+fn describe(c: &crate::cluster::helm_install::ChartInstall) -> String {
+    let version = if c.version.is_empty() {
+        "(latest)"
+    } else {
+        &c.version
+    };
+    format!(
+        "install chart {} {version} as {}/{}",
+        c.chart, c.namespace, c.release
+    )
 }
 
 /// Which parts run. Native steps always run (they are cheap and repair drift); Helm installs only
@@ -108,7 +131,11 @@ impl Runner<'_> {
                 !self.adopted(resource, group, name, namespace).await?
             }
             None => helm_install::release(self.clients, &c.namespace, &c.release)
-                .await?
+                .await
+                .map_err(RunError::engine(format!(
+                    "read the release {}/{}",
+                    c.namespace, c.release
+                )))?
                 .is_none(),
         };
         if install {
@@ -122,7 +149,8 @@ impl Runner<'_> {
                 self.remaining(),
                 self.cancel,
             )
-            .await?;
+            .await
+            .map_err(RunError::engine(describe(&c)))?;
         }
         Ok(())
     }
@@ -168,7 +196,8 @@ impl Runner<'_> {
             self.remaining(),
             self.cancel,
         )
-        .await?;
+        .await
+        .map_err(RunError::engine(describe(&self.inputs.operator)))?;
         Ok(())
     }
 

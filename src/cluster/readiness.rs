@@ -1,0 +1,439 @@
+//! Readiness of what a chart runs, judged natively: the rollout of DaemonSets and Deployments (as
+//! `kubectl rollout status` and `cilium status --wait` judge it: desired == ready == updated at the
+//! current generation), node readiness, and the pods behind them. A waiting caller gets, on
+//! failure, the workloads that are not ready, the pods and why, and the known signature when a
+//! crashing container shows one (which ends the wait at once: it will not fix itself).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::LogParams;
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio_util::sync::CancellationToken;
+
+use super::ClusterError;
+use super::bootstrap::report::describe_container;
+use super::bootstrap::{Clients, Diagnosis, diagnose};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    DaemonSet,
+    Deployment,
+}
+
+/// A workload whose rollout is awaited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadRef {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Where a workload's rollout stands.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rollout {
+    pub exists: bool,
+    pub desired: i64,
+    pub ready: i64,
+    pub updated: i64,
+    /// The controller has seen the current spec.
+    pub observed: bool,
+}
+
+impl Rollout {
+    pub fn done(&self) -> bool {
+        self.exists
+            && self.observed
+            && self.desired > 0
+            && self.ready == self.desired
+            && self.updated == self.desired
+    }
+}
+
+pub fn daemonset_rollout(ds: &DaemonSet) -> Rollout {
+    let status = ds.status.clone().unwrap_or_default();
+    Rollout {
+        exists: true,
+        desired: i64::from(status.desired_number_scheduled),
+        ready: i64::from(status.number_ready),
+        updated: i64::from(status.updated_number_scheduled.unwrap_or(0)),
+        observed: status.observed_generation.unwrap_or(0) >= ds.metadata.generation.unwrap_or(0),
+    }
+}
+
+pub fn deployment_rollout(d: &Deployment) -> Rollout {
+    let status = d.status.clone().unwrap_or_default();
+    let desired = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    Rollout {
+        exists: true,
+        desired: i64::from(desired),
+        ready: i64::from(
+            status
+                .ready_replicas
+                .unwrap_or(0)
+                .min(status.available_replicas.unwrap_or(0)),
+        ),
+        updated: i64::from(status.updated_replicas.unwrap_or(0)),
+        observed: status.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0),
+    }
+}
+
+/// Nodes that still carry the `not-ready` taint or are not `Ready=True`.
+pub fn node_not_ready(node: &Node) -> Option<String> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let tainted = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/not-ready"));
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) if c.status == "True" && !tainted => None,
+        Some(c) => Some(format!(
+            "{name}: {}",
+            c.message.clone().unwrap_or_else(|| "not ready".into())
+        )),
+        None => Some(format!("{name}: no Ready condition yet")),
+    }
+}
+
+/// The current rollout of one workload (a single GET).
+pub async fn rollout(clients: &Clients, w: &WorkloadRef) -> Result<Rollout, ClusterError> {
+    let map = |e| ClusterError::from_kube(e, &clients.endpoint);
+    Ok(match w.kind {
+        Kind::DaemonSet => Api::<DaemonSet>::namespaced(clients.client.clone(), &w.namespace)
+            .get_opt(&w.name)
+            .await
+            .map_err(map)?
+            .map(|d| daemonset_rollout(&d))
+            .unwrap_or_default(),
+        Kind::Deployment => Api::<Deployment>::namespaced(clients.client.clone(), &w.namespace)
+            .get_opt(&w.name)
+            .await
+            .map_err(map)?
+            .map(|d| deployment_rollout(&d))
+            .unwrap_or_default(),
+    })
+}
+
+/// Why the wait ended without readiness.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotReady {
+    /// `kind/name: ready/desired` of each workload not rolled out.
+    pub workloads: Vec<String>,
+    /// `pod on node: container states` of pods that are not ready.
+    pub pods: Vec<String>,
+    pub nodes: Vec<String>,
+    pub log_tail: Vec<String>,
+    pub diagnosis: Option<Diagnosis>,
+    pub interrupted: bool,
+}
+
+fn watch<K>(api: Api<K>, config: watcher::Config) -> impl Stream<Item = watcher::Event<K>> + Send
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    watcher(api, config)
+        .default_backoff()
+        .filter_map(|e| async move {
+            e.map_err(|e| tracing::debug!(error = %e, "watch interrupted; resuming"))
+                .ok()
+        })
+}
+
+fn key<K: kube::Resource>(o: &K) -> String {
+    o.meta().name.clone().unwrap_or_default()
+}
+
+fn apply_event<K: kube::Resource + Clone>(
+    cache: &mut BTreeMap<String, K>,
+    event: watcher::Event<K>,
+) {
+    match event {
+        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+            cache.insert(key(&o), o);
+        }
+        watcher::Event::Delete(o) => {
+            cache.remove(&key(&o));
+        }
+        watcher::Event::Init | watcher::Event::InitDone => {}
+    }
+}
+
+struct State {
+    daemonsets: BTreeMap<String, DaemonSet>,
+    deployments: BTreeMap<String, Deployment>,
+    nodes: BTreeMap<String, Node>,
+    pods: BTreeMap<String, Pod>,
+    /// (pod, container, restart count) whose logs were already looked at.
+    inspected: BTreeSet<(String, String, i32)>,
+    log_tail: Vec<String>,
+}
+
+impl State {
+    fn rollout_of(&self, w: &WorkloadRef) -> Rollout {
+        match w.kind {
+            Kind::DaemonSet => self
+                .daemonsets
+                .get(&w.name)
+                .map(daemonset_rollout)
+                .unwrap_or_default(),
+            Kind::Deployment => self
+                .deployments
+                .get(&w.name)
+                .map(deployment_rollout)
+                .unwrap_or_default(),
+        }
+    }
+
+    fn not_ready(&self, workloads: &[WorkloadRef], nodes: bool) -> NotReady {
+        let workloads = workloads
+            .iter()
+            .filter_map(|w| {
+                let r = self.rollout_of(w);
+                (!r.done()).then(|| match r.exists {
+                    true => format!(
+                        "{:?} {}/{}: {} of {} ready, {} updated",
+                        w.kind, w.namespace, w.name, r.ready, r.desired, r.updated
+                    ),
+                    false => format!("{:?} {}/{}: does not exist", w.kind, w.namespace, w.name),
+                })
+            })
+            .collect();
+        let pods = self
+            .pods
+            .values()
+            .filter(|p| !pod_ready(p))
+            .map(describe_pod)
+            .collect();
+        NotReady {
+            workloads,
+            pods,
+            nodes: if nodes {
+                self.nodes.values().filter_map(node_not_ready).collect()
+            } else {
+                Vec::new()
+            },
+            log_tail: self.log_tail.clone(),
+            diagnosis: None,
+            interrupted: false,
+        }
+    }
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn describe_pod(pod: &Pod) -> String {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_else(|| "no node".into());
+    let status = pod.status.clone().unwrap_or_default();
+    let containers: Vec<String> = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+        .filter(|c| !c.ready)
+        .map(describe_container)
+        .collect();
+    format!(
+        "pod {name} on {node} ({}): {}",
+        status.phase.unwrap_or_default(),
+        if containers.is_empty() {
+            "starting".to_owned()
+        } else {
+            containers.join("; ")
+        }
+    )
+}
+
+/// Signatures that end the wait at once: the configuration is wrong, waiting will not help.
+fn permanent(d: &Diagnosis) -> bool {
+    ["SYS_MODULE", "cgroup2", "Service IP", "KubePrism"]
+        .iter()
+        .any(|w| d.cause.contains(w))
+}
+
+/// Looks at crashed containers of not-ready pods: their state messages and (once per attempt)
+/// their log tail; returns a permanent diagnosis if one is found.
+async fn inspect(clients: &Clients, namespace: &str, state: &mut State) -> Option<Diagnosis> {
+    let pods: Api<Pod> = Api::namespaced(clients.client.clone(), namespace);
+    let crashed: Vec<(String, String, i32, bool, String)> = state
+        .pods
+        .values()
+        .filter(|p| !pod_ready(p))
+        .flat_map(|p| {
+            let name = key(p);
+            let status = p.status.clone().unwrap_or_default();
+            status
+                .init_container_statuses
+                .into_iter()
+                .flatten()
+                .chain(status.container_statuses.into_iter().flatten())
+                .filter(|c| {
+                    c.restart_count > 0 || c.state.as_ref().is_some_and(|s| s.terminated.is_some())
+                })
+                .map(move |c| {
+                    let text = describe_container(&c);
+                    let previous = c.state.as_ref().is_some_and(|s| s.terminated.is_none());
+                    (name.clone(), c.name, c.restart_count, previous, text)
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for (pod, container, restarts, previous, text) in crashed {
+        if let Some(d) = diagnose([text.as_str()]).filter(permanent) {
+            return Some(d);
+        }
+        if !state
+            .inspected
+            .insert((pod.clone(), container.clone(), restarts))
+        {
+            continue;
+        }
+        let params = LogParams {
+            container: Some(container.clone()),
+            previous,
+            tail_lines: Some(20),
+            limit_bytes: Some(8 * 1024),
+            ..Default::default()
+        };
+        if let Ok(log) = pods.logs(&pod, &params).await {
+            let lines: Vec<String> = log
+                .lines()
+                .map(|l| format!("{pod}/{container}: {l}"))
+                .collect();
+            if let Some(d) = diagnose(lines.iter().map(String::as_str)).filter(permanent) {
+                state.log_tail = lines;
+                return Some(d);
+            }
+            state.log_tail = lines;
+        }
+    }
+    None
+}
+
+/// Waits until every workload is rolled out (and, with `nodes`, every node Ready without the
+/// not-ready taint), until `deadline`. `pods` selects the pods behind the workloads.
+pub async fn wait_ready(
+    clients: &Clients,
+    namespace: &str,
+    workloads: &[WorkloadRef],
+    pods: &str,
+    nodes: bool,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<Vec<Rollout>, NotReady> {
+    let s = &clients.stream;
+    let ds = watch(
+        Api::<DaemonSet>::namespaced(s.clone(), namespace),
+        watcher::Config::default(),
+    );
+    let deploy = watch(
+        Api::<Deployment>::namespaced(s.clone(), namespace),
+        watcher::Config::default(),
+    );
+    let node_stream = watch(Api::<Node>::all(s.clone()), watcher::Config::default());
+    let pod_stream = watch(
+        Api::<Pod>::namespaced(s.clone(), namespace),
+        watcher::Config::default().labels(pods),
+    );
+    tokio::pin!(ds, deploy, node_stream, pod_stream);
+    let mut state = State {
+        daemonsets: BTreeMap::new(),
+        deployments: BTreeMap::new(),
+        nodes: BTreeMap::new(),
+        pods: BTreeMap::new(),
+        inspected: BTreeSet::new(),
+        log_tail: Vec::new(),
+    };
+    let deadline = tokio::time::Instant::from_std(deadline);
+    let mut synced = [false; 4];
+    loop {
+        let mut pods_changed = false;
+        tokio::select! {
+            Some(e) = ds.next() => { synced[0] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.daemonsets, e) }
+            Some(e) = deploy.next() => { synced[1] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.deployments, e) }
+            Some(e) = node_stream.next() => { synced[2] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.nodes, e) }
+            Some(e) = pod_stream.next() => { synced[3] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.pods, e); pods_changed = true }
+            _ = tokio::time::sleep_until(deadline) => {
+                let _ = inspect(clients, namespace, &mut state).await;
+                let mut nr = state.not_ready(workloads, nodes);
+                nr.diagnosis = diagnose(nr.pods.iter().chain(&nr.log_tail).map(String::as_str));
+                return Err(nr);
+            }
+            _ = cancel.cancelled() => {
+                let mut nr = state.not_ready(workloads, nodes);
+                nr.interrupted = true;
+                return Err(nr);
+            }
+        }
+        if !synced.iter().all(|s| *s) {
+            continue;
+        }
+        let all_rolled_out = workloads.iter().all(|w| state.rollout_of(w).done());
+        let nodes_ready = !nodes
+            || (!state.nodes.is_empty()
+                && state.nodes.values().all(|n| node_not_ready(n).is_none()));
+        if all_rolled_out && nodes_ready {
+            return Ok(workloads.iter().map(|w| state.rollout_of(w)).collect());
+        }
+        if pods_changed {
+            if let Some(d) = inspect(clients, namespace, &mut state).await {
+                let mut nr = state.not_ready(workloads, nodes);
+                nr.diagnosis = Some(d);
+                return Err(nr);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_daemonset_is_rolled_out_only_at_its_current_generation() {
+        let ds = |observed: i64, ready: i32| -> DaemonSet {
+            serde_json::from_value(json!({
+                "metadata": {"name": "cilium", "generation": 2},
+                "status": {"desiredNumberScheduled": 3, "numberReady": ready, "updatedNumberScheduled": 3,
+                           "currentNumberScheduled": 3, "numberMisscheduled": 0, "observedGeneration": observed},
+            }))
+            .expect("daemonset")
+        };
+        assert!(daemonset_rollout(&ds(2, 3)).done());
+        assert!(!daemonset_rollout(&ds(1, 3)).done(), "old generation");
+        assert!(!daemonset_rollout(&ds(2, 2)).done(), "one agent not ready");
+        assert!(!Rollout::default().done(), "missing");
+    }
+
+    #[test]
+    fn a_tainted_node_is_not_ready_even_if_its_condition_says_so() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1"},
+            "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .expect("node");
+        assert!(node_not_ready(&node).is_some());
+    }
+}

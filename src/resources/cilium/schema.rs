@@ -1,0 +1,98 @@
+//! The schema of `talosboot_cilium`. Attribute names follow `helm_release` (hashicorp/helm v3)
+//! where the meaning matches, so a root moves over with few edits.
+
+use crate::cluster::bootstrap::KUBEPRISM;
+use crate::cluster::helm_install::DEFAULT_HELM_IMAGE;
+use crate::framework::{Attribute, Block, Nesting, Schema};
+use crate::values::Type;
+
+pub const TYPE_NAME: &str = "talosboot_cilium";
+
+/// Inputs whose change means an upgrade (anything else is bookkeeping).
+pub const UPGRADE_INPUTS: &[&str] = &[
+    "version",
+    "repository",
+    "chart",
+    "values",
+    "set",
+    "set_sensitive",
+    "talos_defaults",
+    "api_endpoint",
+    "adopt_existing",
+];
+
+/// Computed attributes an upgrade changes.
+pub const AFTER_UPGRADE: &[&str] = &[
+    "status",
+    "revision",
+    "chart_version",
+    "app_version",
+    "agents",
+    "nodes_ready",
+];
+
+fn set_item(sensitive: bool) -> Vec<Attribute> {
+    let value = Attribute::required("value", Type::String, "The value.");
+    vec![
+        Attribute::required(
+            "name",
+            Type::String,
+            "Dotted path of the value, e.g. `hubble.relay.enabled` (escape literal dots as `\\\\.`).",
+        ),
+        if sensitive { value.sensitive() } else { value },
+        Attribute::optional(
+            "type",
+            Type::String,
+            "`auto` (default: `true`, `12`, `null` and `{a,b}` lists are typed as in `helm --set`) or `string` (always a string, as `--set-string`).",
+        ),
+    ]
+}
+
+pub fn schema() -> Schema {
+    let job = vec![
+        Attribute::optional("image", Type::String, &format!("Installer image, with Helm 3.17+ in it. Default `{DEFAULT_HELM_IMAGE}`; point it at a mirror when the nodes cannot reach Docker Hub.")),
+        Attribute::optional("pull_policy", Type::String, "`IfNotPresent`, `Always` or `Never`."),
+        Attribute::optional("node_selector", Type::map(Type::String), "Node labels the bootstrap pod must run on."),
+        Attribute::optional("tolerations", Type::Dynamic, "Extra Kubernetes tolerations (list of objects with `key`, `operator`, `value`, `effect`), beside the engine's own for `not-ready` and control-plane nodes.").nested(
+            Nesting::List,
+            vec![
+                Attribute::optional("key", Type::String, "Taint key."),
+                Attribute::optional("operator", Type::String, "`Exists` or `Equal`."),
+                Attribute::optional("value", Type::String, "Taint value."),
+                Attribute::optional("effect", Type::String, "`NoSchedule`, `PreferNoSchedule` or `NoExecute`."),
+            ],
+        ),
+        Attribute::optional("env", Type::map(Type::String), "Extra environment variables of the installer (e.g. `HTTPS_PROXY`)."),
+    ];
+    Schema::new(
+        0,
+        Block::new(
+            "Installs and manages Cilium on a Talos cluster before any CNI exists: the Helm chart runs in a one-shot bootstrap Job on the host network against KubePrism, with the Talos values by default, and is judged ready the way `cilium status --wait` judges it. Plans need no reachable cluster. Drift (values or version changed in the cluster, a failed or stuck release, a deleted release) shows as a planned update; a failed apply leaves a state that says what is true.",
+            vec![
+                Attribute::computed("id", Type::String, "`<namespace>/<name>`."),
+                Attribute::optional_computed("name", Type::String, "Release name. Default `cilium`. Changing it replaces the release.").requires_replace(),
+                Attribute::optional_computed("namespace", Type::String, "Release namespace. Default `kube-system`. Changing it replaces the release.").requires_replace(),
+                Attribute::required("version", Type::String, "Chart version, e.g. `1.18.4`. Required: a floating version would change Cilium with the image."),
+                Attribute::optional_computed("repository", Type::String, "Chart repository URL or OCI registry path. Default `https://helm.cilium.io`."),
+                Attribute::optional_computed("chart", Type::String, "Chart name in the repository. Default `cilium`."),
+                Attribute::optional("values", Type::list(Type::String), "Values documents (YAML), merged in order over the Talos defaults; later ones win. The user always wins over `talos_defaults`."),
+                Attribute::optional("set", Type::Dynamic, "Single values, applied after `values`, as `helm --set`.").nested(Nesting::List, set_item(false)),
+                Attribute::optional("set_sensitive", Type::Dynamic, "Like `set`, for secrets: hidden in plan output, never logged, passed to the installer through a Secret; state keeps only a salted hash of all values.").nested(Nesting::List, set_item(true)).sensitive(),
+                Attribute::optional_computed("timeout", Type::String, "How long the whole operation may take, as a Go duration (`10m`, `1h30m`). Default `10m`. The bootstrap Job's deadline is what is left of it."),
+                Attribute::optional_computed("wait", Type::Bool, "Wait until Cilium is ready as `cilium status --wait` means it (agent DaemonSet and operator Deployment rolled out at their current generation) and every node lost the `not-ready` taint. Default `true`."),
+                Attribute::optional_computed("talos_defaults", Type::Bool, "Merge the Talos values under the user's: `ipam.mode=kubernetes`, `kubeProxyReplacement=true`, `k8sServiceHost`/`k8sServicePort` from `api_endpoint`, `cgroup.autoMount.enabled=false`, `cgroup.hostRoot=/sys/fs/cgroup`, and the capability lists `securityContext.capabilities.ciliumAgent` (`CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID`) and `cleanCiliumState` (`NET_ADMIN,SYS_ADMIN,SYS_RESOURCE`) without `SYS_MODULE`. Default `true`."),
+                Attribute::optional_computed("api_endpoint", Type::String, &format!("API endpoint outside the Service CIDR, `HOST:PORT`, used by the bootstrap pod and (with `talos_defaults`) by the Cilium agents. Default `{KUBEPRISM}` (Talos KubePrism); elsewhere a control-plane or load-balancer address.")),
+                Attribute::optional_computed("adopt_existing", Type::Bool, "Take a Cilium that was installed without Helm (Talos inline manifests, or `kubectl apply` of `helm template` output) under the release in place: no object is deleted or recreated. Default `false`."),
+                Attribute::optional("job", Type::Dynamic, "The bootstrap pod: image, placement and environment.").nested(Nesting::Single, job),
+                Attribute::optional_computed("deletion_policy", Type::String, "`uninstall` (default): destroy uninstalls the release. `keep`: destroy only forgets it and leaves Cilium running (for handing Cilium over to GitOps)."),
+                Attribute::computed("status", Type::String, "Status of the current release revision: `deployed`, `failed`, `pending-install`, ... or `missing`."),
+                Attribute::computed("revision", Type::Number, "Current release revision."),
+                Attribute::computed("chart_version", Type::String, "Chart version of the current revision."),
+                Attribute::computed("app_version", Type::String, "Cilium version of the current revision."),
+                Attribute::computed("values_sha256", Type::String, "Salted SHA-256 of the release's values (`sha256:` + hex): changes when the values in the cluster differ from the configuration."),
+                Attribute::computed("agents", Type::object([("ready", Type::Number), ("desired", Type::Number)]), "Cilium agents: `ready` and `desired` (one per node)."),
+                Attribute::computed("nodes_ready", Type::Bool, "Whether every node is Ready without the `not-ready` taint."),
+            ],
+        ),
+    )
+}
