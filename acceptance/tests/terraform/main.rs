@@ -8,6 +8,7 @@
 //! - `helm_release`: the data source reads a Helm release record; values never reach state.
 //! - `connection_errors`: unreachable endpoint / wrong CA produce errors that name the cause.
 
+mod flux_bootstrap;
 mod harness;
 
 use std::io::Write;

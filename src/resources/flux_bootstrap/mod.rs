@@ -34,9 +34,17 @@ impl Resource for FluxBootstrap {
     }
 
     fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
+        let mut found = Diagnostics::new();
         match decode::<model::Config>(config, Unknowns::AsNull) {
-            Ok(model) => model.validate(diagnostics),
-            Err(e) => diagnostics.push(e.diagnostic("configuration")),
+            Ok(model) => model.validate(&mut found),
+            Err(e) => found.push(e.diagnostic("configuration")),
+        }
+        // Clients that cannot point at a nested attribute's source line still show which one.
+        for mut d in found {
+            if let Some(path) = &d.attribute {
+                d.detail = format!("`{path}`: {}", d.detail);
+            }
+            diagnostics.push(d);
         }
     }
 
