@@ -15,7 +15,9 @@ use crate::cluster::flux::managed::{self, Tracked};
 use crate::cluster::flux::objects::{self, secrets};
 use crate::cluster::flux::ownership::adopted_by_flux;
 use crate::cluster::flux::{FluxError, Kube, MODULE_SECRET, operator};
-use crate::cluster::helm_install;
+use crate::cluster::helm_install::{self, ChartInstall};
+use crate::cluster::helm_release::values_digest;
+use serde_json::Value as Json;
 
 /// What a run failed on.
 #[derive(Debug, thiserror::Error)]
@@ -184,8 +186,13 @@ impl Runner<'_> {
     /// Installs or upgrades the operator unless Flux owns it, then waits for it to be available.
     async fn operator(&self) -> Result<(), RunError> {
         let ns = &self.inputs.namespace;
-        if operator::adopted(self.kube, ns).await? {
+        let deployment = operator::deployment(self.kube, ns).await?;
+        if deployment.as_ref().is_some_and(adopted_by_flux) {
             tracing::info!("flux-operator is adopted by Flux: not installed");
+            return Ok(());
+        }
+        if deployment.is_some() && self.up_to_date(&self.inputs.operator).await? {
+            tracing::info!("flux-operator is deployed with these values: not upgraded");
             return Ok(());
         }
         helm_install::install_or_upgrade(
@@ -199,6 +206,40 @@ impl Runner<'_> {
         .await
         .map_err(RunError::engine(describe(&self.inputs.operator)))?;
         Ok(())
+    }
+
+    /// True when the release is deployed from the requested chart version with exactly these
+    /// values: an upgrade would change nothing (and restart nothing), so no Job runs.
+    async fn up_to_date(&self, chart: &ChartInstall) -> Result<bool, RunError> {
+        let current = helm_install::release(self.clients, &chart.namespace, &chart.release)
+            .await
+            .map_err(RunError::engine(format!(
+                "read the release {}/{}",
+                chart.namespace, chart.release
+            )))?;
+        let Some(current) = current.filter(|r| r.status == "deployed") else {
+            return Ok(false);
+        };
+        let wanted = chart.version.trim_start_matches('v');
+        if !wanted.is_empty() && current.chart_version.trim_start_matches('v') != wanted {
+            return Ok(false);
+        }
+        let docs = chart.values_yaml.iter().chain(&chart.sensitive_values_yaml);
+        let mut merged = serde_json::Map::new();
+        for doc in docs {
+            if let Ok(Json::Object(map)) = serde_saphyr::from_str::<Json>(doc) {
+                merged.extend(map);
+            }
+        }
+        let digests = if merged.is_empty() {
+            vec![
+                values_digest(None),
+                values_digest(Some(&Json::Object(merged))),
+            ]
+        } else {
+            vec![values_digest(Some(&Json::Object(merged)))]
+        };
+        Ok(digests.contains(&current.values_sha256))
     }
 
     /// CRD, FluxInstance (until Flux adopts it), and the Ready wait when it was applied.
