@@ -9,7 +9,8 @@
 //! - `bad_inputs_are_rejected_at_plan_with_paths`: no cluster needed.
 //! - `plan_needs_no_cluster`: unknown provider settings at plan.
 //! - `pre_cni_order_mistake_is_diagnosed`: no CNI → "depends_on the talosboot_cilium".
-//! - `operator_install_failure_is_relayed_with_diagnosis`: `job` without the KubePrism env.
+//! - `operator_install_failure_is_relayed_with_diagnosis`: KubePrism off → the Job's error and
+//!   the diagnosis reach the apply's diagnostic.
 //! - `uninstall_policy_removes_flux`: `deletion_policy = "uninstall"`.
 //! - `module_leftovers_are_adopted_without_restart`: the module's inventory is honoured (a
 //!   retired Secret is deleted), nothing restarts.
@@ -522,11 +523,24 @@ async fn pre_cni_order_mistake_is_diagnosed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn operator_install_failure_is_relayed_with_diagnosis() {
-    let cluster = TestCluster::start().await;
-    // The module's default Job: host network, but no KubePrism env → the Service IP, which routes nowhere.
-    let ws = Workspace::new(&root(
-        &cluster,
-        "  timeout = \"30s\"\n  job = { host_network = true }\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
+    // KubePrism off (Talos before 1.6): the installer's API endpoint refuses connections.
+    let config = talos_sim::SimConfig {
+        kubeprism_port: None,
+        ..Default::default()
+    };
+    let sim = talos_sim::SimCluster::start(config)
+        .await
+        .expect("simulator");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let provider = format!(
+        "provider \"talosboot\" {{\n  config_path = \"{}\"\n}}\n",
+        kubeconfig.display()
+    );
+    let ws = Workspace::new(&root_with_provider(
+        &provider,
+        "  timeout = \"30s\"\n  debug_on_failure = true\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
     ));
     ws.init();
     if !plans_nested_attributes(&ws) {
@@ -536,8 +550,16 @@ async fn operator_install_failure_is_relayed_with_diagnosis() {
     assert!(!out.success, "{}", out.text());
     let text = out.flat();
     assert!(text.contains("Failed to install chart oci://ghcr.io/controlplaneio-fluxcd/charts/flux-operator 0.33.0"), "{}", out.text());
-    assert!(text.contains("10.96.0.1:443"), "{}", out.text());
-    assert!(text.contains("Diagnosis:"), "{}", out.text());
+    assert!(
+        text.contains("connection refused"),
+        "the Job's log is relayed:\n{}",
+        out.text()
+    );
+    assert!(
+        text.contains("Diagnosis:") && text.contains("KubePrism"),
+        "{}",
+        out.text()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
