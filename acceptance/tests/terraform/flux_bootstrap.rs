@@ -673,9 +673,10 @@ async fn api_faults_during_apply_fail_cleanly_and_the_next_apply_converges() {
     let Some(sim) = cluster.simulator() else {
         return;
     };
+    // A 500 is not retried by the client (429/503/504 are, with back-off).
     sim.faults().fail_requests(
-        503,
-        3,
+        500,
+        2,
         talos_sim::faults::Matcher::path("/configmaps/flux-runtime-info"),
     );
     let out = ws.run(APPLY);

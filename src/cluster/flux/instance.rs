@@ -56,6 +56,58 @@ pub async fn ensure_namespace(
     Ok(outcome)
 }
 
+/// Waits while namespace `name` is being deleted (a destroy right before a create, e.g. when a
+/// tainted resource is replaced): applying into a terminating namespace fails.
+pub async fn wait_not_terminating(
+    kube: &Kube,
+    name: &str,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<(), FluxError> {
+    let api = objects::api(kube, &namespaces(), None);
+    let what = format!("namespace {name} to finish terminating");
+    poll(&what, deadline, timeout, cancel, || async {
+        Ok(
+            match objects::get(kube, &api, name, &format!("namespace {name}")).await? {
+                Some(ns) if ns.pointer("/metadata/deletionTimestamp").is_some() => {
+                    (None, "still terminating".to_owned())
+                }
+                _ => (Some(()), String::new()),
+            },
+        )
+    })
+    .await
+}
+
+/// Deletes namespace `name` and waits until it is gone.
+pub async fn delete_namespace(
+    kube: &Kube,
+    name: &str,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<(), FluxError> {
+    let api = objects::api(kube, &namespaces(), None);
+    let what = format!("namespace {name}");
+    if !objects::delete(kube, &api, name, &what).await? {
+        return Ok(());
+    }
+    poll(
+        &format!("{what} to be deleted"),
+        deadline,
+        timeout,
+        cancel,
+        || async {
+            Ok(match objects::get(kube, &api, name, &what).await? {
+                None => (Some(()), String::new()),
+                Some(_) => (None, "still terminating".to_owned()),
+            })
+        },
+    )
+    .await
+}
+
 /// Polls `check` until it answers `Some`, the deadline passes or the token is cancelled. `check`
 /// returns `Ok(None)` to keep waiting and updates `last` with what it saw.
 pub(super) async fn poll<T, F, Fut>(

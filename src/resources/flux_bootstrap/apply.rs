@@ -11,9 +11,11 @@ use super::private::{Private, managed_hash};
 use super::report::run_diagnostic;
 use super::run::{RunError, Runner, Scope};
 use crate::cluster::bootstrap::Clients;
-use crate::cluster::flux::instance::{conditions_text, delete_instance, read_instance};
+use crate::cluster::flux::instance::{
+    conditions_text, delete_instance, delete_namespace, read_instance,
+};
 use crate::cluster::flux::manifest::ObjectRef;
-use crate::cluster::flux::objects::{self, configmaps, namespaces, secrets};
+use crate::cluster::flux::objects::{self, configmaps, secrets};
 use crate::cluster::flux::ownership::adopted_by_flux;
 use crate::cluster::flux::{FluxError, Kube, OPERATOR_RELEASE, operator};
 use crate::cluster::helm_install;
@@ -148,14 +150,9 @@ async fn destroy(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
             uninstall_flux(ctx, &kube, &clients, &config, &namespace, &private).await?;
         }
         let bootstrap = bootstrap_namespace(&config);
-        let api = objects::api(&kube, &namespaces(), None);
-        objects::delete(
-            &kube,
-            &api,
-            &bootstrap.name,
-            &format!("namespace {}", bootstrap.name),
-        )
-        .await?;
+        let limit = timeout(&config);
+        let deadline = Instant::now() + limit;
+        delete_namespace(&kube, &bootstrap.name, deadline, limit, &ctx.cancel).await?;
         Ok::<(), RunError>(())
     }
     .await;

@@ -80,6 +80,10 @@ impl Runner<'_> {
     pub async fn run(&self, scope: Scope, salt: &[u8]) -> Result<Vec<Tracked>, RunError> {
         let i = self.inputs;
         let bootstrap = &i.bootstrap;
+        for ns in [&bootstrap.name, &i.namespace] {
+            instance::wait_not_terminating(self.kube, ns, self.deadline, i.timeout, self.cancel)
+                .await?;
+        }
         instance::ensure_namespace(
             self.kube,
             &bootstrap.name,
