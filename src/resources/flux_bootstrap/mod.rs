@@ -64,3 +64,6 @@ impl Resource for FluxBootstrap {
         import::import(ctx, req, &self.schema().value_type()).await
     }
 }
+
+#[cfg(test)]
+mod tests;
