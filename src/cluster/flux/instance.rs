@@ -192,14 +192,10 @@ pub async fn read_instance(
     .await
     {
         // Before the operator is installed the kind does not exist: the instance does not either.
-        Err(FluxError::Cluster { source, .. })
-            if matches!(
-                source,
-                crate::cluster::ClusterError::Rejected { code: 404, .. }
-            ) =>
-        {
-            Ok(None)
-        }
+        Err(FluxError::Cluster {
+            source: crate::cluster::ClusterError::Rejected { code: 404, .. },
+            ..
+        }) => Ok(None),
         other => other,
     }
 }

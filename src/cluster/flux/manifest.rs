@@ -199,9 +199,9 @@ pub fn substitute_str(
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
         let tail = &rest[at..];
-        if tail.starts_with("$${") {
+        if let Some(after) = tail.strip_prefix("$${") {
             out.push_str("${");
-            rest = &tail[3..];
+            rest = after;
         } else if let Some(body) = tail.strip_prefix("${") {
             let end = body.find('}').ok_or_else(|| ManifestError::Unterminated {
                 what: what.to_owned(),

@@ -29,13 +29,16 @@ pub enum RunError {
     Engine {
         what: String,
         #[source]
-        source: EngineError,
+        source: Box<EngineError>,
     },
 }
 
 impl RunError {
     pub fn engine(what: String) -> impl FnOnce(EngineError) -> RunError {
-        move |source| RunError::Engine { what, source }
+        move |source| RunError::Engine {
+            what,
+            source: Box::new(source),
+        }
     }
 }
 
