@@ -74,6 +74,14 @@ fn render_attributes(out: &mut String, attributes: &[Attribute]) {
         out,
         "<!-- schema generated from the provider's schema; edit the descriptions in src/ -->\n## Schema\n"
     );
+    render_sections(out, attributes, true, "");
+    render_nested(out, attributes, "");
+}
+
+/// The Required / Optional / Read-Only lists of one object level (headings at the top level, labels
+/// inside nested sections); nested attributes link to their own section (`nestedatt--<path>`, as
+/// tfplugindocs writes it).
+fn render_sections(out: &mut String, attributes: &[Attribute], top: bool, prefix: &str) {
     type Filter = fn(&Attribute) -> bool;
     let sections: [(&str, Filter); 3] = [
         ("Required", |a| a.required),
@@ -85,7 +93,11 @@ fn render_attributes(out: &mut String, attributes: &[Attribute]) {
         if selected.is_empty() {
             continue;
         }
-        let _ = writeln!(out, "### {title}\n");
+        if top {
+            let _ = writeln!(out, "### {title}\n");
+        } else {
+            let _ = writeln!(out, "{title}:\n");
+        }
         for a in selected {
             let mut flags = Vec::new();
             if a.sensitive {
@@ -102,15 +114,43 @@ fn render_attributes(out: &mut String, attributes: &[Attribute]) {
             } else {
                 format!(", {}", flags.join(", "))
             };
+            let link = match a.ty {
+                AttributeType::Nested { .. } => format!(
+                    " (see [below for nested schema](#nestedatt--{prefix}{}))",
+                    a.name
+                ),
+                AttributeType::Type(_) => String::new(),
+            };
             let _ = writeln!(
                 out,
-                "- `{}` ({}{flags}) {}",
+                "- `{}` ({}{flags}) {}{link}",
                 a.name,
                 type_label(a),
                 a.description
             );
         }
         out.push('\n');
+    }
+}
+
+/// A section per nested attribute, depth first (`job`, then `job--tolerations`).
+fn render_nested(out: &mut String, attributes: &[Attribute], prefix: &str) {
+    for a in attributes {
+        let AttributeType::Nested {
+            attributes: inner, ..
+        } = &a.ty
+        else {
+            continue;
+        };
+        let anchor = format!("{prefix}{}", a.name);
+        let _ = writeln!(
+            out,
+            "<a id=\"nestedatt--{anchor}\"></a>\n### Nested Schema for `{}`\n",
+            anchor.replace("--", ".")
+        );
+        let inner_prefix = format!("{anchor}--");
+        render_sections(out, inner, false, &inner_prefix);
+        render_nested(out, inner, &inner_prefix);
     }
 }
 

@@ -1,19 +1,28 @@
 //! talosboot: a Terraform/OpenTofu provider that takes a fresh Talos cluster from "API up, no CNI"
 //! to Cilium and Flux running, from a plain `tofu apply`.
 //!
-//! Layers, each depending only on the ones below it:
-//! - [`plugin`]: the go-plugin runtime (handshake, AutoMTLS, controller/stdio/broker/health, logs);
-//! - [`protocol`]: generated tfplugin6 code and the thin RPC service (decode, dispatch, encode);
-//! - [`framework`]: resource and data-source traits, schema, diagnostics, the dispatcher's safety nets;
-//! - [`values`]: cty values, their msgpack/JSON codecs and attribute paths;
-//! - [`cluster`]: provider configuration, the lazy Kubernetes client, Helm release records;
-//! - [`resources`]: one module per resource or data source;
-//! - [`provider`]: the assembly of all of the above;
-//! - [`docs`]: registry docs rendered from the schema.
+//! Layers, from the top; each uses only the layers listed after the arrow (`tests/layering.rs`
+//! checks every `crate::` path in `src/` against this map):
+//! - `main.rs` → [`plugin`], [`provider`]: serve the plugin;
+//! - [`provider`] → everything below: the provider block's schema and decoding, the resource list,
+//!   the gRPC routes;
+//! - [`docs`] → [`framework`], [`values`]: registry docs rendered from the schema;
+//! - [`resources`] → [`framework`], [`cluster`], [`values`]: one module per resource or data source;
+//! - [`functions`] → [`framework`], [`cluster`], [`values`]: provider-defined functions (`provider::talosboot::...`);
+//! - [`protocol`] → [`framework`], [`values`]: generated tfplugin6 code and the thin RPC service
+//!   (decode, dispatch, encode);
+//! - [`framework`] → [`values`]: resource, data-source and provider traits, schema, diagnostics, the
+//!   dispatcher's safety nets; provider data travels through it opaquely;
+//! - [`cluster`] → (nothing): the lazy Kubernetes clients, Helm release records, plain
+//!   configuration types;
+//! - [`plugin`] → (nothing): the go-plugin runtime (handshake, AutoMTLS, controller/stdio/broker,
+//!   health, logs);
+//! - [`values`] → (nothing): cty values, their msgpack/JSON codecs and attribute paths.
 
 pub mod cluster;
 pub mod docs;
 pub mod framework;
+pub mod functions;
 pub mod plugin;
 pub mod protocol;
 pub mod provider;

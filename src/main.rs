@@ -3,5 +3,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    talosboot::plugin::run(talosboot::protocol::routes)
+    talosboot::plugin::run(talosboot::provider::routes)
 }

@@ -1,5 +1,9 @@
 //! The registry docs in `docs/` are rendered from the schema descriptions; this test fails when they
-//! drift. Regenerate with `TALOSBOOT_UPDATE_DOCS=1 cargo test --test docs`.
+//! drift, and when `docs/` has a page for a type the provider no longer has.
+//!
+//! Regenerate with `TALOSBOOT_UPDATE_DOCS=1 cargo test --test docs`: that run rewrites the stale
+//! pages and still fails, naming them (so a CI that sets the variable cannot pass on stale docs);
+//! the next run, with or without the variable, passes.
 
 use std::path::Path;
 
@@ -8,15 +12,29 @@ use talosboot::docs::{provider_page, type_page};
 const GUIDE: &str = "The talosboot provider takes a fresh Talos cluster from \"API up, no CNI\" to Cilium and Flux running and owned by GitOps, from a plain `tofu apply`. It connects lazily: `plan` works before the cluster is reachable, with provider settings that are still unknown.";
 
 fn check(path: &Path, expected: &str, stale: &mut Vec<String>) {
+    let actual = std::fs::read_to_string(path).unwrap_or_default();
+    if actual == expected {
+        return;
+    }
+    stale.push(path.display().to_string());
     if std::env::var("TALOSBOOT_UPDATE_DOCS").as_deref() == Ok("1") {
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         std::fs::write(path, expected).expect("write docs");
-        return;
     }
-    let actual = std::fs::read_to_string(path).unwrap_or_default();
-    if actual != expected {
-        stale.push(path.display().to_string());
-    }
+}
+
+/// Pages in `dir` that no type of the provider renders.
+fn orphans(dir: &Path, rendered: &[String]) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .filter(|p| !rendered.contains(&p.display().to_string()))
+        .map(|p| p.display().to_string())
+        .collect()
 }
 
 #[test]
@@ -26,6 +44,7 @@ fn registry_docs_match_the_schema() {
         |p: &str| std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
     let dispatcher = talosboot::provider::dispatcher(Default::default(), false);
     let mut stale = Vec::new();
+    let mut rendered = Vec::new();
     check(
         &root.join("docs/index.md"),
         &provider_page(
@@ -38,6 +57,11 @@ fn registry_docs_match_the_schema() {
     for (name, schema) in dispatcher.data_source_schemas() {
         let short = name.trim_start_matches("talosboot_");
         let example = read(&format!("examples/data-sources/{name}/data-source.tf"));
+        rendered.push(
+            root.join(format!("docs/data-sources/{short}.md"))
+                .display()
+                .to_string(),
+        );
         check(
             &root.join(format!("docs/data-sources/{short}.md")),
             &type_page("Data Source", name, schema, &example, None),
@@ -49,10 +73,29 @@ fn registry_docs_match_the_schema() {
         let example = read(&format!("examples/resources/{name}/resource.tf"));
         let import =
             std::fs::read_to_string(root.join(format!("examples/resources/{name}/import.sh"))).ok();
+        rendered.push(
+            root.join(format!("docs/resources/{short}.md"))
+                .display()
+                .to_string(),
+        );
         check(
             &root.join(format!("docs/resources/{short}.md")),
             &type_page("Resource", name, schema, &example, import.as_deref()),
             &mut stale,
+        );
+    }
+    let orphaned: Vec<String> = ["docs/resources", "docs/data-sources"]
+        .iter()
+        .flat_map(|d| orphans(&root.join(d), &rendered))
+        .collect();
+    assert!(
+        orphaned.is_empty(),
+        "docs for types the provider does not have: {orphaned:?}; remove them"
+    );
+    if std::env::var("TALOSBOOT_UPDATE_DOCS").as_deref() == Ok("1") {
+        assert!(
+            stale.is_empty(),
+            "rewrote stale docs {stale:?}: review and commit them, then run the tests again"
         );
     }
     assert!(

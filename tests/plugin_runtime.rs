@@ -257,8 +257,15 @@ async fn plaintext_client_is_refused_when_tls_is_on() -> anyhow::Result<()> {
 #[tokio::test]
 async fn health_reports_unknown_services_as_not_found() -> anyhow::Result<()> {
     let provider = ProviderProcess::start().await?;
-    let err = ProviderProcess::health_of(provider.channel.clone(), "no.such.Service").await;
-    assert!(err.is_err());
+    let err = ProviderProcess::health_of(provider.channel.clone(), "no.such.Service")
+        .await
+        .expect_err("an unknown service has no health");
+    let status = err
+        .downcast_ref::<tonic::Status>()
+        .unwrap_or_else(|| panic!("a gRPC status, not a transport failure: {err:#}"));
+    assert_eq!(status.code(), tonic::Code::NotFound, "{status:?}");
+    // The channel still works: the failure was the answer, not a broken connection.
+    assert_eq!(provider.health().await?, ServingStatus::Serving);
     assert!(provider.shutdown().await?.success());
     Ok(())
 }
@@ -267,10 +274,16 @@ async fn health_reports_unknown_services_as_not_found() -> anyhow::Result<()> {
 async fn stdio_and_broker_streams_are_accepted_and_end_on_shutdown() -> anyhow::Result<()> {
     let provider = ProviderProcess::start().await?;
 
-    // Terraform opens the stdio stream right after connecting; it stays silent.
+    // Terraform opens the stdio stream right after connecting; it stays open and silent. A server
+    // that ended it or wrote to it would have done so before answering the health check sent
+    // afterwards on the same connection (HTTP/2 frames arrive in the order they are written).
     let mut stdio = provider.stdio_client().stream_stdio(()).await?.into_inner();
-    let early = tokio::time::timeout(Duration::from_millis(300), stdio.next()).await;
-    assert!(early.is_err(), "stdio stream yielded {early:?}");
+    provider
+        .wait_for_stderr("stdio stream opened", Duration::from_secs(30))
+        .await?;
+    assert_eq!(provider.health().await?, ServingStatus::Serving);
+    let early = futures::FutureExt::now_or_never(stdio.next());
+    assert!(early.is_none(), "stdio stream ended or yielded: {early:?}");
 
     // The broker accepts and drains whatever is sent.
     let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -279,15 +292,32 @@ async fn stdio_and_broker_streams_are_accepted_and_end_on_shutdown() -> anyhow::
         .start_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
         .await?
         .into_inner();
-    tx.send(ConnInfo {
-        service_id: 1,
-        network: "tcp".into(),
-        address: "127.0.0.1:1".into(),
-        knock: None,
+    // Far more than HTTP/2 flow control lets through unread (64 KiB windows): the sends complete
+    // only if the provider drains the stream.
+    let filler = "x".repeat(4096);
+    let sent = tokio::time::timeout(Duration::from_secs(60), async {
+        for service_id in 0..1024 {
+            tx.send(ConnInfo {
+                service_id,
+                network: "tcp".into(),
+                address: filler.clone(),
+                knock: None,
+            })
+            .await?;
+        }
+        anyhow::Ok(())
     })
-    .await?;
-    let early = tokio::time::timeout(Duration::from_millis(300), broker.next()).await;
-    assert!(early.is_err(), "broker stream yielded {early:?}");
+    .await;
+    assert!(
+        matches!(sent, Ok(Ok(()))),
+        "4 MiB of broker messages were not drained: {sent:?}"
+    );
+    provider
+        .wait_for_stderr("ignoring broker message", Duration::from_secs(30))
+        .await?;
+    assert_eq!(provider.health().await?, ServingStatus::Serving);
+    let early = futures::FutureExt::now_or_never(broker.next());
+    assert!(early.is_none(), "broker stream ended or yielded: {early:?}");
 
     // Shutdown does not wait on the open streams.
     let started = std::time::Instant::now();
@@ -331,7 +361,10 @@ async fn sigint_under_terraform_is_ignored() -> anyhow::Result<()> {
     // Ctrl-C reaches the whole process group; Terraform stops providers itself.
     let provider = ProviderProcess::start().await?;
     provider.signal("INT")?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Wait for the provider to have handled the signal, then check it still serves.
+    provider
+        .wait_for_stderr("interrupt received and ignored", Duration::from_secs(30))
+        .await?;
     assert_eq!(provider.health().await?, ServingStatus::Serving);
     assert!(provider.shutdown().await?.success());
     Ok(())

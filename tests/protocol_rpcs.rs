@@ -580,7 +580,8 @@ async fn unsupported_and_malformed_requests_answer_with_diagnostics() {
         .await
         .expect("rpc")
         .into_inner();
-    assert!(functions.functions.is_empty());
+    // (functions themselves: tests/protocol_functions.rs)
+    assert!(functions.functions.contains_key("cilium_talos_values"));
     let call = client
         .call_function(pb::call_function::Request {
             name: "x".into(),
@@ -589,7 +590,8 @@ async fn unsupported_and_malformed_requests_answer_with_diagnostics() {
         .await
         .expect("rpc")
         .into_inner();
-    assert!(call.error.is_some());
+    let error = call.error.expect("an unknown function is an error");
+    assert!(error.text.contains("\"x\""), "{}", error.text);
     let eph = client
         .validate_ephemeral_resource_config(pb::validate_ephemeral_resource_config::Request {
             type_name: "talosboot_x".into(),
@@ -658,17 +660,21 @@ async fn unsupported_and_malformed_requests_answer_with_diagnostics() {
 
 #[tokio::test]
 async fn stop_provider_cancels_a_read_in_flight() {
-    // An endpoint that accepts connections and never answers: the read would hang for its timeout.
+    // An endpoint that accepts connections and hands them to the test, which decides when (if
+    // ever) they end: held open, a read hangs; dropped, the read fails with its real cause.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let (accepted_tx, mut accepted) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
-        let mut held = Vec::new();
         while let Ok((socket, _)) = listener.accept().await {
-            held.push(socket);
+            if accepted_tx.send(socket).is_err() {
+                break;
+            }
         }
     });
+    let bound = std::time::Duration::from_secs(60);
     let (provider, mut client) = start().await;
     let schema = schemas(&mut client).await;
     let provider_ty = block_type(
@@ -723,7 +729,10 @@ async fn stop_provider_cancels_a_read_in_flight() {
     let mut reader = client.clone();
     let started = std::time::Instant::now();
     let read = tokio::spawn(async move { reader.read_data_source(request).await });
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let _held = tokio::time::timeout(bound, accepted.recv())
+        .await
+        .expect("the read reaches the endpoint")
+        .expect("a connection");
     assert!(
         !read.is_finished(),
         "the read should be hanging on the silent endpoint"
@@ -745,15 +754,30 @@ async fn stop_provider_cancels_a_read_in_flight() {
         "{:?}",
         resp.diagnostics
     );
-    // Operations started after StopProvider run normally (until they hit the silent endpoint).
+    // Operations started after StopProvider run normally: this one reaches the endpoint, which
+    // then closes the connection, and the read ends with that cause, not as cancelled.
     let mut later = client.clone();
     let again = tokio::spawn(async move { later.read_data_source(request_again).await });
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let second = tokio::time::timeout(bound, accepted.recv())
+        .await
+        .expect("a read started after StopProvider reaches the endpoint")
+        .expect("a connection");
+    drop(second);
+    let resp = tokio::time::timeout(bound, again)
+        .await
+        .expect("the read ends once the endpoint closes the connection")
+        .expect("join")
+        .expect("rpc")
+        .into_inner();
+    let errors = errors(&resp.diagnostics);
     assert!(
-        !again.is_finished(),
-        "a read started after StopProvider must not be cancelled"
+        !errors.iter().any(|e| e.contains("cancelled")),
+        "a read started after StopProvider must not be cancelled: {errors:?}"
     );
-    again.abort();
+    assert!(
+        errors.iter().any(|e| e.contains("cannot reach")),
+        "the read failed on the closed connection: {errors:?}"
+    );
     assert!(provider.shutdown().await.expect("exit").success());
 }
 

@@ -50,7 +50,7 @@ impl std::str::FromStr for Pace {
 }
 
 /// Shape of the simulated cluster. `Default` gives 1 control plane, 1 worker, KubePrism on 7445,
-/// no kube-proxy, fast pace, and an ephemeral port on 127.0.0.1.
+/// no kube-proxy, fast pace, an ephemeral port on 127.0.0.1, Pod Security on, no CNI.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
     pub control_planes: usize,
@@ -63,6 +63,13 @@ pub struct SimConfig {
     pub pace: Pace,
     /// Address of the HTTPS listener; `None` = `127.0.0.1:0` (an ephemeral port).
     pub listen: Option<SocketAddr>,
+    /// Pod Security admission as Talos configures it (`enforce: baseline`, `warn: restricted`,
+    /// `kube-system` exempt, namespace labels honoured). Default on.
+    pub pod_security: bool,
+    /// A Cilium version (e.g. `"1.16.3"`) Talos installed from the machine config's
+    /// `inlineManifests` before the cluster started: the chart's objects with the Talos values,
+    /// applied without Helm (no ownership metadata, no release record). `None` = no CNI.
+    pub inline_cilium: Option<String>,
 }
 
 impl Default for SimConfig {
@@ -74,6 +81,8 @@ impl Default for SimConfig {
             kube_proxy: false,
             pace: Pace::Fast,
             listen: None,
+            pod_security: true,
+            inline_cilium: None,
         }
     }
 }

@@ -1,12 +1,12 @@
 //! `talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism]
-//! [--kube-proxy] [--pace fast|human] [--listen ADDR]`: runs a simulated cluster until
+//! [--kube-proxy] [--pace fast|human] [--listen ADDR] [--inline-cilium VERSION] [--no-pod-security]`: runs a simulated cluster until
 //! SIGINT/SIGTERM, after writing an admin kubeconfig to PATH.
 
 use std::path::PathBuf;
 
 use talos_sim::{Pace, SimCluster, SimConfig};
 
-const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--pace fast|human] [--listen ADDR]";
+const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--pace fast|human] [--listen ADDR] [--inline-cilium VERSION] [--no-pod-security]";
 
 fn parse(args: &[String]) -> anyhow::Result<(SimConfig, PathBuf)> {
     let mut config = SimConfig {
@@ -33,6 +33,8 @@ fn parse(args: &[String]) -> anyhow::Result<(SimConfig, PathBuf)> {
             "--kube-proxy" => config.kube_proxy = true,
             "--pace" => config.pace = value()?.parse().map_err(|e: String| anyhow::anyhow!(e))?,
             "--listen" => config.listen = Some(value()?.parse()?),
+            "--inline-cilium" => config.inline_cilium = Some(value()?),
+            "--no-pod-security" => config.pod_security = false,
             "-h" | "--help" => anyhow::bail!("{USAGE}"),
             other => anyhow::bail!("unknown argument {other:?}\n{USAGE}"),
         }
@@ -64,4 +66,24 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!("shutting down");
     sim.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_serve_flags() {
+        let args: Vec<String> =
+            "serve --kubeconfig /tmp/k --inline-cilium 1.16.3 --no-pod-security"
+                .split_whitespace()
+                .map(String::from)
+                .collect();
+        let (config, path) = parse(&args).unwrap();
+        assert_eq!(config.inline_cilium.as_deref(), Some("1.16.3"));
+        assert!(!config.pod_security);
+        assert_eq!(path, PathBuf::from("/tmp/k"));
+        let (config, _) = parse(&args[..3]).unwrap();
+        assert!(config.pod_security && config.inline_cilium.is_none());
+    }
 }

@@ -3,6 +3,7 @@
 //! the `not-ready` taint: no CNI yet), the `default` ServiceAccount per
 //! namespace, and the bootstrap ClusterRoles `cluster-admin`, `admin`, `edit`, `view` with the
 //! `cluster-admin` ClusterRoleBinding (group `system:masters`).
+//! With [`SimConfig::inline_cilium`], Cilium's objects as Talos' inline manifests create them.
 //! The cluster model may take the nodes over (readiness, conditions).
 
 use std::net::SocketAddr;
@@ -10,6 +11,7 @@ use std::net::SocketAddr;
 use serde_json::{Value, json};
 
 use crate::config::SimConfig;
+use crate::programs::charts;
 use crate::store::{ApiError, GroupResource, Store, WriteOptions};
 
 /// Node names: `talos-cp-1..`, `talos-worker-1..`.
@@ -74,6 +76,9 @@ pub fn seed(store: &Store, config: &SimConfig, api_addr: SocketAddr) -> Result<(
                             "ports": [{"name": "https", "port": api_addr.port(), "protocol": "TCP"}]}]}),
         &opts,
     )?;
+    if let Some(version) = &config.inline_cilium {
+        seed_inline_cilium(store, version)?;
+    }
     for (i, (name, cp)) in node_names(config).into_iter().enumerate() {
         let ip = format!("10.5.0.{}", i + 2);
         store.create(
@@ -82,6 +87,32 @@ pub fn seed(store: &Store, config: &SimConfig, api_addr: SocketAddr) -> Result<(
             node(&name, cp, &ip),
             &WriteOptions::manager("kubelet"),
         )?;
+    }
+    Ok(())
+}
+
+/// Cilium as Talos installs it from `cluster.inlineManifests` (the `helm template` output of
+/// the `cilium` chart with the Talos values, [`charts::talos_cilium_values`]): the chart's
+/// objects in `kube-system`, created by Talos (field manager `talos`) without Helm's ownership
+/// label/annotations and without a release record. The DaemonSet controller and kubelet then
+/// run the agents as for a Helm install.
+pub fn seed_inline_cilium(store: &Store, version: &str) -> Result<(), ApiError> {
+    let chart = charts::Chart::from_reference("cilium", Some(version));
+    let opts = WriteOptions::manager("talos");
+    for o in chart.render("cilium", "kube-system", &charts::talos_cilium_values()) {
+        let kind = o.get("kind").and_then(Value::as_str).unwrap_or("");
+        let gr = match kind {
+            "ServiceAccount" => GroupResource::core("serviceaccounts"),
+            "ConfigMap" => GroupResource::core("configmaps"),
+            "DaemonSet" => GroupResource::new("apps", "daemonsets"),
+            "Deployment" => GroupResource::new("apps", "deployments"),
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "inline Cilium manifest: unexpected kind {other}"
+                )));
+            }
+        };
+        store.create(&gr, "kube-system", o, &opts)?;
     }
     Ok(())
 }

@@ -54,6 +54,7 @@ impl SimCluster {
             .map_err(|e| anyhow::anyhow!("failed to bind {listen}: {e}"))?;
         let addr = listener.local_addr()?;
         let store = Store::new(config.pace);
+        store.set_pod_security(config.pod_security);
         crate::seed::seed(&store, &config, addr)
             .map_err(|e| anyhow::anyhow!("failed to seed the cluster: {e}"))?;
         let state = Arc::new(ServerState {

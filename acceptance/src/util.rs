@@ -24,6 +24,23 @@ pub fn format_rfc3339(secs: u64) -> String {
     )
 }
 
+/// RFC 3339 UTC with nanoseconds, trailing zeros trimmed (Go's `time.RFC3339Nano`, the kubelet's
+/// log timestamps): `2024-05-01T10:00:00.12345Z`, `2024-05-01T10:00:00Z`.
+pub fn format_rfc3339_nano(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let base = format_rfc3339(d.as_secs());
+    let nanos = d.subsec_nanos();
+    if nanos == 0 {
+        return base;
+    }
+    let frac = format!("{nanos:09}");
+    format!(
+        "{}.{}Z",
+        base.trim_end_matches('Z'),
+        frac.trim_end_matches('0')
+    )
+}
+
 /// Parses `YYYY-MM-DDTHH:MM:SSZ` (fractions and offsets other than `Z` are not supported).
 pub fn parse_rfc3339(s: &str) -> Option<u64> {
     let b = s.as_bytes();
@@ -46,7 +63,18 @@ pub fn parse_rfc3339(s: &str) -> Option<u64> {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()
+    // A fraction is ignored (second precision); `Z` or a `±HH:MM` offset is applied.
+    let rest = s[19..].trim_start_matches(|c: char| c == '.' || c.is_ascii_digit());
+    let offset = match rest.as_bytes().first() {
+        Some(b'+') | Some(b'-') if rest.len() == 6 && rest.as_bytes()[3] == b':' => {
+            let h: i64 = rest.get(1..3)?.parse().ok()?;
+            let m: i64 = rest.get(4..6)?.parse().ok()?;
+            let sign = if rest.starts_with('-') { -1 } else { 1 };
+            sign * (h * 3600 + m * 60)
+        }
+        _ => 0,
+    };
+    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss - offset).ok()
 }
 
 /// Seconds since the Unix epoch.
@@ -187,6 +215,14 @@ mod tests {
     }
 
     #[test]
+    fn formats_nano_timestamps_like_go() {
+        let t = UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 120_000_000);
+        assert_eq!(format_rfc3339_nano(t), "2023-11-14T22:13:20.12Z");
+        let t = UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 0);
+        assert_eq!(format_rfc3339_nano(t), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
     fn parses_timestamps_and_ages() {
         assert_eq!(parse_rfc3339("2023-11-14T22:13:20Z"), Some(1_700_000_000));
         assert_eq!(
@@ -194,6 +230,14 @@ mod tests {
             Some(86_400 * 400 + 59)
         );
         assert_eq!(parse_rfc3339("nope"), None);
+        assert_eq!(
+            parse_rfc3339("2023-11-14T22:13:20.999Z"),
+            Some(1_700_000_000)
+        );
+        assert_eq!(
+            parse_rfc3339("2023-11-15T00:13:20+02:00"),
+            Some(1_700_000_000)
+        );
         assert_eq!(human_duration(5), "5s");
         assert_eq!(human_duration(185), "3m5s");
         assert_eq!(human_duration(3 * 3600), "3h0m");

@@ -16,6 +16,11 @@
 //! - `workloads`: Deployment rollouts, DaemonSet placement, `cilium status --wait`,
 //!   `ReplicaFailure` while pod creates are refused.
 //! - `flux`: the Flux Operator after Cilium, FluxInstance readiness.
+//! - `pod_security`: Talos' Pod Security defaults (baseline enforced, kube-system exempt),
+//!   namespace labels, the real messages, FailedCreate for a host-network Job.
+//! - `tools`: unknown flags fail like the real helm/cilium/kubectl; `failed` release replaced;
+//!   the restricted `alpine/helm` installer reading values from a ConfigMap and a Secret.
+//! - `inline_cilium`: Cilium from Talos inline manifests; adoption with `helm --take-ownership`.
 
 #[path = "cluster_model/bootstrap.rs"]
 mod bootstrap;
@@ -29,13 +34,19 @@ mod flux;
 mod helm;
 #[path = "cluster_model/idle.rs"]
 mod idle;
+#[path = "cluster_model/inline_cilium.rs"]
+mod inline_cilium;
 #[path = "cluster_model/inputs.rs"]
 mod inputs;
 #[path = "cluster_model/jobs.rs"]
 mod jobs;
 #[path = "cluster_model/kubectl.rs"]
 mod kubectl;
+#[path = "cluster_model/pod_security.rs"]
+mod pod_security;
 #[path = "cluster_model/pre_cni.rs"]
 mod pre_cni;
+#[path = "cluster_model/tools.rs"]
+mod tools;
 #[path = "cluster_model/workloads.rs"]
 mod workloads;

@@ -1,5 +1,5 @@
-# Quickstart: point talosboot at a Talos cluster and read the state of its CNI release.
-# scripts/demo runs this against the simulated Talos cluster.
+# Quickstart: a fresh Talos cluster (API up, no CNI) to Cilium running, from one `tofu apply`.
+# scripts/demo runs this against the simulated Talos cluster (or a real one: TALOSBOOT_KUBECONFIG).
 terraform {
   required_providers {
     talosboot = {
@@ -14,27 +14,41 @@ variable "kubeconfig_path" {
   description = "Path to the cluster's kubeconfig (e.g. `tofu output -raw talos_kubeconfig > kubeconfig`)."
 }
 
-variable "release_name" {
-  type    = string
-  default = "cilium"
-}
-
 provider "talosboot" {
   config_path = var.kubeconfig_path
 }
 
-data "talosboot_helm_release" "cni" {
-  name      = var.release_name
-  namespace = "kube-system"
+# Installed by a one-shot bootstrap Job on the host network against KubePrism (localhost:7445),
+# with the Talos values (no SYS_MODULE, cgroup auto-mount off, kube-proxy replacement) under ours.
+resource "talosboot_cilium" "this" {
+  version = "1.18.4"
+
+  values = [yamlencode({
+    hubble = { relay = { enabled = true } }
+  })]
 }
 
-output "cni_release" {
-  description = "What the cluster's Helm record says about the CNI release."
+# The release record, read natively: handy in `check` blocks and for other roots.
+data "talosboot_helm_release" "cni" {
+  name       = "cilium"
+  namespace  = "kube-system"
+  depends_on = [talosboot_cilium.this]
+}
+
+check "cilium_deployed" {
+  assert {
+    condition     = data.talosboot_helm_release.cni.status == "deployed"
+    error_message = "The Cilium release is not deployed."
+  }
+}
+
+output "cilium" {
+  description = "Cilium as the cluster reports it."
   value = {
-    exists        = data.talosboot_helm_release.cni.exists
-    status        = data.talosboot_helm_release.cni.status
-    revision      = data.talosboot_helm_release.cni.revision
-    chart_version = data.talosboot_helm_release.cni.chart_version
-    values_sha256 = data.talosboot_helm_release.cni.values_sha256
+    status      = talosboot_cilium.this.status
+    revision    = talosboot_cilium.this.revision
+    app_version = talosboot_cilium.this.app_version
+    agents      = talosboot_cilium.this.agents
+    nodes_ready = talosboot_cilium.this.nodes_ready
   }
 }

@@ -1,7 +1,8 @@
 //! The lazily connected cluster client and the errors that say what broke.
 //!
 //! ConfigureProvider only stores the configuration; the first operation that needs the cluster builds
-//! the `kube::Client`. Errors name the endpoint and the real cause ("connection refused",
+//! the clients: one for ordinary requests, whose reads are bounded, and one for watches and followed
+//! logs, which may stay quiet for as long as the caller's deadline allows. Errors name the endpoint and the real cause ("connection refused",
 //! "certificate signed by unknown authority", ...), never just "context deadline exceeded".
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use kube::config::{
 use tokio::sync::OnceCell;
 
 use super::config::{ConfigSource, ProviderConfig};
+use super::scrub::{redact_user_info, scrub_api_message, strip_user_info};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -40,6 +42,15 @@ pub enum ClusterError {
 }
 
 impl ClusterError {
+    /// Whether trying again may help: throttling, server errors, a connection that failed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClusterError::Rejected { code, .. } => matches!(code, 429 | 500 | 502 | 503 | 504),
+            ClusterError::Unreachable { .. } => true,
+            _ => false,
+        }
+    }
+
     /// What the user can do about it, for the diagnostic's detail.
     pub fn hint(&self) -> &'static str {
         match self {
@@ -65,18 +76,20 @@ impl ClusterError {
         }
     }
 
-    /// Classifies a `kube::Error` by walking its causes.
+    /// Classifies a `kube::Error` by walking its causes. Messages are scrubbed: values the API
+    /// server echoes (`Invalid value: "..."`) and user info in URLs never reach the error.
     pub fn from_kube(err: kube::Error, endpoint: &str) -> ClusterError {
+        let endpoint = redact_user_info(endpoint);
         if let kube::Error::Api(status) = &err {
             return ClusterError::Rejected {
-                endpoint: endpoint.to_owned(),
+                endpoint,
                 code: status.code,
-                message: status.message.clone(),
+                message: scrub_api_message(&status.message),
             };
         }
         ClusterError::Unreachable {
-            endpoint: endpoint.to_owned(),
-            cause: describe_cause(&err),
+            endpoint,
+            cause: scrub_api_message(&describe_cause(&err)),
         }
     }
 }
@@ -188,17 +201,36 @@ pub fn kubeconfig_error(what: &str, err: &kube::config::KubeconfigError) -> Stri
             format!("{what}: the client key data cannot be loaded (not base64 PEM?)")
         }
         E::ParseCertificates(_) => format!("{what}: the certificates are not valid PEM"),
-        // The remaining variants name contexts, clusters or URLs, never credentials.
-        other => format!("{what}: {other}"),
+        // The remaining variants name contexts, clusters or URLs (whose user info is dropped).
+        other => redact_user_info(&format!("{what}: {other}")),
     }
+}
+
+/// The bound on a single read of an ordinary request (get, list, patch, a log snapshot): a server
+/// that accepted the connection and then says nothing is reported instead of hanging.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// The bound on establishing a connection, for both clients.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The two clients built from one configuration: the same endpoint and credentials, different
+/// read bounds.
+#[derive(Clone)]
+struct Clients {
+    /// Ordinary requests: every read is bounded by the read timeout.
+    ordinary: kube::Client,
+    /// Watches and followed logs: no read timeout (a quiet watch is not a dead one); the caller's
+    /// deadline bounds them.
+    streaming: kube::Client,
+    endpoint: String,
 }
 
 struct Inner {
     config: ProviderConfig,
-    client: OnceCell<(kube::Client, String)>,
+    read_timeout: Duration,
+    clients: OnceCell<Clients>,
 }
 
-/// A cheap, cloneable handle to the cluster; builds the client on first use and reuses it.
+/// A cheap, cloneable handle to the cluster; builds the clients on first use and reuses them.
 #[derive(Clone)]
 pub struct ClusterHandle {
     inner: Arc<Inner>,
@@ -206,10 +238,16 @@ pub struct ClusterHandle {
 
 impl ClusterHandle {
     pub fn new(config: ProviderConfig) -> Self {
+        Self::with_read_timeout(config, READ_TIMEOUT)
+    }
+
+    /// Like [`ClusterHandle::new`] with another bound for ordinary requests (tests use a short one).
+    pub(crate) fn with_read_timeout(config: ProviderConfig, read_timeout: Duration) -> Self {
         Self {
             inner: Arc::new(Inner {
                 config,
-                client: OnceCell::new(),
+                read_timeout,
+                clients: OnceCell::new(),
             }),
         }
     }
@@ -223,17 +261,42 @@ impl ClusterHandle {
         &self.inner.config
     }
 
-    /// The client and the endpoint URL it talks to (for messages). Does not contact the cluster.
+    /// The client for ordinary requests and the endpoint URL it talks to (for messages). Every read
+    /// is bounded by [`READ_TIMEOUT`]: do not use it for watches or `follow` logs, which may be
+    /// quiet for longer (use [`ClusterHandle::stream_client`]). Does not contact the cluster.
+    ///
+    /// # Errors
+    /// [`ClusterError::ConfigUnknown`] / [`ClusterError::NotConfigured`] before a usable provider
+    /// configuration, [`ClusterError::InvalidConfig`] when the kubeconfig cannot be loaded.
     pub async fn client(&self) -> Result<(kube::Client, String), ClusterError> {
+        let clients = self.clients().await?;
+        Ok((clients.ordinary.clone(), clients.endpoint.clone()))
+    }
+
+    /// The client for long-lived streams (watches, `follow` logs), and the endpoint URL. It has no
+    /// read timeout: a watch on a Job that stays quiet for ten minutes is healthy, so the caller
+    /// must bound the stream with its own deadline (`tokio::time::timeout`, `timeoutSeconds`).
+    /// Same endpoint, credentials and connect timeout as [`ClusterHandle::client`].
+    ///
+    /// # Errors
+    /// As [`ClusterHandle::client`].
+    pub async fn stream_client(&self) -> Result<(kube::Client, String), ClusterError> {
+        let clients = self.clients().await?;
+        Ok((clients.streaming.clone(), clients.endpoint.clone()))
+    }
+
+    async fn clients(&self) -> Result<&Clients, ClusterError> {
         self.inner
-            .client
-            .get_or_try_init(|| build_client(&self.inner.config))
+            .clients
+            .get_or_try_init(|| build_clients(&self.inner.config, self.inner.read_timeout))
             .await
-            .cloned()
     }
 }
 
-async fn build_client(config: &ProviderConfig) -> Result<(kube::Client, String), ClusterError> {
+async fn build_clients(
+    config: &ProviderConfig,
+    read_timeout: Duration,
+) -> Result<Clients, ClusterError> {
     let source = match config {
         ProviderConfig::Unknown => return Err(ClusterError::ConfigUnknown),
         ProviderConfig::Missing => return Err(ClusterError::NotConfigured),
@@ -268,12 +331,28 @@ async fn build_client(config: &ProviderConfig) -> Result<(kube::Client, String),
     let mut cfg = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .map_err(|e| ClusterError::InvalidConfig(kubeconfig_error("the kubeconfig", &e)))?;
-    cfg.connect_timeout = Some(Duration::from_secs(10));
-    cfg.read_timeout = Some(Duration::from_secs(60));
-    let endpoint = cfg.cluster_url.to_string();
-    let client = kube::Client::try_from(cfg)
-        .map_err(|e| ClusterError::InvalidConfig(format!("failed to build the client: {e}")))?;
-    Ok((client, endpoint.trim_end_matches('/').to_owned()))
+    let url = cfg.cluster_url.to_string();
+    if strip_user_info(&url) != url {
+        // Never sent, never logged by the HTTP stack (which logs request URLs at debug).
+        cfg.cluster_url = strip_user_info(&url)
+            .parse()
+            .map_err(|_| ClusterError::InvalidConfig("the server URL is not a valid URL".into()))?;
+    }
+    cfg.connect_timeout = Some(CONNECT_TIMEOUT);
+    cfg.read_timeout = Some(read_timeout);
+    // The endpoint is named in every error: never with credentials in it.
+    let endpoint = redact_user_info(&cfg.cluster_url.to_string());
+    let mut streaming_cfg = cfg.clone();
+    streaming_cfg.read_timeout = None;
+    let build = |cfg: kube::Config| {
+        kube::Client::try_from(cfg)
+            .map_err(|e| ClusterError::InvalidConfig(format!("failed to build the client: {e}")))
+    };
+    Ok(Clients {
+        ordinary: build(cfg)?,
+        streaming: build(streaming_cfg)?,
+        endpoint: endpoint.trim_end_matches('/').to_owned(),
+    })
 }
 
 fn direct_kubeconfig(
@@ -358,5 +437,54 @@ mod tests {
             handle.client().await,
             Err(ClusterError::ConfigUnknown)
         ));
+    }
+
+    /// A watch that sees no event for longer than the ordinary read bound: the ordinary client
+    /// gives up (proving the bound is real), the stream client waits and gets the event.
+    #[tokio::test]
+    async fn a_quiet_watch_outlives_the_read_timeout_on_the_stream_client() {
+        use futures::StreamExt;
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::api::{Api, WatchEvent, WatchParams};
+
+        use super::super::test_server::{Reply, handle, serve};
+
+        let bound = Duration::from_millis(400);
+        let event = serde_json::json!({"type": "ADDED", "object": {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "late", "namespace": "default", "resourceVersion": "7"}}});
+        let url = serve(move |_, _| Reply {
+            quiet: bound * 4,
+            ..Reply::json(200, event.clone())
+        })
+        .await;
+        let cluster = handle(&url, bound);
+        let first_event = |client: kube::Client| async move {
+            let api: Api<ConfigMap> = Api::namespaced(client, "default");
+            let mut stream = api.watch(&WatchParams::default(), "0").await?.boxed();
+            stream.next().await.transpose()
+        };
+        let overall = Duration::from_secs(30);
+
+        let (ordinary, _) = cluster.client().await.expect("client");
+        let outcome = tokio::time::timeout(overall, first_event(ordinary))
+            .await
+            .expect("the ordinary client gives up by itself");
+        assert!(
+            outcome.is_err(),
+            "the ordinary client must bound quiet reads: {outcome:?}"
+        );
+
+        let (streaming, endpoint) = cluster.stream_client().await.expect("stream client");
+        assert_eq!(endpoint, url);
+        let outcome = tokio::time::timeout(overall, first_event(streaming))
+            .await
+            .expect("the event arrives");
+        match outcome {
+            Ok(Some(WatchEvent::Added(cm))) => {
+                assert_eq!(cm.metadata.name.as_deref(), Some("late"));
+            }
+            other => panic!("the stream client must outlive the read bound: {other:?}"),
+        }
     }
 }

@@ -19,13 +19,14 @@ use super::bootstrap::{
     self, BootstrapNamespace, Clients, EngineError, JobSettings, Rbac, RunOutcome, RunSpec, Step,
 };
 use super::helm_release::{HelmRelease, current_release};
+use super::retry::{RETRY_BUDGET, retry};
 
 /// The installer image: Helm 3.18 (`--take-ownership` needs 3.17+). Pinned; air-gapped users
 /// point `job.image` at a mirror of it.
 pub const DEFAULT_HELM_IMAGE: &str = "alpine/helm:3.18.4";
 
 /// A chart to install or upgrade.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChartInstall {
     pub release: String,
     pub namespace: String,
@@ -42,6 +43,10 @@ pub struct ChartInstall {
     /// Adopt objects that exist without Helm's ownership metadata, in place.
     pub take_ownership: bool,
     pub description: Option<String>,
+    /// `helm --atomic`: a failed install is uninstalled, a failed upgrade rolled back (Helm waits).
+    pub atomic: bool,
+    /// Revisions Helm keeps; `None`: 10.
+    pub history_max: Option<u32>,
 }
 
 impl ChartInstall {
@@ -81,8 +86,8 @@ impl ChartInstall {
             self.namespace.clone(),
             "--timeout".into(),
             format!("{}s", timeout.as_secs().max(1)),
-            "--max-history".into(),
-            "10".into(),
+            "--history-max".into(),
+            self.history_max.unwrap_or(10).to_string(),
         ]);
         let mut files = BTreeMap::new();
         for (i, doc) in self.values_yaml.iter().enumerate() {
@@ -102,6 +107,9 @@ impl ChartInstall {
         if self.take_ownership {
             argv.push("--take-ownership".into());
         }
+        if self.atomic {
+            argv.push("--atomic".into());
+        }
         if let Some(d) = &self.description {
             argv.extend(["--description".into(), d.clone()]);
         }
@@ -115,9 +123,18 @@ pub async fn release(
     namespace: &str,
     name: &str,
 ) -> Result<Option<HelmRelease>, EngineError> {
-    current_release(clients.client.clone(), &clients.endpoint, namespace, name)
-        .await
-        .map_err(|e| EngineError::api(Step::Release, e))
+    let started = std::time::Instant::now();
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match current_release(clients.client.clone(), &clients.endpoint, namespace, name).await {
+            Err(e) if e.is_transient() && started.elapsed() < RETRY_BUDGET => {
+                tracing::debug!(error = %e, "transient error reading the release; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            other => return other.map_err(|e| EngineError::api(Step::Release, e)),
+        }
+    }
 }
 
 /// Unlocks a release whose newest record is `pending-*` (an install or upgrade that was killed):
@@ -129,8 +146,7 @@ pub async fn unlock_pending(
 ) -> Result<Option<String>, EngineError> {
     let secrets: Api<Secret> = Api::namespaced(clients.client.clone(), namespace);
     let params = ListParams::default().labels(&format!("owner=helm,name={name}"));
-    let list = secrets
-        .list_metadata(&params)
+    let list = retry("list release records", || secrets.list_metadata(&params))
         .await
         .map_err(|e| clients.api_error(Step::Release, e))?;
     let newest = list
@@ -152,8 +168,7 @@ pub async fn unlock_pending(
     if !status.starts_with("pending-") {
         return Ok(None);
     }
-    let secret = secrets
-        .get(&secret_name)
+    let secret = retry("get release record", || secrets.get(&secret_name))
         .await
         .map_err(|e| clients.api_error(Step::Release, e))?;
     let field = secret
@@ -177,10 +192,13 @@ pub async fn unlock_pending(
         "metadata": {"labels": {"status": "failed"}},
         "data": {"release": base64::engine::general_purpose::STANDARD.encode(rewritten)},
     });
-    secrets
-        .patch(&secret_name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| clients.api_error(Step::Release, e))?;
+    let params = PatchParams::default();
+    let merge = Patch::Merge(&patch);
+    retry("unlock release", || {
+        secrets.patch(&secret_name, &params, &merge)
+    })
+    .await
+    .map_err(|e| clients.api_error(Step::Release, e))?;
     tracing::info!(release = %format!("{namespace}/{name}"), %status, "unlocked a release left pending");
     Ok(Some(status))
 }
@@ -258,7 +276,6 @@ pub async fn install_or_upgrade(
         secret_files,
         timeout,
         rbac: Rbac::ClusterAdmin,
-        pod_annotations: BTreeMap::new(),
     };
     let run = bootstrap::run(clients, &spec, cancel).await?;
     let release = release(clients, &chart.namespace, &chart.release).await?;
@@ -303,7 +320,6 @@ pub async fn uninstall(
         secret_files: BTreeMap::new(),
         timeout,
         rbac: Rbac::ClusterAdmin,
-        pod_annotations: BTreeMap::new(),
     };
     bootstrap::run(clients, &spec, cancel).await
 }
@@ -324,6 +340,7 @@ mod tests {
             create_namespace: false,
             take_ownership: true,
             description: None,
+            ..Default::default()
         }
     }
 

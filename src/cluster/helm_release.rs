@@ -28,6 +28,54 @@ pub struct HelmRelease {
     pub description: String,
     /// SHA-256 of the user-supplied values as canonical JSON (sorted keys), hex.
     pub values_sha256: String,
+    /// The workloads of the rendered manifest (Deployments, DaemonSets, StatefulSets, Jobs), whose
+    /// readiness says whether the release is up.
+    pub workloads: Vec<ManifestWorkload>,
+}
+
+/// A workload in a release's manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestWorkload {
+    pub kind: String,
+    /// `None`: the release namespace.
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+const WORKLOAD_KINDS: &[&str] = &["Deployment", "DaemonSet", "StatefulSet", "Job"];
+
+/// The workloads of a manifest (multi-document YAML as Helm stores it); documents that do not parse
+/// are skipped: the manifest is Helm's, readiness of what it names is best effort.
+pub fn manifest_workloads(manifest: &str) -> Vec<ManifestWorkload> {
+    let mut out = Vec::new();
+    for doc in manifest.split("\n---") {
+        let doc = doc.trim_start_matches("---");
+        if doc.trim().is_empty() {
+            continue;
+        }
+        let Ok(value) = serde_saphyr::from_str::<serde_json::Value>(doc) else {
+            continue;
+        };
+        let kind = value
+            .get("kind")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        let metadata = value.get("metadata");
+        let name = metadata
+            .and_then(|m| m.get("name"))
+            .and_then(serde_json::Value::as_str);
+        if let (true, Some(name)) = (WORKLOAD_KINDS.contains(&kind), name) {
+            out.push(ManifestWorkload {
+                kind: kind.to_owned(),
+                namespace: metadata
+                    .and_then(|m| m.get("namespace"))
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned),
+                name: name.to_owned(),
+            });
+        }
+    }
+    out
 }
 
 /// Helm refuses releases over 1 MiB (the Secret size limit); a record that inflates far beyond that
@@ -59,6 +107,8 @@ struct Record {
     chart: Option<Chart>,
     #[serde(default)]
     config: Option<serde_json::Value>,
+    #[serde(default)]
+    manifest: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -120,6 +170,7 @@ pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeErr
         last_deployed: record.info.last_deployed,
         description: record.info.description,
         values_sha256: values_digest(record.config.as_ref()),
+        workloads: manifest_workloads(&record.manifest),
     })
 }
 
@@ -174,7 +225,17 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// How many times listing then getting the newest revision is tried before giving up: Helm prunes
+/// old revisions (`--history-max`) and replaces pending ones, so the newest Secret of a list can be
+/// gone by the time it is fetched. Each retry lists again.
+const GET_ATTEMPTS: usize = 5;
+
 /// The current (highest-revision) record of release `name` in `namespace`, or `None`.
+///
+/// # Errors
+/// [`ClusterError::Rejected`] / [`ClusterError::Unreachable`] from the API (a 404 on the newest
+/// revision is retried up to [`GET_ATTEMPTS`] times, re-listing each time, and only then reported),
+/// [`ClusterError::InvalidRecord`] when the record is not a Helm record.
 pub async fn current_release(
     client: kube::Client,
     endpoint: &str,
@@ -182,24 +243,25 @@ pub async fn current_release(
     name: &str,
 ) -> Result<Option<HelmRelease>, ClusterError> {
     let secrets: Api<Secret> = Api::namespaced(client, namespace);
-    let params = ListParams::default().labels(&format!("owner=helm,name={name}"));
-    // Only the metadata of every revision: records of charts like Cilium are hundreds of KiB each.
-    let revisions = secrets
-        .list_metadata(&params)
-        .await
-        .map_err(|e| ClusterError::from_kube(e, endpoint))?;
-    let newest = revisions
-        .items
-        .iter()
-        .filter_map(|m| Some((revision_of(&m.metadata.labels)?, m.metadata.name.clone()?)))
-        .max_by_key(|(revision, _)| *revision);
-    let Some((_, secret_name)) = newest else {
-        return Ok(None);
+    let mut attempt = 1;
+    let (secret_name, secret) = loop {
+        let Some(secret_name) = newest_revision(&secrets, endpoint, name).await? else {
+            return Ok(None);
+        };
+        match secrets.get(&secret_name).await {
+            Ok(secret) => break (secret_name, secret),
+            Err(kube::Error::Api(status)) if status.code == 404 && attempt < GET_ATTEMPTS => {
+                tracing::debug!(
+                    namespace,
+                    secret_name,
+                    attempt,
+                    "newest Helm revision vanished between list and get; listing again"
+                );
+                attempt += 1;
+            }
+            Err(e) => return Err(ClusterError::from_kube(e, endpoint)),
+        }
     };
-    let secret = secrets
-        .get(&secret_name)
-        .await
-        .map_err(|e| ClusterError::from_kube(e, endpoint))?;
     let record_error = |cause: String| ClusterError::InvalidRecord {
         what: format!("Helm release record {namespace}/{secret_name}"),
         cause,
@@ -218,6 +280,26 @@ pub async fn current_release(
     decode_release(&field.0)
         .map(Some)
         .map_err(|e| record_error(e.to_string()))
+}
+
+/// The Secret name of the highest revision of release `name`, listing only metadata (records of
+/// charts like Cilium are hundreds of KiB each).
+async fn newest_revision(
+    secrets: &Api<Secret>,
+    endpoint: &str,
+    name: &str,
+) -> Result<Option<String>, ClusterError> {
+    let params = ListParams::default().labels(&format!("owner=helm,name={name}"));
+    let revisions = secrets
+        .list_metadata(&params)
+        .await
+        .map_err(|e| ClusterError::from_kube(e, endpoint))?;
+    Ok(revisions
+        .items
+        .iter()
+        .filter_map(|m| Some((revision_of(&m.metadata.labels)?, m.metadata.name.clone()?)))
+        .max_by_key(|(revision, _)| *revision)
+        .map(|(_, secret_name)| secret_name))
 }
 
 fn revision_of(labels: &Option<std::collections::BTreeMap<String, String>>) -> Option<i64> {
@@ -308,5 +390,119 @@ mod tests {
         assert!(decode_release(b"not base64 !!").is_err());
         let not_json = base64::engine::general_purpose::STANDARD.encode(b"\x1f\x8b\x08garbage");
         assert!(decode_release(not_json.as_bytes()).is_err());
+    }
+
+    mod against_an_api {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::Duration;
+
+        use super::*;
+        use crate::cluster::test_server::{Reply, handle, serve};
+
+        fn metadata_list(revisions: &[i64]) -> serde_json::Value {
+            let items: Vec<_> = revisions
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                        "metadata": {"name": format!("sh.helm.release.v1.cilium.v{r}"),
+                                     "namespace": "kube-system",
+                                     "labels": {"owner": "helm", "name": "cilium", "version": r.to_string()}}
+                    })
+                })
+                .collect();
+            serde_json::json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                               "metadata": {"resourceVersion": "1"}, "items": items})
+        }
+
+        fn secret(revision: i64) -> serde_json::Value {
+            let mut record = record();
+            record["version"] = revision.into();
+            let field = encode_release_for_tests(&record);
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+                "metadata": {"name": format!("sh.helm.release.v1.cilium.v{revision}"), "namespace": "kube-system"},
+                "data": {"release": base64::engine::general_purpose::STANDARD.encode(field)}
+            })
+        }
+
+        /// Lists show revisions 1..=n where n grows on every list; a get of a revision older than
+        /// the newest listed so far answers 404 (Helm pruned or replaced it meanwhile), until
+        /// `stable_after` lists have happened.
+        async fn racing_api(stable_after: usize) -> (String, Arc<AtomicUsize>) {
+            let lists = Arc::new(AtomicUsize::new(0));
+            let seen = lists.clone();
+            let url = serve(move |_, target| {
+                if target.contains("labelSelector") {
+                    let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+                    return Reply::json(
+                        200,
+                        metadata_list(&(1..=n as i64 + 1).collect::<Vec<_>>()),
+                    );
+                }
+                let n = seen.load(Ordering::SeqCst);
+                let revision: i64 = target
+                    .rsplit(".v")
+                    .next()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(0);
+                if n < stable_after {
+                    Reply::not_found(&format!("sh.helm.release.v1.cilium.v{revision}"))
+                } else {
+                    Reply::json(200, secret(revision))
+                }
+            })
+            .await;
+            (url, lists)
+        }
+
+        #[tokio::test]
+        async fn a_revision_pruned_between_list_and_get_is_listed_again() {
+            let (url, lists) = racing_api(3).await;
+            let (client, endpoint) = handle(&url, Duration::from_secs(10))
+                .client()
+                .await
+                .expect("client");
+            let release = current_release(client, &endpoint, "kube-system", "cilium")
+                .await
+                .expect("a 404 on the newest revision is a retry, not an error")
+                .expect("a release");
+            assert_eq!(lists.load(Ordering::SeqCst), 3, "one list per attempt");
+            assert_eq!(release.revision, 4, "the newest revision of the last list");
+        }
+
+        #[tokio::test]
+        async fn retries_are_bounded() {
+            let (url, lists) = racing_api(usize::MAX).await;
+            let (client, endpoint) = handle(&url, Duration::from_secs(10))
+                .client()
+                .await
+                .expect("client");
+            let err = current_release(client, &endpoint, "kube-system", "cilium")
+                .await
+                .expect_err("a revision that never appears is reported");
+            assert!(
+                matches!(err, ClusterError::Rejected { code: 404, .. }),
+                "{err}"
+            );
+            assert_eq!(lists.load(Ordering::SeqCst), GET_ATTEMPTS);
+        }
+    }
+}
+
+#[cfg(test)]
+mod manifest_tests {
+    use super::*;
+
+    #[test]
+    fn workloads_are_read_from_the_manifest_and_the_rest_ignored() {
+        let manifest = "---\n# Source: argo-cd/templates/sa.yaml\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: argocd\n---\n# Source: argo-cd/templates/server.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: argocd-server\n  namespace: argocd\n---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: argocd-application-controller\n---\n: not yaml [\n";
+        let w = manifest_workloads(manifest);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert_eq!(w[0].kind, "Deployment");
+        assert_eq!(w[0].namespace.as_deref(), Some("argocd"));
+        assert_eq!(w[1].name, "argocd-application-controller");
+        assert_eq!(w[1].namespace, None);
     }
 }

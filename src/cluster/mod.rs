@@ -1,5 +1,6 @@
-//! The cluster layer: provider configuration, the lazily built Kubernetes client with errors that
-//! name their cause, and native readers of cluster state (Helm release records).
+//! The cluster layer: the lazily built Kubernetes client with errors that name their cause, native
+//! readers of cluster state (Helm release records, workload readiness), and the pre-CNI bootstrap
+//! engine with the Helm installs that run on it.
 
 pub mod bootstrap;
 mod client;
@@ -7,7 +8,16 @@ mod config;
 pub mod flux;
 pub mod helm_install;
 pub mod helm_release;
+pub mod helm_values;
 pub mod readiness;
+pub mod retry;
+mod scrub;
+pub mod talos;
+#[cfg(test)]
+mod test_server;
 
-pub use client::{ClusterError, ClusterHandle, describe_cause, kubeconfig_error};
+pub use client::{
+    CONNECT_TIMEOUT, ClusterError, ClusterHandle, READ_TIMEOUT, describe_cause, kubeconfig_error,
+};
 pub use config::{ConfigSource, ProviderConfig};
+pub use scrub::{redact_user_info, scrub_api_message};

@@ -1,9 +1,14 @@
 //! The dispatcher: routes every operation to its resource or data source, and holds the safety nets
 //! so that resources need not:
 //! - validation runs before every plan, so bad input never reaches apply; write-only values are
-//!   refused from clients that would store them;
-//! - requires-replace is derived from the schema, on top of what the resource asks for;
-//! - write-only values are nulled before any plan or state leaves the provider;
+//!   refused from clients that would store them; deprecated attributes and blocks warn;
+//! - computed attributes left unset and proposed null are planned unknown;
+//! - requires-replace is derived from the schema, on top of what the resource asks for, comparing
+//!   sets as sets;
+//! - write-only values are nulled before any plan or state leaves the provider (plan, apply, read,
+//!   import, state upgrade and move);
+//!
+//! Each of these covers nested attributes and nested blocks at any depth, not only the top level.
 //! - private state a resource does not set is carried over unchanged;
 //! - a failed update or destroy that returns no state keeps the prior state, and a "successful"
 //!   create or update without state is reported as a provider bug (state tells the truth);
@@ -19,10 +24,11 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use super::resource::*;
-use super::schema::{null_write_only, write_only_set};
+use super::schema::{
+    deprecated_set, mark_unset_computed_unknown, null_write_only, requires_replace, write_only_set,
+};
 use super::{Diagnostics, Schema};
-use crate::cluster::{ClusterHandle, ProviderConfig};
-use crate::values::{AttributePath, JsonDecodeOptions, Type, Value, from_json_with};
+use crate::values::{JsonDecodeOptions, Type, Value, from_json_with};
 
 struct Registered<T: ?Sized> {
     implementation: Arc<T>,
@@ -43,20 +49,23 @@ impl<T: ?Sized> Registered<T> {
 }
 
 /// All resources and data sources of the provider, plus the provider-level state that operations
-/// share (cluster handle from ConfigureProvider, the StopProvider token).
+/// share (the provider data from ConfigureProvider, the StopProvider token).
 pub struct Dispatcher {
+    provider: Arc<dyn Provider>,
     provider_schema: Schema,
     provider_type: Type,
     resources: BTreeMap<String, Registered<dyn Resource>>,
     data_sources: BTreeMap<String, Registered<dyn DataSource>>,
-    cluster: Mutex<ClusterHandle>,
+    configured: Mutex<Arc<Configured>>,
     stop: Mutex<CancellationToken>,
     shutdown: CancellationToken,
+    /// Provider-defined functions by name (see [`Dispatcher::with_functions`]).
+    functions: BTreeMap<String, Arc<dyn super::Function>>,
 }
 
 impl Dispatcher {
     pub fn new(
-        provider_schema: Schema,
+        provider: Arc<dyn Provider>,
         resources: Vec<Arc<dyn Resource>>,
         data_sources: Vec<Arc<dyn DataSource>>,
         shutdown: CancellationToken,
@@ -79,14 +88,17 @@ impl Dispatcher {
                 )
             })
             .collect();
+        let provider_schema = provider.schema();
         Self {
             provider_type: provider_schema.value_type(),
             provider_schema,
+            configured: Mutex::new(Arc::new(provider.unconfigured())),
+            provider,
             resources,
             data_sources,
-            cluster: Mutex::new(ClusterHandle::unconfigured()),
             stop: Mutex::new(shutdown.child_token()),
             shutdown,
+            functions: BTreeMap::new(),
         }
     }
 
@@ -124,19 +136,20 @@ impl Dispatcher {
             .ok_or_else(|| unknown_type("data source", type_name))
     }
 
+    fn configured(&self) -> Arc<Configured> {
+        self.configured
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     fn ctx(&self) -> Ctx {
-        Ctx {
-            cluster: self
-                .cluster
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
-            cancel: self
-                .stop
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .child_token(),
-        }
+        let cancel = self
+            .stop
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .child_token();
+        Ctx::new(self.configured().data.clone(), cancel)
     }
 
     /// StopProvider: cancel what is in flight, keep serving new requests.
@@ -148,25 +161,37 @@ impl Dispatcher {
 
     /// True when ConfigureProvider received unknown connection settings (plan before the cluster exists).
     pub fn provider_config_unknown(&self) -> bool {
-        let cluster = self.cluster.lock().unwrap_or_else(PoisonError::into_inner);
-        matches!(cluster.config(), ProviderConfig::Unknown)
+        self.configured().unknown
     }
 
     pub fn validate_provider_config(&self, config: &Value) -> Diagnostics {
         let mut diagnostics = deprecation_warnings(&self.provider_schema, config);
-        diagnostics.extend(ProviderConfig::from_value(config).1);
-        diagnostics
+        let provider = &self.provider;
+        validate_guarded("the provider", || {
+            provider.validate(config, &mut diagnostics)
+        })
+        .map_or_else(|d| d, |()| diagnostics)
     }
 
-    /// ConfigureProvider: remembers the configuration; the cluster is contacted only when an
-    /// operation needs it, so unknown values (a kubeconfig not yet created) are fine here.
+    /// ConfigureProvider: the provider decides what it keeps (talosboot: the configuration, with
+    /// the cluster contacted only when an operation needs it, so unknown values are fine here).
     pub fn configure(&self, config: &Value) -> Diagnostics {
-        let (config, diagnostics) = ProviderConfig::from_value(config);
-        if !diagnostics.has_errors() {
-            *self.cluster.lock().unwrap_or_else(PoisonError::into_inner) =
-                ClusterHandle::new(config);
+        let mut diagnostics = Diagnostics::new();
+        let provider = &self.provider;
+        let configured = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            provider.configure(config, &mut diagnostics)
+        }));
+        match configured {
+            Ok(Some(configured)) if !diagnostics.has_errors() => {
+                *self
+                    .configured
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Arc::new(configured);
+                diagnostics
+            }
+            Ok(_) => diagnostics,
+            Err(_) => panicked("the provider", "configure"),
         }
-        diagnostics
     }
 
     /// `write_only_allowed`: the client announced write-only support (ClientCapabilities).
@@ -182,11 +207,11 @@ impl Dispatcher {
         };
         let mut diagnostics = deprecation_warnings(&r.schema, config);
         if !write_only_allowed {
-            for a in write_only_set(&r.schema.block.attributes, config) {
+            for path in write_only_set(&r.schema.block, config) {
                 diagnostics.error_at(
-                    AttributePath::attr(&a.name),
+                    path.clone(),
                     "Write-only attribute needs a newer Terraform",
-                    format!("`{}` is write-only: it is never stored in state, which needs Terraform 1.11+ or OpenTofu 1.11+. Upgrade, or leave it unset.", a.name),
+                    format!("`{path}` is write-only: it is never stored in state, which needs Terraform 1.11+ or OpenTofu 1.11+. Upgrade, or leave it unset."),
                 );
             }
         }
@@ -208,7 +233,7 @@ impl Dispatcher {
         .map_or_else(|d| d, |()| diagnostics)
     }
 
-    pub async fn plan(&self, type_name: &str, req: PlanRequest) -> PlanResponse {
+    pub async fn plan(&self, type_name: &str, mut req: PlanRequest) -> PlanResponse {
         tracing::debug!(type_name, "plan");
         let r = match self.resource(type_name) {
             Ok(r) => r,
@@ -227,12 +252,24 @@ impl Dispatcher {
             };
         }
         let mut diagnostics = Diagnostics::new();
-        r.implementation.validate(&req.config, &mut diagnostics);
+        let validated = validate_guarded(type_name, || {
+            r.implementation.validate(&req.config, &mut diagnostics)
+        });
+        if let Err(panicked) = validated {
+            diagnostics = panicked;
+        }
         if diagnostics.has_errors() {
             return PlanResponse {
                 diagnostics,
                 ..Default::default()
             };
+        }
+        if req.prior_state.is_null()
+            || changes(&r.schema, &req.prior_state, &req.proposed_new_state)
+        {
+            // Like terraform-plugin-framework: only a create or a change makes unset computed
+            // values unknown; an unchanged resource keeps its (possibly null) computed values.
+            mark_unset_computed_unknown(&r.schema.block, &mut req.proposed_new_state, &req.config);
         }
         let (prior, prior_private) = (req.prior_state.clone(), req.prior_private.clone());
         let mut resp =
@@ -246,20 +283,13 @@ impl Dispatcher {
                 }
             };
         if !prior.is_null() && !resp.planned_state.is_null() {
-            // Write-only values are never in prior state: comparing them would replace every time.
-            let replacing = r.schema.block.attributes.iter().filter(|a| {
-                a.requires_replace
-                    && !a.write_only
-                    && prior.attr(&a.name) != resp.planned_state.attr(&a.name)
-            });
-            for a in replacing {
-                let path = AttributePath::attr(&a.name);
+            for path in requires_replace(&r.schema.block, &prior, &resp.planned_state) {
                 if !resp.requires_replace.contains(&path) {
                     resp.requires_replace.push(path);
                 }
             }
         }
-        null_write_only(&r.schema.block.attributes, &mut resp.planned_state);
+        null_write_only(&r.schema.block, &mut resp.planned_state);
         resp.private.get_or_insert(prior_private);
         diagnostics.extend(std::mem::take(&mut resp.diagnostics));
         resp.diagnostics = diagnostics;
@@ -308,7 +338,7 @@ impl Dispatcher {
                 format!("{type_name} reported success but returned no state after create. This is a bug in the provider; please report it."),
             );
         }
-        null_write_only(&r.schema.block.attributes, &mut resp.new_state);
+        null_write_only(&r.schema.block, &mut resp.new_state);
         resp.private.get_or_insert(prior_private);
         resp
     }
@@ -346,7 +376,7 @@ impl Dispatcher {
             // A failed refresh must not drop the resource from state (the helm_release trap).
             resp.new_state = current;
         }
-        null_write_only(&r.schema.block.attributes, &mut resp.new_state);
+        null_write_only(&r.schema.block, &mut resp.new_state);
         resp.private.get_or_insert(private);
         resp
     }
@@ -376,7 +406,7 @@ impl Dispatcher {
             },
         };
         for imported in &mut resp.imported {
-            null_write_only(&r.schema.block.attributes, &mut imported.state);
+            null_write_only(&r.schema.block, &mut imported.state);
         }
         resp
     }
@@ -392,7 +422,7 @@ impl Dispatcher {
                 };
             }
         };
-        guarded(
+        let mut resp = guarded(
             type_name,
             "state upgrade",
             r.implementation.upgrade_state(&self.ctx(), req),
@@ -401,7 +431,9 @@ impl Dispatcher {
         .unwrap_or_else(|diagnostics| UpgradeResponse {
             diagnostics,
             ..Default::default()
-        })
+        });
+        null_write_only(&r.schema.block, &mut resp.upgraded_state);
+        resp
     }
 
     pub async fn move_state(&self, type_name: &str, req: MoveRequest) -> MoveResponse {
@@ -415,7 +447,7 @@ impl Dispatcher {
                 };
             }
         };
-        guarded(
+        let mut resp = guarded(
             type_name,
             "move",
             r.implementation.move_state(&self.ctx(), req),
@@ -424,7 +456,9 @@ impl Dispatcher {
         .unwrap_or_else(|diagnostics| MoveResponse {
             diagnostics,
             ..Default::default()
-        })
+        });
+        null_write_only(&r.schema.block, &mut resp.target_state);
+        resp
     }
 
     pub async fn read_data_source(&self, type_name: &str, config: Value) -> DataReadResponse {
@@ -451,20 +485,21 @@ impl Dispatcher {
     }
 }
 
+/// Whether `proposed` differs from `prior`, sets compared as sets and write-only values (never in
+/// prior state) left out.
+fn changes(schema: &Schema, prior: &Value, proposed: &Value) -> bool {
+    let (mut prior, mut proposed) = (prior.clone(), proposed.clone());
+    null_write_only(&schema.block, &mut prior);
+    null_write_only(&schema.block, &mut proposed);
+    prior != proposed
+}
+
 /// Terraform does not warn about deprecated attributes by itself: the provider does, at validate,
-/// for every deprecated top-level attribute the configuration sets.
+/// for every deprecated attribute or block the configuration sets, at any depth.
 fn deprecation_warnings(schema: &Schema, config: &Value) -> Diagnostics {
     let mut diagnostics = Diagnostics::new();
-    for a in &schema.block.attributes {
-        let (Some(message), Some(value)) = (&a.deprecated, config.attr(&a.name)) else {
-            continue;
-        };
-        if !value.is_null() {
-            diagnostics.push(
-                super::Diagnostic::warning("Deprecated attribute", message.clone())
-                    .at(AttributePath::attr(&a.name)),
-            );
-        }
+    for (path, message) in deprecated_set(&schema.block, config) {
+        diagnostics.push(super::Diagnostic::warning("Deprecated attribute", message).at(path));
     }
     diagnostics
 }
@@ -570,5 +605,258 @@ pub(crate) fn upgrade_same_version(
                 ..Default::default()
             }
         }
+    }
+}
+
+/// Provider-defined functions. They are pure: no provider configuration, no cluster.
+impl Dispatcher {
+    /// Registers `functions` (by [`super::Function::name`]).
+    pub fn with_functions(mut self, functions: Vec<Arc<dyn super::Function>>) -> Self {
+        self.functions
+            .extend(functions.into_iter().map(|f| (f.name().to_owned(), f)));
+        self
+    }
+
+    /// Every function with its signature, in name order.
+    pub fn functions(&self) -> impl Iterator<Item = (&str, super::Signature)> {
+        self.functions
+            .iter()
+            .map(|(name, f)| (name.as_str(), f.signature()))
+    }
+
+    /// The function named `name`.
+    ///
+    /// # Errors
+    /// A [`super::FunctionError`] naming the function when the provider has none by that name.
+    pub fn function(&self, name: &str) -> Result<&dyn super::Function, super::FunctionError> {
+        self.functions.get(name).map(AsRef::as_ref).ok_or_else(|| {
+            super::FunctionError::new(format!(
+                "The talosboot provider has no function named {name:?}. Check the spelling, or upgrade the provider if it was added in a later version."
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::framework::{Attribute, Block, Nesting};
+
+    struct NoProvider;
+
+    impl Provider for NoProvider {
+        fn schema(&self) -> Schema {
+            Schema::default()
+        }
+        fn validate(&self, _: &Value, _: &mut Diagnostics) {}
+        fn configure(&self, _: &Value, _: &mut Diagnostics) -> Option<Configured> {
+            None
+        }
+        fn unconfigured(&self) -> Configured {
+            Configured {
+                data: Arc::new(()),
+                unknown: false,
+            }
+        }
+    }
+
+    /// Records the capabilities it was called with; panics in validate when `name` is "panic";
+    /// answers upgrade and move with its input (write-only value included).
+    #[derive(Default)]
+    struct Probe {
+        seen: Mutex<Vec<ClientCapabilities>>,
+    }
+
+    fn probe_schema() -> Schema {
+        Schema::new(
+            0,
+            Block::new(
+                "",
+                vec![
+                    Attribute::required("name", Type::String, ""),
+                    Attribute::optional("inner", Type::Dynamic, "").nested(
+                        Nesting::Single,
+                        vec![Attribute::optional("key", Type::String, "").write_only()],
+                    ),
+                ],
+            ),
+        )
+    }
+
+    fn state(name: &str, key: &str) -> Value {
+        Value::Object(BTreeMap::from([
+            ("name".into(), name.into()),
+            (
+                "inner".into(),
+                Value::Object(BTreeMap::from([("key".into(), key.into())])),
+            ),
+        ]))
+    }
+
+    #[async_trait]
+    impl Resource for Probe {
+        fn type_name(&self) -> &'static str {
+            "probe"
+        }
+        fn schema(&self) -> Schema {
+            probe_schema()
+        }
+        fn validate(&self, config: &Value, _: &mut Diagnostics) {
+            assert_ne!(config.attr("name").and_then(Value::as_str), Some("panic"));
+        }
+        async fn plan(&self, _: &Ctx, req: PlanRequest) -> PlanResponse {
+            self.seen
+                .lock()
+                .expect("lock")
+                .push(req.client_capabilities);
+            PlanResponse {
+                planned_state: req.proposed_new_state,
+                ..Default::default()
+            }
+        }
+        async fn apply(&self, _: &Ctx, req: ApplyRequest) -> ApplyResponse {
+            ApplyResponse {
+                new_state: req.planned_state,
+                ..Default::default()
+            }
+        }
+        async fn read(&self, _: &Ctx, req: ReadRequest) -> ReadResponse {
+            self.seen
+                .lock()
+                .expect("lock")
+                .push(req.client_capabilities);
+            ReadResponse {
+                new_state: req.current_state,
+                ..Default::default()
+            }
+        }
+        async fn import(&self, _: &Ctx, req: ImportRequest) -> ImportResponse {
+            self.seen
+                .lock()
+                .expect("lock")
+                .push(req.client_capabilities);
+            ImportResponse::default()
+        }
+        async fn upgrade_state(&self, _: &Ctx, _: UpgradeRequest) -> UpgradeResponse {
+            UpgradeResponse {
+                upgraded_state: state("old", "MARKER-upgrade"),
+                diagnostics: Diagnostics::new(),
+            }
+        }
+        async fn move_state(&self, _: &Ctx, _: MoveRequest) -> MoveResponse {
+            MoveResponse {
+                target_state: state("moved", "MARKER-move"),
+                ..Default::default()
+            }
+        }
+    }
+
+    fn dispatcher(probe: Arc<Probe>) -> Dispatcher {
+        Dispatcher::new(
+            Arc::new(NoProvider),
+            vec![probe],
+            Vec::new(),
+            CancellationToken::new(),
+        )
+    }
+
+    fn inner_key(v: &Value) -> Option<&Value> {
+        v.attr("inner").and_then(|i| i.attr("key"))
+    }
+
+    #[tokio::test]
+    async fn upgraded_and_moved_state_never_carries_write_only_values() {
+        let d = dispatcher(Arc::default());
+        let upgraded = d
+            .upgrade(
+                "probe",
+                UpgradeRequest {
+                    version: 0,
+                    raw_json: b"{}".to_vec(),
+                },
+            )
+            .await;
+        assert_eq!(inner_key(&upgraded.upgraded_state), Some(&Value::Null));
+        let moved = d
+            .move_state(
+                "probe",
+                MoveRequest {
+                    source_provider_address: "x".into(),
+                    source_type_name: "y".into(),
+                    source_schema_version: 0,
+                    source_state_json: b"{}".to_vec(),
+                    source_private: Vec::new(),
+                },
+            )
+            .await;
+        assert_eq!(inner_key(&moved.target_state), Some(&Value::Null));
+    }
+
+    #[tokio::test]
+    async fn a_panic_in_validate_during_plan_is_a_diagnostic() {
+        let d = dispatcher(Arc::default());
+        let config = state("panic", "k");
+        let resp = d
+            .plan(
+                "probe",
+                PlanRequest {
+                    prior_state: Value::Null,
+                    proposed_new_state: config.clone(),
+                    config,
+                    prior_private: Vec::new(),
+                    client_capabilities: ClientCapabilities::default(),
+                },
+            )
+            .await;
+        let d = resp.diagnostics.iter().next().expect("a diagnostic");
+        assert_eq!(d.summary, "Provider bug");
+        assert!(d.detail.contains("validate"), "{}", d.detail);
+    }
+
+    #[tokio::test]
+    async fn client_capabilities_reach_plan_read_and_import() {
+        let probe = Arc::new(Probe::default());
+        let d = dispatcher(probe.clone());
+        let caps = ClientCapabilities {
+            deferral_allowed: true,
+            write_only_attributes_allowed: true,
+        };
+        let config = state("a", "k");
+        let planned = d
+            .plan(
+                "probe",
+                PlanRequest {
+                    prior_state: Value::Null,
+                    proposed_new_state: config.clone(),
+                    config: config.clone(),
+                    prior_private: Vec::new(),
+                    client_capabilities: caps,
+                },
+            )
+            .await;
+        assert!(!planned.diagnostics.has_errors());
+        assert_eq!(inner_key(&planned.planned_state), Some(&Value::Null));
+        d.read(
+            "probe",
+            ReadRequest {
+                current_state: config,
+                private: Vec::new(),
+                client_capabilities: caps,
+            },
+        )
+        .await;
+        d.import(
+            "probe",
+            ImportRequest {
+                id: "a".into(),
+                client_capabilities: caps,
+            },
+        )
+        .await;
+        assert_eq!(*probe.seen.lock().expect("lock"), vec![caps; 3]);
     }
 }

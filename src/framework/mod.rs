@@ -3,14 +3,19 @@
 
 mod diagnostics;
 pub mod dispatcher;
+pub mod function;
 pub mod model;
 pub mod plan;
+pub mod private;
 mod resource;
 mod schema;
+pub mod secret_hash;
 
 pub use diagnostics::{Diagnostic, Diagnostics, Severity};
 pub use dispatcher::Dispatcher;
+pub use function::{Arguments, Function, FunctionError, Parameter, Signature};
 pub use resource::*;
 pub use schema::{
-    Attribute, AttributeType, Block, NestedBlock, Nesting, Schema, null_write_only, write_only_set,
+    Attribute, AttributeType, Block, NestedBlock, Nesting, Schema, deprecated_set, null_write_only,
+    requires_replace, write_only_set,
 };

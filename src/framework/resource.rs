@@ -5,28 +5,87 @@
 //! move-state have defaults that answer with a proper diagnostic, so an unimplemented feature is a
 //! message to the user, never a crash.
 
+use std::any::Any;
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::{Diagnostics, Schema};
-use crate::cluster::ClusterHandle;
 use crate::values::Value;
 
-/// What an operation may use: the lazily connected cluster, and a token that is cancelled when
+/// What ConfigureProvider produced, carried opaquely to every operation (the framework's
+/// `ProviderData`): the provider decides its type, resources get it back with
+/// [`Ctx::provider_data`].
+pub type ProviderData = Arc<dyn Any + Send + Sync>;
+
+/// What an operation may use: the configured provider data, and a token that is cancelled when
 /// Terraform calls StopProvider (or the process shuts down).
 #[derive(Clone)]
 pub struct Ctx {
-    pub cluster: ClusterHandle,
+    provider_data: ProviderData,
     pub cancel: CancellationToken,
+}
+
+impl Ctx {
+    pub fn new(provider_data: ProviderData, cancel: CancellationToken) -> Self {
+        Self {
+            provider_data,
+            cancel,
+        }
+    }
+
+    /// The provider data as the type the provider configured, or `None` for another type.
+    pub fn provider_data<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.provider_data.downcast_ref::<T>()
+    }
+}
+
+/// The result of configuring the provider.
+pub struct Configured {
+    /// Handed to every operation through [`Ctx::provider_data`].
+    pub data: ProviderData,
+    /// Some setting that decides where operations go is unknown (plan before the cluster exists):
+    /// the dispatcher then keeps state as it is on refresh, and defers data sources when allowed.
+    pub unknown: bool,
+}
+
+/// The provider block: its schema, validation without I/O, and configuration into provider data.
+/// The framework knows nothing of what the data is.
+pub trait Provider: Send + Sync + 'static {
+    fn schema(&self) -> Schema;
+
+    /// ValidateProviderConfig: checks without I/O. Values may be unknown; skip checks on unknowns.
+    /// (Deprecation warnings come from the dispatcher.)
+    fn validate(&self, config: &Value, diagnostics: &mut Diagnostics);
+
+    /// ConfigureProvider. `None` (with errors in `diagnostics`) keeps the previous provider data.
+    fn configure(&self, config: &Value, diagnostics: &mut Diagnostics) -> Option<Configured>;
+
+    /// What operations see before ConfigureProvider (e.g. in validation RPCs).
+    fn unconfigured(&self) -> Configured;
+}
+
+/// What the client (Terraform/OpenTofu) announced it understands, per request. Clients that predate
+/// a capability send nothing: every field is then `false`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientCapabilities {
+    /// The client understands a deferred response (plan/read/import can wait for a later round).
+    pub deferral_allowed: bool,
+    /// The client understands write-only attributes (never stores them).
+    pub write_only_attributes_allowed: bool,
 }
 
 pub struct PlanRequest {
     /// Null when the resource is being created.
     pub prior_state: Value,
     /// Terraform's merge of config into prior state; null when the resource is being destroyed.
+    /// Computed attributes the config leaves unset and Terraform proposes as null arrive unknown
+    /// (at the top level and in nested single objects): the dispatcher marks them before `plan`.
     pub proposed_new_state: Value,
     pub config: Value,
     pub prior_private: Vec<u8>,
+    pub client_capabilities: ClientCapabilities,
 }
 
 #[derive(Default)]
@@ -59,6 +118,7 @@ pub struct ApplyResponse {
 pub struct ReadRequest {
     pub current_state: Value,
     pub private: Vec<u8>,
+    pub client_capabilities: ClientCapabilities,
 }
 
 #[derive(Default)]
@@ -72,6 +132,7 @@ pub struct ReadResponse {
 
 pub struct ImportRequest {
     pub id: String,
+    pub client_capabilities: ClientCapabilities,
 }
 
 pub struct ImportedResource {

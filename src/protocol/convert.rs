@@ -3,8 +3,8 @@
 
 use super::proto as pb;
 use crate::framework::{
-    Attribute, AttributeType, Block, Diagnostic, Diagnostics, NestedBlock, Nesting, Schema,
-    Severity,
+    Attribute, AttributeType, Block, ClientCapabilities, Diagnostic, Diagnostics, NestedBlock,
+    Nesting, Schema, Severity,
 };
 use crate::values::{AttributePath, PathStep, Type, Value, from_json, from_msgpack, to_msgpack};
 
@@ -30,6 +30,14 @@ pub fn decode(
             format!("Terraform sent a value this provider could not decode: {e}. This usually means Terraform and the provider disagree on the schema; run `terraform init -upgrade`."),
         );
         if path.is_root() { d } else { d.at(path) }
+    })
+}
+
+/// The capabilities a request announced; none when the client predates them (Terraform < 1.9).
+pub fn capabilities_of(capabilities: Option<pb::ClientCapabilities>) -> ClientCapabilities {
+    capabilities.map_or_else(ClientCapabilities::default, |c| ClientCapabilities {
+        deferral_allowed: c.deferral_allowed,
+        write_only_attributes_allowed: c.write_only_attributes_allowed,
     })
 }
 
@@ -152,5 +160,20 @@ fn attribute(a: &Attribute) -> pb::schema::Attribute {
         description_kind: pb::StringKind::Markdown as i32,
         deprecated: a.deprecated.is_some(),
         write_only: a.write_only,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_capabilities_are_decoded_and_absent_means_none() {
+        let caps = capabilities_of(Some(pb::ClientCapabilities {
+            deferral_allowed: true,
+            write_only_attributes_allowed: false,
+        }));
+        assert!(caps.deferral_allowed && !caps.write_only_attributes_allowed);
+        assert_eq!(capabilities_of(None), ClientCapabilities::default());
     }
 }

@@ -2,6 +2,7 @@
 //! decodes, delegates to the framework dispatcher and encodes.
 
 mod convert;
+mod functions;
 pub mod proto;
 mod server;
 
@@ -9,17 +10,15 @@ use std::sync::Arc;
 
 pub use server::ProviderService;
 
-use crate::plugin::{MAX_MESSAGE_SIZE, ServeContext};
+use crate::framework::Dispatcher;
 
-/// The provider's gRPC routes, as the plugin runtime serves them.
-pub fn routes(ctx: &ServeContext) -> tonic::service::Routes {
-    let test_resources = std::env::var(crate::provider::TEST_RESOURCES_ENV).as_deref() == Ok("1");
-    let dispatcher = Arc::new(crate::provider::dispatcher(
-        ctx.shutdown.clone(),
-        test_resources,
-    ));
-    let service = proto::provider_server::ProviderServer::new(ProviderService::new(dispatcher))
-        .max_decoding_message_size(MAX_MESSAGE_SIZE)
-        .max_encoding_message_size(MAX_MESSAGE_SIZE);
-    tonic::service::Routes::new(service)
+/// The tfplugin6 `Provider` gRPC service over `dispatcher`, accepting and sending messages of up to
+/// `max_message_size` bytes (Terraform allows 256 MiB).
+pub fn server(
+    dispatcher: Arc<Dispatcher>,
+    max_message_size: usize,
+) -> proto::provider_server::ProviderServer<ProviderService> {
+    proto::provider_server::ProviderServer::new(ProviderService::new(dispatcher))
+        .max_decoding_message_size(max_message_size)
+        .max_encoding_message_size(max_message_size)
 }

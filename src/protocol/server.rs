@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
-use super::convert::{decode, diagnostic, diagnostics, encode, path_to_proto, schema};
+use super::convert::{
+    capabilities_of, decode, diagnostic, diagnostics, encode, path_to_proto, schema,
+};
+use super::functions;
 use super::proto as pb;
 use crate::framework::dispatcher::unknown_type;
 use crate::framework::{
@@ -116,6 +119,7 @@ impl pb::provider_server::Provider for ProviderService {
                     type_name: n.to_owned(),
                 })
                 .collect(),
+            functions: functions::metadata(&self.dispatcher),
             ..Default::default()
         }))
     }
@@ -136,6 +140,7 @@ impl pb::provider_server::Provider for ProviderService {
                 .map(|(n, s)| (n.to_owned(), schema(s)))
                 .collect(),
             server_capabilities: Some(capabilities()),
+            functions: functions::definitions(d),
             ..Default::default()
         }))
     }
@@ -192,9 +197,8 @@ impl pb::provider_server::Provider for ProviderService {
             R,
             decode(req.config.as_ref(), ty, "configuration").map_err(one)
         );
-        let write_only_allowed = req
-            .client_capabilities
-            .is_some_and(|c| c.write_only_attributes_allowed);
+        let write_only_allowed =
+            capabilities_of(req.client_capabilities).write_only_attributes_allowed;
         let diags = self
             .dispatcher
             .validate_resource(&req.type_name, &config, write_only_allowed);
@@ -297,6 +301,7 @@ impl pb::provider_server::Provider for ProviderService {
                 ReadRequest {
                     current_state,
                     private: req.private,
+                    client_capabilities: capabilities_of(req.client_capabilities),
                 },
             )
             .await;
@@ -327,6 +332,7 @@ impl pb::provider_server::Provider for ProviderService {
                 )?,
                 config: decode(req.config.as_ref(), ty, "configuration")?,
                 prior_private: req.prior_private,
+                client_capabilities: capabilities_of(req.client_capabilities),
             })
         })();
         let plan = try_diags!(R, decoded.map_err(one));
@@ -382,7 +388,13 @@ impl pb::provider_server::Provider for ProviderService {
         let ty = try_diags!(R, self.resource_type(&req.type_name));
         let resp = self
             .dispatcher
-            .import(&req.type_name, ImportRequest { id: req.id })
+            .import(
+                &req.type_name,
+                ImportRequest {
+                    id: req.id,
+                    client_capabilities: capabilities_of(req.client_capabilities),
+                },
+            )
             .await;
         let mut diags = resp.diagnostics;
         let mut imported_resources = Vec::new();
@@ -448,7 +460,7 @@ impl pb::provider_server::Provider for ProviderService {
             R,
             decode(req.config.as_ref(), ty, "configuration").map_err(one)
         );
-        let deferral_allowed = req.client_capabilities.is_some_and(|c| c.deferral_allowed);
+        let deferral_allowed = capabilities_of(req.client_capabilities).deferral_allowed;
         if deferral_allowed && self.dispatcher.provider_config_unknown() {
             return Ok(Response::new(R {
                 deferred: Some(pb::Deferred {
@@ -518,23 +530,20 @@ impl pb::provider_server::Provider for ProviderService {
         &self,
         _: Request<pb::get_functions::Request>,
     ) -> Result<Response<pb::get_functions::Response>, Status> {
-        Ok(Response::new(pb::get_functions::Response::default()))
+        Ok(Response::new(pb::get_functions::Response {
+            functions: functions::definitions(&self.dispatcher),
+            diagnostics: Vec::new(),
+        }))
     }
 
     async fn call_function(
         &self,
         request: Request<pb::call_function::Request>,
     ) -> Result<Response<pb::call_function::Response>, Status> {
-        Ok(Response::new(pb::call_function::Response {
-            result: None,
-            error: Some(pb::FunctionError {
-                text: format!(
-                    "The talosboot provider has no function named {:?}.",
-                    request.get_ref().name
-                ),
-                function_argument: None,
-            }),
-        }))
+        Ok(Response::new(functions::call(
+            &self.dispatcher,
+            request.into_inner(),
+        )))
     }
 
     async fn stop_provider(

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::cluster::ClusterError;
-use crate::framework::{DataSource, Diagnostic, Resource};
+use crate::cluster::{ClusterError, ClusterHandle};
+use crate::framework::{Ctx, DataSource, Diagnostic, Resource};
 use crate::values::Value;
 
 pub mod cilium;
@@ -13,13 +13,17 @@ pub mod engine_report;
 pub mod flux_bootstrap;
 pub mod helm_release;
 pub mod private;
+pub mod release;
 pub mod test_object;
 
 /// The resources users can declare, plus `talosboot_test_object` when `include_test_resources`
 /// (protocol tests exercise the managed-resource RPCs with it).
 pub fn resources(include_test_resources: bool) -> Vec<Arc<dyn Resource>> {
-    let mut out: Vec<Arc<dyn Resource>> = vec![Arc::new(cilium::CiliumResource)];
-    out.push(Arc::new(flux_bootstrap::FluxBootstrap));
+    let mut out: Vec<Arc<dyn Resource>> = vec![
+        Arc::new(cilium::CiliumResource::default()),
+        Arc::new(helm_release::HelmReleaseResource::default()),
+        Arc::new(flux_bootstrap::FluxBootstrap),
+    ];
     if include_test_resources {
         out.push(Arc::new(test_object::TestObject));
     }
@@ -28,6 +32,14 @@ pub fn resources(include_test_resources: bool) -> Vec<Arc<dyn Resource>> {
 
 pub fn data_sources() -> Vec<Arc<dyn DataSource>> {
     vec![Arc::new(helm_release::HelmReleaseDataSource)]
+}
+
+/// The cluster the provider was configured with (an unconfigured handle, whose clients answer
+/// [`ClusterError::NotConfigured`], before ConfigureProvider). The one way resources reach it.
+pub fn cluster(ctx: &Ctx) -> ClusterHandle {
+    ctx.provider_data::<ClusterHandle>()
+        .cloned()
+        .unwrap_or_else(ClusterHandle::unconfigured)
 }
 
 /// Builds an object value from attribute pairs.
@@ -49,4 +61,21 @@ pub(crate) fn cluster_diagnostic(what: &str, err: &ClusterError) -> Diagnostic {
         format!("{err}.\n\n{hint}")
     };
     Diagnostic::error(format!("Failed to {what}"), detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::cluster::ProviderConfig;
+
+    #[test]
+    fn resources_reach_the_configured_cluster_through_the_provider_data() {
+        let configured = ClusterHandle::new(ProviderConfig::Unknown);
+        let ctx = Ctx::new(Arc::new(configured), Default::default());
+        assert_eq!(cluster(&ctx).config(), &ProviderConfig::Unknown);
+        let other = Ctx::new(Arc::new("not a cluster"), Default::default());
+        assert_eq!(cluster(&other).config(), &ProviderConfig::Missing);
+    }
 }

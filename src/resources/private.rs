@@ -1,21 +1,19 @@
-//! Private state of talosboot resources: versioned JSON that Terraform stores beside the state
-//! and hands back unchanged. It holds the per-resource salt of hashes of secret-bearing inputs, so
-//! identical values do not hash identically across resources or users.
-
-use std::io::Read;
+//! Private state of talosboot's release resources, through the framework's versioned helper: the
+//! per-resource salt of hashes of secret-bearing inputs (so identical values do not hash alike
+//! across resources or users), and who owns the release when it is not us any more.
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::helm_release::sha256_hex;
+use crate::framework::private;
+use crate::framework::secret_hash::{new_salt, salted_sha256};
 
 const VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Private {
-    pub v: u32,
     /// Hex salt of `values_sha256`-style hashes.
     pub salt: String,
-    /// Who owns the release when it is not us any more (a GitOps tool), as seen by the last read.
+    /// The GitOps tool that owns the release, as seen by the last read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
 }
@@ -23,45 +21,33 @@ pub struct Private {
 impl Private {
     /// Decodes private state; anything unreadable (or of another version) starts afresh.
     pub fn decode(bytes: &[u8]) -> Private {
-        serde_json::from_slice::<Private>(bytes)
-            .ok()
-            .filter(|p| p.v == VERSION && !p.salt.is_empty())
+        private::get::<Private>(bytes, VERSION)
+            .filter(|p| !p.salt.is_empty())
             .unwrap_or_else(Private::fresh)
     }
 
     pub fn fresh() -> Private {
         Private {
-            v: VERSION,
-            salt: new_salt(),
+            // Without a random source the salt is per process and time: still differs between users.
+            salt: new_salt().unwrap_or_else(|_| {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or_default();
+                format!("{nanos:x}{:x}", std::process::id())
+            }),
             owner: None,
         }
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
+        private::set(self, VERSION)
     }
 
-    /// `sha256:<hex>` of the salt and `digest` (itself a hash of the secret-bearing input).
+    /// The salted hash of `digest` (itself a hash of the secret-bearing input).
     pub fn salted(&self, digest: &str) -> String {
-        format!(
-            "sha256:{}",
-            sha256_hex(format!("{}:{digest}", self.salt).as_bytes())
-        )
+        salted_sha256(self.salt.as_bytes(), digest.as_bytes())
     }
-}
-
-fn new_salt() -> String {
-    let mut bytes = [0u8; 16];
-    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if random.is_err() {
-        // No urandom (unusual): time and process still make salts differ between resources.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        return sha256_hex(format!("{nanos}/{}", std::process::id()).as_bytes())[..32].to_owned();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -79,6 +65,6 @@ mod tests {
             "same input, different resources"
         );
         assert_eq!(Private::decode(&a.encode()), a);
-        assert_eq!(Private::decode(b"garbage").v, VERSION);
+        assert!(!Private::decode(b"garbage").salt.is_empty());
     }
 }

@@ -168,14 +168,23 @@ impl Decoder {
             (Type::Bool, Json::String(s)) => match s.as_str() {
                 "true" => Ok(Value::Bool(true)),
                 "false" => Ok(Value::Bool(false)),
-                _ => Err(self.err(format!("bool is required, found string {s:?}"))),
+                // Never the string itself: it may be a secret.
+                _ => Err(self.err(format!(
+                    "bool is required, found a string of {} bytes that is not \"true\" or \"false\"",
+                    s.len()
+                ))),
             },
             (Type::Number, Json::Number(text)) => Number::parse_decimal(text)
                 .map(Value::Number)
-                .ok_or_else(|| self.err(format!("invalid number {text:?}"))),
+                .ok_or_else(|| self.err("invalid number")),
             (Type::Number, Json::String(s)) => Number::parse_decimal(s.trim())
                 .map(Value::Number)
-                .ok_or_else(|| self.err(format!("number is required, found string {s:?}"))),
+                .ok_or_else(|| {
+                    self.err(format!(
+                        "number is required, found a string of {} bytes that is not a number",
+                        s.len()
+                    ))
+                }),
             (Type::String, Json::String(s)) => Ok(Value::String(s)),
             (Type::String, Json::Number(text)) => Ok(Value::String(text.to_owned())),
             (Type::String, Json::Bool(b)) => Ok(Value::String(b.to_string())),
@@ -331,7 +340,7 @@ impl Encoder {
             (Value::Number(n), Type::Number) => {
                 let text = n
                     .to_decimal_string()
-                    .ok_or_else(|| self.err(format!("{n:?} cannot be written as JSON")))?;
+                    .ok_or_else(|| self.err("a number that cannot be written as JSON"))?;
                 self.out.extend_from_slice(text.as_bytes());
                 Ok(())
             }

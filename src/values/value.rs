@@ -2,6 +2,7 @@
 //! when encoding, so a value never needs to repeat it.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use super::Type;
 
@@ -18,7 +19,8 @@ pub enum Number {
 
 /// What Terraform already knows about an unknown value (cty "refinements", msgpack extension 12).
 /// Providers mostly pass these through; keeping them lets plans stay as precise as Terraform made them.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// `Debug` does not print the string prefix (it can be the start of a secret).
+#[derive(Clone, PartialEq, Default)]
 pub struct Refinements {
     /// The value is known not to be null.
     pub not_null: bool,
@@ -33,7 +35,10 @@ pub struct Refinements {
 }
 
 /// A cty value.
-#[derive(Debug, Clone, PartialEq, Default)]
+///
+/// Equality is cty's: sets compare as sets (the same elements in any order, each as often), so
+/// replacement and change decisions do not depend on the order Terraform happened to send.
+#[derive(Clone, Default)]
 pub enum Value {
     #[default]
     Null,
@@ -49,6 +54,99 @@ pub enum Value {
     Tuple(Vec<Value>),
     /// A value of a dynamically typed attribute, with the concrete type it was encoded with.
     Dynamic(Type, Box<Value>),
+}
+
+/// Prints the structure (kinds, attribute names and map keys, numbers, bools) but never a string's
+/// content, so `debug!(?config)` cannot leak a kubeconfig or a deploy key. Strings show as
+/// `String(<N bytes>)`.
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => f.write_str("Null"),
+            Value::Unknown(None) => f.write_str("Unknown"),
+            Value::Unknown(Some(r)) => f.debug_tuple("Unknown").field(r).finish(),
+            Value::Bool(b) => f.debug_tuple("Bool").field(b).finish(),
+            Value::Number(n) => f.debug_tuple("Number").field(n).finish(),
+            Value::String(s) => write!(f, "String(<{} bytes>)", s.len()),
+            Value::List(items) => {
+                f.write_str("List")?;
+                f.debug_list().entries(items).finish()
+            }
+            Value::Set(items) => {
+                f.write_str("Set")?;
+                f.debug_list().entries(items).finish()
+            }
+            Value::Tuple(items) => {
+                f.write_str("Tuple")?;
+                f.debug_list().entries(items).finish()
+            }
+            Value::Map(items) => {
+                f.write_str("Map")?;
+                f.debug_map().entries(items).finish()
+            }
+            Value::Object(attrs) => {
+                f.write_str("Object")?;
+                f.debug_map().entries(attrs).finish()
+            }
+            Value::Dynamic(ty, inner) => f.debug_tuple("Dynamic").field(ty).field(inner).finish(),
+        }
+    }
+}
+
+impl fmt::Debug for Refinements {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Refinements")
+            .field("not_null", &self.not_null)
+            .field(
+                "string_prefix",
+                &self
+                    .string_prefix
+                    .as_ref()
+                    .map(|p| format!("<{} bytes>", p.len())),
+            )
+            .field("number_lower", &self.number_lower)
+            .field("number_upper", &self.number_upper)
+            .field("length_lower", &self.length_lower)
+            .field("length_upper", &self.length_upper)
+            .finish()
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        use Value::*;
+        match (self, other) {
+            (Null, Null) => true,
+            (Unknown(a), Unknown(b)) => a == b,
+            (Bool(a), Bool(b)) => a == b,
+            (Number(a), Number(b)) => a == b,
+            (String(a), String(b)) => a == b,
+            (List(a), List(b)) | (Tuple(a), Tuple(b)) => a == b,
+            (Set(a), Set(b)) => same_elements(a, b),
+            (Map(a), Map(b)) | (Object(a), Object(b)) => a == b,
+            (Dynamic(ta, a), Dynamic(tb, b)) => ta == tb && a == b,
+            _ => false,
+        }
+    }
+}
+
+/// Multiset equality: every element of `a` matched with a distinct equal element of `b`.
+fn same_elements(a: &[Value], b: &[Value]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if a == b {
+        return true;
+    }
+    let mut unmatched: Vec<&Value> = b.iter().collect();
+    a.iter()
+        .all(|x| match unmatched.iter().position(|y| x == *y) {
+            Some(i) => {
+                unmatched.swap_remove(i);
+                true
+            }
+            None => false,
+        })
 }
 
 impl Value {
@@ -236,6 +334,45 @@ impl Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_shows_structure_but_no_string_content() {
+        let value = Value::Object(BTreeMap::from([
+            (
+                "kubeconfig".to_owned(),
+                Value::from("MARKER-kubeconfig-secret"),
+            ),
+            ("replicas".to_owned(), Value::int(3)),
+            (
+                "pending".to_owned(),
+                Value::Unknown(Some(Box::new(Refinements {
+                    string_prefix: Some("MARKER-prefix".into()),
+                    ..Default::default()
+                }))),
+            ),
+        ]));
+        let printed = format!("{value:?} {value:#?}");
+        assert!(!printed.contains("MARKER"), "{printed}");
+        assert!(printed.contains("kubeconfig") && printed.contains("String(<24 bytes>)"));
+        assert!(printed.contains("Int(3)"), "{printed}");
+    }
+
+    #[test]
+    fn sets_are_equal_in_any_order_lists_are_not() {
+        let (a, b) = (Value::from("a"), Value::from("b"));
+        assert_eq!(
+            Value::Set(vec![a.clone(), b.clone()]),
+            Value::Set(vec![b.clone(), a.clone()])
+        );
+        assert_ne!(
+            Value::Set(vec![a.clone(), a.clone()]),
+            Value::Set(vec![a.clone(), b.clone()])
+        );
+        assert_ne!(
+            Value::List(vec![a.clone(), b.clone()]),
+            Value::List(vec![b, a])
+        );
+    }
 
     #[test]
     fn implied_types() {

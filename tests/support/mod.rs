@@ -68,7 +68,23 @@ const SCRUBBED_ENV: &[&str] = &[
 ];
 
 /// Lines captured from a child's pipe, shared with the reading task.
-pub type Captured = Arc<Mutex<Vec<String>>>;
+/// Lines read from a pipe so far, and whether the pipe reached its end.
+#[derive(Clone, Default)]
+pub struct Captured {
+    lines: Arc<Mutex<Vec<String>>>,
+    closed: Arc<tokio::sync::Notify>,
+    at_end: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Captured {
+    /// Waits until the pipe is at its end (the process closed it, e.g. by exiting).
+    async fn until_closed(&self) {
+        let closed = self.closed.notified();
+        if !self.at_end.load(std::sync::atomic::Ordering::SeqCst) {
+            closed.await;
+        }
+    }
+}
 
 /// How to start the provider binary.
 #[derive(Debug, Clone)]
@@ -420,8 +436,12 @@ impl ProviderProcess {
         let status = tokio::time::timeout(timeout, self.child.wait())
             .await
             .with_context(|| format!("provider still running {timeout:?} after shutdown"))??;
-        // Let the pipe readers collect what is left.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Let the pipe readers collect what is left: they end when the pipes close.
+        for pipe in [&self.stderr, &self.stdout_rest] {
+            tokio::time::timeout(timeout, pipe.until_closed())
+                .await
+                .context("a pipe of the exited provider stays open")?;
+        }
         Ok(status)
     }
 
@@ -440,6 +460,23 @@ impl ProviderProcess {
         lines(&self.stderr)
     }
 
+    /// Waits until a stderr line contains `needle` (the provider logged an event), up to `timeout`.
+    pub async fn wait_for_stderr(&self, needle: &str, timeout: Duration) -> anyhow::Result<String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(line) = self.stderr_lines().into_iter().find(|l| l.contains(needle)) {
+                return Ok(line);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                anyhow::bail!(
+                    "no stderr line with {needle:?} within {timeout:?}: {:?}",
+                    self.stderr_lines()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Stdout lines after the handshake (go-plugin requires there be none).
     pub fn stdout_after_handshake(&self) -> Vec<String> {
         lines(&self.stdout_rest)
@@ -453,7 +490,7 @@ impl Drop for ProviderProcess {
 }
 
 fn lines(captured: &Captured) -> Vec<String> {
-    captured.lock().map(|l| l.clone()).unwrap_or_default()
+    captured.lines.lock().map(|l| l.clone()).unwrap_or_default()
 }
 
 fn capture(pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Captured {
@@ -468,10 +505,12 @@ where
     let sink = captured.clone();
     tokio::spawn(async move {
         while let Ok(Some(line)) = reader.next_line().await {
-            if let Ok(mut lines) = sink.lock() {
+            if let Ok(mut lines) = sink.lines.lock() {
                 lines.push(line);
             }
         }
+        sink.at_end.store(true, std::sync::atomic::Ordering::SeqCst);
+        sink.closed.notify_waiters();
     });
     captured
 }

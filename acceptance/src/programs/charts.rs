@@ -67,6 +67,24 @@ impl Chart {
     }
 }
 
+/// The Helm values Talos needs for Cilium (ipam `kubernetes`, kube-proxy replacement over
+/// KubePrism `localhost:7445`, cgroup auto-mount off with `hostRoot=/sys/fs/cgroup`, the
+/// capability lists without `SYS_MODULE`), as the Talos docs' inline-manifest
+/// (`helm template`) method uses them.
+pub fn talos_cilium_values() -> Value {
+    json!({
+        "ipam": {"mode": "kubernetes"},
+        "kubeProxyReplacement": true,
+        "k8sServiceHost": "localhost",
+        "k8sServicePort": 7445,
+        "cgroup": {"autoMount": {"enabled": false}, "hostRoot": "/sys/fs/cgroup"},
+        "securityContext": {"capabilities": {
+            "ciliumAgent": ["CHOWN", "KILL", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "SYS_ADMIN", "SYS_RESOURCE", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"],
+            "cleanCiliumState": ["NET_ADMIN", "SYS_ADMIN", "SYS_RESOURCE"],
+        }},
+    })
+}
+
 fn with_defaults(mut defaults: Value, user: &Value) -> Value {
     values::merge(&mut defaults, user);
     defaults

@@ -1,5 +1,6 @@
 //! `cilium` (cilium-cli): `install`/`upgrade` run Helm in-process (release `cilium` in
-//! `kube-system`, chart version from `--version`, values from `--set`/`--helm-set`/`--values`),
+//! `kube-system`, chart version from `--version`, values from `--set`/`--set-string`/`--values`; cilium-cli's
+//! flags, cobra-parsed: unknown flags such as the classic mode's `--helm-set` fail),
 //! `uninstall`, `status [--wait] [--wait-duration D]`, `version`. `status --wait` waits like
 //! cilium-cli: DaemonSet `cilium` desired == ready == updated and the Deployment
 //! `cilium-operator` likewise, both at their latest generation.
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::flags::{self, Flag};
 use super::helm::{self, Args};
 use super::{Exit, Program, ProgramContext, ProgramFuture};
 use crate::cluster::obj;
@@ -31,38 +33,96 @@ impl Program for CiliumCli {
     }
 }
 
-fn parse(argv: &[String]) -> (String, Args, Option<Duration>) {
-    let mut rest = Vec::new();
-    let mut wait_duration = None;
-    let mut it =
-        argv.iter().flat_map(
-            |x| match x.split_once('=').filter(|_| x.starts_with("--")) {
-                Some((k, v)) => vec![k.to_string(), v.to_string()],
-                None => vec![x.clone()],
-            },
-        );
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--helm-set" => rest.extend(["--set".to_string()].into_iter().chain(it.next())),
-            "--helm-set-string" => {
-                rest.extend(["--set-string".to_string()].into_iter().chain(it.next()))
-            }
-            "--wait-duration" => wait_duration = it.next().and_then(|d| helm::parse_duration(&d)),
-            _ => rest.push(a),
-        }
-    }
-    let mut args = Args::parse(&rest);
-    let cmd = if args.positional.is_empty() {
-        String::new()
-    } else {
-        args.positional.remove(0)
+/// cilium-cli's persistent flags.
+const GLOBAL: &[Flag] = &[
+    flags::value("context"),
+    flags::value("helm-release-name"),
+    flags::value("kubeconfig"),
+    flags::value("namespace").short('n'),
+    flags::value("as"),
+    flags::value("as-group"),
+    flags::boolean("help").short('h'),
+];
+
+/// Flags of `install` and `upgrade` (cilium-cli v0.18, Helm mode).
+const INSTALL_UPGRADE: &[Flag] = &[
+    flags::value("chart-directory"),
+    flags::value("datapath-mode"),
+    flags::boolean("dry-run"),
+    flags::boolean("dry-run-helm-values"),
+    flags::boolean("list-versions"),
+    flags::boolean("nodes-without-cilium"),
+    flags::value("repository"),
+    flags::boolean("reset-values"),
+    flags::boolean("reuse-values"),
+    flags::boolean("reset-then-reuse-values"),
+    flags::value("set"),
+    flags::value("set-file"),
+    flags::value("set-json"),
+    flags::value("set-string"),
+    flags::value("values").short('f'),
+    flags::value("version"),
+    flags::boolean("wait"),
+    flags::value("wait-duration"),
+    flags::value("history-max"),
+];
+
+const UNINSTALL: &[Flag] = &[
+    flags::value("chart-directory"),
+    flags::value("test-namespace"),
+    flags::value("timeout"),
+    flags::boolean("wait"),
+];
+
+const STATUS: &[Flag] = &[
+    flags::boolean("ignore-warnings"),
+    flags::boolean("interactive"),
+    flags::value("output").short('o'),
+    flags::boolean("verbose"),
+    flags::boolean("wait"),
+    flags::value("wait-duration"),
+    flags::value("worker-count"),
+];
+
+const VERSION: &[Flag] = &[flags::boolean("client")];
+
+/// (command, helm arguments, `--wait-duration`); errors worded like cilium-cli (cobra).
+fn parse(argv: &[String]) -> Result<(String, Args, Option<Duration>), String> {
+    let cmd = flags::command(GLOBAL, argv)
+        .map(|(_, c)| c)
+        .unwrap_or_default();
+    let own: &[Flag] = match cmd.as_str() {
+        "install" | "upgrade" => INSTALL_UPGRADE,
+        "uninstall" => UNINSTALL,
+        "status" => STATUS,
+        "version" => VERSION,
+        "" => &[],
+        other => return Err(format!("unknown command \"{other}\" for \"cilium\"")),
     };
+    let known: Vec<Flag> = GLOBAL.iter().chain(own).copied().collect();
+    let mut p = flags::parse(&known, argv).map_err(|e| e.to_string())?;
+    let wait_duration = match p.get("wait-duration") {
+        Some(d) => Some(helm::parse_duration(d).ok_or_else(|| {
+            format!("invalid argument \"{d}\" for \"--wait-duration\" flag: time: invalid duration \"{d}\"")
+        })?),
+        None => None,
+    };
+    for (k, _) in p.flags.iter_mut() {
+        *k = match *k {
+            "wait-duration" | "timeout" => "cilium-duration",
+            other => other,
+        };
+    }
+    let mut args = Args::from_parsed(p)?;
+    if !args.positional.is_empty() {
+        args.positional.remove(0);
+    }
     args.quiet = true;
-    (cmd, args, wait_duration)
+    Ok((cmd, args, wait_duration))
 }
 
 async fn run(ctx: &ProgramContext) -> Result<(), String> {
-    let (cmd, mut args, wait_duration) = parse(&ctx.argv[1..]);
+    let (cmd, mut args, wait_duration) = parse(&ctx.argv[1..])?;
     if cmd == "version" {
         ctx.out("cilium-cli: v0.18.7 compiled with go1.24.6 on linux/amd64");
         ctx.out(&format!("cilium image (default): v{DEFAULT_VERSION}"));

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::charts::Chart;
+use super::flags::{self, Parsed};
+use super::helm_flags::{GLOBAL, known_flags};
 use super::release::{self, Release};
 use super::{Exit, Program, ProgramContext, ProgramFuture, manifests, values};
 use crate::cluster::obj;
@@ -20,8 +22,11 @@ pub struct Helm;
 impl Program for Helm {
     fn run(&self, ctx: ProgramContext) -> ProgramFuture {
         Box::pin(async move {
-            let args = Args::parse(&ctx.argv[1..]);
-            match run(&ctx, &args).await {
+            let result = match Args::parse(&ctx.argv[1..]) {
+                Ok(args) => run(&ctx, &args).await,
+                Err(e) => Err(e),
+            };
+            match result {
                 Ok(()) => Exit::ok(),
                 Err(message) => {
                     ctx.out(&format!("Error: {message}"));
@@ -46,38 +51,75 @@ pub struct Args {
     pub all_namespaces: bool,
     pub keep_history: bool,
     pub timeout: Option<Duration>,
+    /// `--take-ownership` (Helm 3.17+): adopt existing objects instead of failing on them.
+    pub take_ownership: bool,
+    /// `--repo URL`: the chart is a name in that repository.
+    pub repo: Option<String>,
+    pub description: Option<String>,
+    /// `-o/--output` (`table`, `json`, `yaml`).
+    pub output: Option<String>,
+    /// `-h/--help`.
+    pub help: bool,
     /// Do not print Helm's own output (cilium-cli runs Helm in-process).
     pub quiet: bool,
 }
 
 impl Args {
-    pub fn parse(argv: &[String]) -> Args {
-        let mut a = Args::default();
-        let mut it =
-            argv.iter().flat_map(
-                |x| match x.split_once('=').filter(|_| x.starts_with("--")) {
-                    Some((k, v)) => vec![k.to_string(), v.to_string()],
-                    None => vec![x.clone()],
-                },
-            );
-        while let Some(arg) = it.next() {
-            match arg.as_str() {
-                "-n" | "--namespace" => a.namespace = it.next(),
-                "--version" => a.version = it.next(),
-                "-f" | "--values" => a.values_files.extend(it.next()),
-                "--set" => a.sets.extend(it.next().map(|s| (s, false))),
-                "--set-string" => a.sets.extend(it.next().map(|s| (s, true))),
-                "--timeout" => a.timeout = it.next().and_then(|t| parse_duration(&t)),
-                "-i" | "--install" => a.install = true,
-                "--create-namespace" => a.create_namespace = true,
-                "--wait" | "--atomic" => a.wait = true,
-                "-A" | "--all-namespaces" => a.all_namespaces = true,
-                "--keep-history" => a.keep_history = true,
-                s if s.starts_with('-') => {}
-                _ => a.positional.push(arg),
+    /// Parses helm's argv (without `helm`) the way cobra does: the subcommand, then its flags
+    /// and the global ones; unknown flags and commands are errors worded like Helm's (the
+    /// message without `Error: `).
+    pub fn parse(argv: &[String]) -> Result<Args, String> {
+        let cmd = flags::command(GLOBAL, argv)
+            .map(|(_, c)| c)
+            .unwrap_or_default();
+        let known = match known_flags(&cmd) {
+            Some(k) => k,
+            None if cmd.is_empty() => GLOBAL.to_vec(),
+            None => {
+                return Err(format!(
+                    "unknown command \"{cmd}\" for \"helm\"\nRun 'helm --help' for usage."
+                ));
+            }
+        };
+        let p = flags::parse(&known, argv).map_err(|e| e.to_string())?;
+        Args::from_parsed(p)
+    }
+
+    /// The helm arguments of a parsed command line (cilium-cli passes its own).
+    pub fn from_parsed(p: Parsed) -> Result<Args, String> {
+        let timeout = match p.get("timeout") {
+            Some(t) => Some(parse_duration(t).ok_or_else(|| {
+                format!("invalid argument \"{t}\" for \"--timeout\" flag: time: invalid duration \"{t}\"")
+            })?),
+            None => None,
+        };
+        let mut sets = Vec::new();
+        for (k, v) in &p.flags {
+            match *k {
+                "set" => sets.push((v.clone(), false)),
+                "set-string" => sets.push((v.clone(), true)),
+                _ => {}
             }
         }
-        a
+        Ok(Args {
+            namespace: p.get("namespace").map(String::from),
+            version: p.get("version").map(String::from),
+            values_files: p.all("values"),
+            sets,
+            install: p.on("install"),
+            create_namespace: p.on("create-namespace"),
+            wait: p.on("wait") || p.on("atomic"),
+            all_namespaces: p.on("all-namespaces"),
+            keep_history: p.on("keep-history"),
+            take_ownership: p.on("take-ownership"),
+            repo: p.get("repo").map(String::from),
+            description: p.get("description").map(String::from),
+            output: p.get("output").map(String::from),
+            timeout,
+            help: p.on("help"),
+            quiet: false,
+            positional: p.positional,
+        })
     }
 
     fn namespace(&self, ctx: &ProgramContext) -> String {
@@ -118,13 +160,12 @@ async fn run(ctx: &ProgramContext, args: &Args) -> Result<(), String> {
         ctx.out("version.BuildInfo{Version:\"v3.18.4\", GitCommit:\"d80839cf37d860c8aa9a0503fe463278f26cd5e2\", GitTreeState:\"clean\", GoVersion:\"go1.24.4\"}");
         return Ok(());
     }
-    if !matches!(
-        cmd,
-        "upgrade" | "install" | "uninstall" | "delete" | "status" | "list" | "ls"
-    ) {
-        return Err(format!(
-            "unknown command \"{cmd}\" for \"helm\"\nRun 'helm --help' for usage."
-        ));
+    if cmd.is_empty() || args.help {
+        ctx.out("The Kubernetes package manager");
+        ctx.out("");
+        ctx.out("Usage:");
+        ctx.out("  helm [command]");
+        return Ok(());
     }
     if let Err(e) = ctx.dial_api().await {
         let prefix = if cmd == "install" {
@@ -141,8 +182,9 @@ async fn run(ctx: &ProgramContext, args: &Args) -> Result<(), String> {
     let name = args.positional.get(1).cloned().unwrap_or_default();
     match cmd {
         "upgrade" | "install" => install_or_upgrade(ctx, args, cmd == "install", &ns, &name).await,
-        "uninstall" | "delete" => uninstall(ctx, args, &ns, &name),
-        "status" => status(ctx, &ns, &name),
+        "uninstall" | "delete" | "del" | "un" => uninstall(ctx, args, &ns, &name),
+        "status" => status(ctx, args, &ns, &name),
+        "history" | "hist" => history(ctx, args, &ns, &name),
         _ => list(ctx, args, &ns),
     }
 }
@@ -243,6 +285,21 @@ pub async fn install_or_upgrade(
     };
     let objects = chart.render(name, ns, &vals);
     rel.manifest = manifests::manifest_text(&chart.name, &objects);
+    let owned = current
+        .as_ref()
+        .map(|c| manifests::parse_manifest(&c.manifest))
+        .unwrap_or_default();
+    // Helm checks for objects it would take over before it records the revision.
+    manifests::check_conflicts(
+        &ctx.store,
+        name,
+        ns,
+        &objects,
+        &owned,
+        upgrading,
+        args.take_ownership,
+    )
+    .map_err(|e| format!("{failed_prefix}{e}"))?;
     release::save(&ctx.store, &rel).map_err(|e| e.to_string())?;
     ctx.sleep(Duration::from_secs(1)).await;
     if let Err(e) = deploy(ctx, args, &rel, current.as_ref(), &objects).await {
@@ -257,12 +314,11 @@ pub async fn install_or_upgrade(
         release::save(&ctx.store, &prev).map_err(|e| e.to_string())?;
     }
     rel.status = "deployed".into();
-    rel.description = if upgrading {
-        "Upgrade complete"
-    } else {
-        "Install complete"
-    }
-    .into();
+    rel.description = match &args.description {
+        Some(d) => d.clone(),
+        None if upgrading => "Upgrade complete".into(),
+        None => "Install complete".into(),
+    };
     release::save(&ctx.store, &rel).map_err(|e| e.to_string())?;
     if args.quiet {
         return Ok(());
@@ -385,12 +441,54 @@ pub fn uninstall(ctx: &ProgramContext, args: &Args, ns: &str, name: &str) -> Res
     Ok(())
 }
 
-fn status(ctx: &ProgramContext, ns: &str, name: &str) -> Result<(), String> {
+fn status(ctx: &ProgramContext, args: &Args, ns: &str, name: &str) -> Result<(), String> {
     let history = release::history(&ctx.store, ns, name).map_err(|e| e.to_string())?;
     let last = history
         .last()
         .ok_or_else(|| "release: not found".to_string())?;
-    print_status(ctx, last);
+    match args.output.as_deref() {
+        Some("json") => ctx.out(&last.to_json().to_string()),
+        Some("yaml") => ctx.out(&serde_saphyr::to_string(&last.to_json()).unwrap_or_default()),
+        Some("table") | None => print_status(ctx, last),
+        Some(other) => return Err(format!("invalid format type \"{other}\"")),
+    }
+    Ok(())
+}
+
+/// `helm history NAME [-o json|yaml|table]`.
+fn history(ctx: &ProgramContext, args: &Args, ns: &str, name: &str) -> Result<(), String> {
+    let revisions = release::history(&ctx.store, ns, name).map_err(|e| e.to_string())?;
+    if revisions.is_empty() {
+        return Err("release: not found".into());
+    }
+    let rows: Vec<Value> = revisions
+        .iter()
+        .map(|r| {
+            json!({"revision": r.version, "updated": r.last_deployed, "status": r.status,
+                "chart": format!("{}-{}", r.chart, r.chart_version), "app_version": r.app_version,
+                "description": r.description})
+        })
+        .collect();
+    match args.output.as_deref() {
+        Some("json") => ctx.out(&Value::Array(rows).to_string()),
+        Some("yaml") => ctx.out(&serde_saphyr::to_string(&rows).unwrap_or_default()),
+        Some("table") | None => {
+            ctx.out("REVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION\tDESCRIPTION");
+            for r in &revisions {
+                ctx.out(&format!(
+                    "{}\t{}\t{}\t{}-{}\t{}\t{}",
+                    r.version,
+                    r.last_deployed,
+                    r.status,
+                    r.chart,
+                    r.chart_version,
+                    r.app_version,
+                    r.description
+                ));
+            }
+        }
+        Some(other) => return Err(format!("invalid format type \"{other}\"")),
+    }
     Ok(())
 }
 
@@ -434,7 +532,7 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let a = Args::parse(&argv);
+        let a = Args::parse(&argv).unwrap();
         assert_eq!(
             a.positional,
             ["upgrade", "flux-operator", "oci://ghcr.io/x/flux-operator"]
@@ -443,6 +541,37 @@ mod tests {
         assert_eq!(a.sets, [("a=b".to_string(), false)]);
         assert_eq!(a.timeout, Some(Duration::from_secs(5400)));
         assert!(a.install);
+    }
+
+    #[test]
+    fn unknown_flags_fail_like_cobra() {
+        let parse = |s: &str| {
+            Args::parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
+                .map(|_| ())
+                .unwrap_err()
+        };
+        assert_eq!(parse("upgrade --install r c --foo"), "unknown flag: --foo");
+        assert_eq!(parse("upgrade -x r c"), "unknown shorthand flag: 'x' in -x");
+        // `--keep-history` is uninstall's, `--install` is upgrade's only.
+        assert_eq!(parse("install r c --install"), "unknown flag: --install");
+        assert_eq!(
+            parse("upgrade r c --max-history 3"),
+            "unknown flag: --max-history"
+        );
+        assert_eq!(
+            parse("frobnicate"),
+            "unknown command \"frobnicate\" for \"helm\"\nRun 'helm --help' for usage."
+        );
+        let ok = Args::parse(
+            &"upgrade --install cilium cilium --repo https://helm.cilium.io -n kube-system -f a.yaml -f b.yaml --take-ownership --history-max 5 --wait --timeout 10m --description x --atomic --skip-crds --no-hooks --create-namespace --set-string a=b"
+                .split_whitespace()
+                .map(String::from)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        assert!(ok.take_ownership && ok.wait && ok.install && ok.create_namespace);
+        assert_eq!(ok.repo.as_deref(), Some("https://helm.cilium.io"));
+        assert_eq!(ok.values_files, ["a.yaml", "b.yaml"]);
     }
 
     fn rev(version: i64, status: &str) -> Release {

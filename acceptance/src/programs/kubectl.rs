@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::flags::{self, Flag};
 use super::helm::parse_duration;
 use super::{Exit, Program, ProgramContext, ProgramFuture, manifests};
 use crate::cluster::network::DialError;
@@ -20,7 +21,11 @@ pub struct Kubectl;
 impl Program for Kubectl {
     fn run(&self, ctx: ProgramContext) -> ProgramFuture {
         Box::pin(async move {
-            match run(&ctx, &Args::parse(&ctx.argv[1..])).await {
+            let result = match Args::parse(&ctx.argv[1..]) {
+                Ok(args) => run(&ctx, &args).await,
+                Err(e) => Err(e),
+            };
+            match result {
                 Ok(()) => Exit::ok(),
                 Err(message) => {
                     ctx.out(&message);
@@ -43,30 +48,146 @@ struct Args {
     ignore_not_found: bool,
 }
 
+/// kubectl's global flags.
+const GLOBAL: &[Flag] = &[
+    flags::value("namespace").short('n'),
+    flags::value("kubeconfig"),
+    flags::value("context"),
+    flags::value("cluster"),
+    flags::value("user"),
+    flags::value("server").short('s'),
+    flags::value("token"),
+    flags::value("request-timeout"),
+    flags::value("certificate-authority"),
+    flags::value("client-certificate"),
+    flags::value("client-key"),
+    flags::value("tls-server-name"),
+    flags::boolean("insecure-skip-tls-verify"),
+    flags::value("as"),
+    flags::value("as-group"),
+    flags::value("as-uid"),
+    flags::value("cache-dir"),
+    flags::boolean("match-server-version"),
+    flags::boolean("warnings-as-errors"),
+    flags::value("v").short('v'),
+    flags::boolean("help").short('h'),
+];
+
+const APPLY: &[Flag] = &[
+    flags::value("filename").short('f'),
+    flags::boolean("recursive").short('R'),
+    flags::value("kustomize").short('k'),
+    flags::boolean("server-side"),
+    flags::boolean("force-conflicts"),
+    flags::value("field-manager"),
+    flags::optional("dry-run", "unchanged"),
+    flags::value("output").short('o'),
+    flags::value("selector").short('l'),
+    flags::boolean("prune"),
+    flags::optional("validate", "strict"),
+    flags::boolean("overwrite"),
+    flags::boolean("wait"),
+    flags::value("timeout"),
+    flags::boolean("force"),
+    flags::value("grace-period"),
+];
+
+const GET: &[Flag] = &[
+    flags::value("output").short('o'),
+    flags::value("selector").short('l'),
+    flags::boolean("all-namespaces").short('A'),
+    flags::value("field-selector"),
+    flags::boolean("watch").short('w'),
+    flags::boolean("ignore-not-found"),
+    flags::boolean("show-labels"),
+    flags::boolean("no-headers"),
+    flags::value("chunk-size"),
+    flags::value("sort-by"),
+    flags::value("label-columns").short('L'),
+    flags::value("filename").short('f'),
+];
+
+const DELETE: &[Flag] = &[
+    flags::boolean("ignore-not-found"),
+    flags::optional("wait", "true"),
+    flags::value("timeout"),
+    flags::value("grace-period"),
+    flags::boolean("force"),
+    flags::optional("cascade", "background"),
+    flags::boolean("all"),
+    flags::value("selector").short('l'),
+    flags::value("filename").short('f'),
+    flags::boolean("now"),
+    flags::value("output").short('o'),
+];
+
+const WAIT: &[Flag] = &[
+    flags::value("for"),
+    flags::value("timeout"),
+    flags::boolean("all"),
+    flags::value("selector").short('l'),
+    flags::boolean("all-namespaces").short('A'),
+    flags::value("filename").short('f'),
+    flags::value("field-selector"),
+    flags::value("output").short('o'),
+];
+
+const ROLLOUT: &[Flag] = &[
+    flags::value("timeout"),
+    flags::boolean("watch").short('w'),
+    flags::value("revision"),
+];
+
+const CREATE: &[Flag] = &[
+    optional_dry_run(),
+    flags::value("output").short('o'),
+    flags::boolean("save-config"),
+    flags::value("field-manager"),
+];
+
+const fn optional_dry_run() -> Flag {
+    flags::optional("dry-run", "unchanged")
+}
+
+const VERSION: &[Flag] = &[flags::boolean("client"), flags::value("output").short('o')];
+
 impl Args {
-    fn parse(argv: &[String]) -> Args {
-        let mut a = Args::default();
-        let mut it =
-            argv.iter().flat_map(
-                |x| match x.split_once('=').filter(|_| x.starts_with("--")) {
-                    Some((k, v)) => vec![k.to_string(), v.to_string()],
-                    None => vec![x.clone()],
-                },
-            );
-        while let Some(arg) = it.next() {
-            match arg.as_str() {
-                "-n" | "--namespace" => a.namespace = it.next(),
-                "-f" | "--filename" => a.files.extend(it.next()),
-                "-o" | "--output" => a.output = it.next(),
-                "--for" => a.wait_for = it.next(),
-                "--timeout" => a.timeout = it.next().and_then(|t| parse_duration(&t)),
-                "--force-conflicts" => a.force_conflicts = true,
-                "--ignore-not-found" => a.ignore_not_found = true,
-                s if s.starts_with('-') => {}
-                _ => a.positional.push(arg),
-            }
-        }
-        a
+    /// Parses kubectl's argv; unknown flags answer kubectl's
+    /// `error: unknown flag: --foo` + `See 'kubectl CMD --help' for usage.`
+    fn parse(argv: &[String]) -> Result<Args, String> {
+        let cmd = flags::command(GLOBAL, argv)
+            .map(|(_, c)| c)
+            .unwrap_or_default();
+        let own: &[Flag] = match cmd.as_str() {
+            "apply" => APPLY,
+            "get" => GET,
+            "delete" => DELETE,
+            "wait" => WAIT,
+            "rollout" => ROLLOUT,
+            "create" => CREATE,
+            "version" => VERSION,
+            _ => &[],
+        };
+        let known: Vec<Flag> = GLOBAL.iter().chain(own).copied().collect();
+        let p = flags::parse(&known, argv).map_err(|e| {
+            let path = match cmd.as_str() {
+                "rollout" => "kubectl rollout status".to_string(),
+                "" => "kubectl".to_string(),
+                c => format!("kubectl {c}"),
+            };
+            format!("error: {e}\nSee '{path} --help' for usage.")
+        })?;
+        let timeout = p.get("timeout").and_then(parse_duration);
+        Ok(Args {
+            namespace: p.get("namespace").map(String::from),
+            files: p.all("filename"),
+            output: p.get("output").map(String::from),
+            wait_for: p.get("for").map(String::from),
+            timeout,
+            force_conflicts: p.on("force-conflicts"),
+            ignore_not_found: p.on("ignore-not-found"),
+            positional: p.positional,
+        })
     }
 }
 

@@ -20,9 +20,11 @@ pub enum ManifestError {
         api_version: String,
     },
     #[error(
-        "Unable to continue with install: {kind} \"{name}\" in namespace \"{namespace}\" exists and cannot be imported into the current release: invalid ownership metadata; {detail}"
+        "Unable to continue with {action}: {kind} \"{name}\" in namespace \"{namespace}\" exists and cannot be imported into the current release: invalid ownership metadata; {detail}"
     )]
     Ownership {
+        /// `install` or `update` (Helm's wording for install and upgrade).
+        action: &'static str,
         kind: String,
         name: String,
         namespace: String,
@@ -79,7 +81,43 @@ fn api_err<'a>(verb: &'static str, o: &'a Value) -> impl FnOnce(ApiError) -> Man
     }
 }
 
-/// Creates or replaces `objects` as release `release` in `ns`.
+/// Helm's check before it records anything: objects of `objects` that the release does not
+/// own yet (not in `owned`, the current revision's manifest) must not exist, or must carry
+/// this release's ownership metadata; otherwise [`ManifestError::Ownership`]. With
+/// `take_ownership` (Helm 3.17+ `--take-ownership`) they are adopted instead (see [`apply`]).
+pub fn check_conflicts(
+    store: &Store,
+    release: &str,
+    ns: &str,
+    objects: &[Value],
+    owned: &[Value],
+    upgrade: bool,
+    take_ownership: bool,
+) -> Result<(), ManifestError> {
+    if take_ownership {
+        return Ok(());
+    }
+    let same = |a: &Value, b: &Value| {
+        obj::name(a) == obj::name(b) && obj::s(a, "/kind") == obj::s(b, "/kind")
+    };
+    for o in objects.iter().filter(|o| !owned.iter().any(|w| same(o, w))) {
+        let ty = type_of(store, o, ns)?;
+        let target_ns = if ty.namespaced { ns } else { "" };
+        if let Ok(live) = store.get(&ty.group_resource(), target_ns, obj::name(o)) {
+            if let Err(mut e) = check_ownership(&live, release, ns) {
+                if let ManifestError::Ownership { action, .. } = &mut e {
+                    *action = if upgrade { "update" } else { "install" };
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates or replaces `objects` as release `release` in `ns` (after [`check_conflicts`]). An
+/// existing object without this release's ownership metadata is adopted in place: updated,
+/// keeping its `uid` and the labels and annotations it had, plus Helm's ownership metadata.
 pub fn apply(
     store: &Store,
     release: &str,
@@ -112,7 +150,9 @@ pub fn apply(
             }
             Err(e) => return Err(api_err("get", o)(e)),
             Ok(live) => {
-                check_ownership(&live, release, ns)?;
+                if check_ownership(&live, release, ns).is_err() {
+                    keep_metadata(&live, &mut desired);
+                }
                 desired["metadata"]["resourceVersion"] = live
                     .pointer("/metadata/resourceVersion")
                     .cloned()
@@ -124,6 +164,28 @@ pub fn apply(
         }
     }
     Ok(())
+}
+
+/// An adopted object keeps the labels and annotations it had (Helm's three-way merge has no
+/// previous manifest to remove them by).
+fn keep_metadata(live: &Value, desired: &mut Value) {
+    for key in ["labels", "annotations"] {
+        let Some(old) = live
+            .pointer(&format!("/metadata/{key}"))
+            .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        let target = &mut desired["metadata"][key];
+        if !target.is_object() {
+            *target = json!({});
+        }
+        if let Some(t) = target.as_object_mut() {
+            for (k, v) in old {
+                t.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
 }
 
 fn check_ownership(live: &Value, release: &str, ns: &str) -> Result<(), ManifestError> {
@@ -151,6 +213,7 @@ fn check_ownership(live: &Value, release: &str, ns: &str) -> Result<(), Manifest
         return Ok(());
     }
     Err(ManifestError::Ownership {
+        action: "install",
         kind: obj::s(live, "/kind").into(),
         name: obj::name(live).into(),
         namespace: obj::namespace(live).into(),

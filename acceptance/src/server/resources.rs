@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::response::{self, Body};
 use super::{ServerState, discovery, parse_body, read_body, table, watch};
 use crate::store::{
-    ApiError, DeleteOptions, GroupResource, ListOptions, Patch, Propagation, ResourceType,
+    ApiError, DeleteOptions, GroupResource, ListOptions, LogView, Patch, Propagation, ResourceType,
     WriteOptions, tail_lines,
 };
 use crate::util::parse_query;
@@ -152,9 +152,10 @@ async fn handle(
             let (parts, body) = read_body(req).await?;
             let obj = parse_body(content_type(&parts.headers), &body)?;
             let created = store.create(&gr, ns, obj, &opts)?;
-            Ok(response::json_response(
-                201,
-                &present(created, &ty, version),
+            let warning = store.pod_security_warning(&gr, ns, &created);
+            Ok(with_warning(
+                response::json_response(201, &present(created, &ty, version)),
+                warning,
             ))
         }
         (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
@@ -163,9 +164,13 @@ async fn handle(
             let obj = parse_body(content_type(&parts.headers), &body)?;
             let existed = store.get(&gr, ns, name).is_ok();
             let updated = store.update_named(&gr, ns, name, obj, &opts, sub)?;
-            Ok(response::json_response(
-                if existed || opts.dry_run { 200 } else { 201 },
-                &present(updated, &ty, version),
+            let warning = workload_warning(store, &gr, ns, sub, &updated);
+            Ok(with_warning(
+                response::json_response(
+                    if existed || opts.dry_run { 200 } else { 201 },
+                    &present(updated, &ty, version),
+                ),
+                warning,
             ))
         }
         (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
@@ -183,9 +188,17 @@ async fn handle(
             let patch = Patch::from_content_type(&ct, value)?;
             let existed = store.get(&gr, ns, name).is_ok();
             let out = store.patch_sub(&gr, ns, name, patch, &opts, sub)?;
-            Ok(response::json_response(
-                if existed { 200 } else { 201 },
-                &present(out, &ty, version),
+            let warning = if existed {
+                workload_warning(store, &gr, ns, sub, &out)
+            } else {
+                store.pod_security_warning(&gr, ns, &out)
+            };
+            Ok(with_warning(
+                response::json_response(
+                    if existed { 200 } else { 201 },
+                    &present(out, &ty, version),
+                ),
+                warning,
             ))
         }
         (&Method::DELETE, Some(name), None) => {
@@ -239,6 +252,31 @@ async fn handle(
         (_, _, Some(_)) => Err(ApiError::no_route()),
         _ => Err(ApiError::method_not_allowed()),
     }
+}
+
+/// PodSecurity warns on writes of workloads (their pod template); pods only on create.
+fn workload_warning(
+    store: &crate::store::Store,
+    gr: &GroupResource,
+    ns: &str,
+    sub: Option<&str>,
+    obj: &Value,
+) -> Option<String> {
+    if sub.is_some() || *gr == GroupResource::core("pods") {
+        return None;
+    }
+    store.pod_security_warning(gr, ns, obj)
+}
+
+/// Adds a `Warning: 299 - "<text>"` header (RFC 7234 quoting, as the real server sends it).
+fn with_warning(mut resp: Response<Body>, warning: Option<String>) -> Response<Body> {
+    if let Some(text) = warning {
+        let quoted = text.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = http::HeaderValue::from_str(&format!("299 - \"{quoted}\"")) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
 }
 
 /// The real server warns when a Job is deleted with its default policy (Orphan): its pods stay.
@@ -474,12 +512,15 @@ fn logs(
         }
     };
     let logs = state.store.logs();
+    let view = log_view(query)?;
     if query.flag("previous") {
-        let previous = logs.read_previous(ns, name, &container).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "previous terminated container \"{container}\" in pod \"{name}\" not found"
-            ))
-        })?;
+        let previous = logs
+            .read_previous_view(ns, name, &container, view)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "previous terminated container \"{container}\" in pod \"{name}\" not found"
+                ))
+            })?;
         let mut resp = Response::new(response::full(previous));
         resp.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -495,7 +536,7 @@ fn logs(
             )));
         }
     }
-    let (data, end) = logs.read_with_offset(ns, name, &container);
+    let (data, end) = logs.read_view(ns, name, &container, view);
     let start = match query.num("tailLines")? {
         Some(n) => data.len() - tail_lines(&data, n as usize).len(),
         None => 0,
@@ -516,7 +557,7 @@ fn logs(
             .insert(header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
         return Ok(resp);
     }
-    let stream = logs.follow(ns, name, &container, end);
+    let stream = logs.follow_view(ns, name, &container, end, view.timestamps);
     let stream: std::pin::Pin<Box<dyn futures::Stream<Item = Bytes> + Send>> = match left {
         Some(left) => Box::pin(limit_bytes(stream, left)),
         None => Box::pin(stream),
@@ -527,6 +568,29 @@ fn logs(
         stream,
         state.shutdown.clone(),
     ))
+}
+
+/// `sinceTime` (RFC 3339; second precision, as the API server forwards it to the kubelet),
+/// `sinceSeconds` and `timestamps`.
+fn log_view(query: &Query) -> Result<LogView, ApiError> {
+    let since = match (query.get("sinceTime"), query.num("sinceSeconds")?) {
+        (Some(t), _) => {
+            let secs = crate::util::parse_rfc3339(t).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "parsing time {t:?} as \"2006-01-02T15:04:05Z07:00\": cannot parse {t:?} as \"2006\""
+                ))
+            })?;
+            Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+        }
+        (None, Some(n)) => {
+            std::time::SystemTime::now().checked_sub(std::time::Duration::from_secs(n))
+        }
+        (None, None) => None,
+    };
+    Ok(LogView {
+        since,
+        timestamps: query.flag("timestamps"),
+    })
 }
 
 /// At most `left` bytes of `stream`; it ends once they are sent (`limitBytes` while following).

@@ -81,6 +81,7 @@ pub mod fields;
 mod logs;
 pub mod managed;
 mod patch;
+pub mod pod_security;
 pub mod selector;
 pub mod types;
 mod write;
@@ -95,7 +96,7 @@ use tokio::sync::{Notify, broadcast};
 
 use crate::config::Pace;
 pub use error::{ApiError, Cause};
-pub use logs::{PodLogs, tail_lines};
+pub use logs::{LogView, PodLogs, tail_lines};
 pub use patch::Patch;
 use selector::{FieldSelector, LabelSelector};
 pub use types::{GroupResource, ResourceType};
@@ -227,6 +228,8 @@ struct Inner {
     events: broadcast::Sender<StoreEvent>,
     logs: PodLogs,
     pace: Pace,
+    /// Whether the PodSecurity admission plugin runs (Talos' default configuration).
+    pod_security: std::sync::atomic::AtomicBool,
     /// Signalled on writes that may need housekeeping (deletions).
     housekeeping: Notify,
 }
@@ -266,6 +269,7 @@ impl Store {
                 events,
                 logs: PodLogs::default(),
                 pace,
+                pod_security: std::sync::atomic::AtomicBool::new(true),
                 housekeeping: Notify::new(),
             }),
         }
@@ -280,6 +284,40 @@ impl Store {
 
     pub fn pace(&self) -> Pace {
         self.inner.pace
+    }
+
+    /// Turns the PodSecurity admission plugin on (the default: Talos' configuration, see
+    /// [`pod_security`]) or off.
+    pub fn set_pod_security(&self, enabled: bool) {
+        self.inner
+            .pod_security
+            .store(enabled, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether PodSecurity admission runs.
+    pub fn pod_security(&self) -> bool {
+        self.inner
+            .pod_security
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The PodSecurity `warn` mode's warning for a pod or workload `obj` written to namespace
+    /// `ns` (`would violate PodSecurity "restricted:latest": ...`), if any.
+    pub fn pod_security_warning(
+        &self,
+        gr: &GroupResource,
+        ns: &str,
+        obj: &Value,
+    ) -> Option<String> {
+        if !self.pod_security() {
+            return None;
+        }
+        let template = pod_security::template_of(gr, obj)?;
+        let namespace = self
+            .lock()
+            .object(&GroupResource::core("namespaces"), "", ns)?
+            .clone();
+        pod_security::warning(&namespace, template)
     }
 
     /// The latest resourceVersion (a global counter, like etcd's revision).

@@ -8,6 +8,7 @@ use super::admission;
 use super::error::{ApiError, required};
 use super::managed::Managers;
 use super::patch::{Patch, apply_patch};
+use super::pod_security;
 use super::types::{GroupResource, ResourceType};
 use super::{EventKind, State, Store, WriteOptions, meta_str};
 use crate::util::{name_suffix, new_uid, now_rfc3339};
@@ -327,6 +328,7 @@ impl Store {
             service_account_admission(st, &gr, &ns, &name, &mut obj)?;
         }
         admission::on_create(ty, &mut obj)?;
+        self.pod_security_admission(st, &gr, &ns, &name, &obj)?;
         if !managed_done {
             if let Some(m) = obj["metadata"].as_object_mut() {
                 m.remove("managedFields");
@@ -490,6 +492,9 @@ impl Store {
             }
         }
         admission::on_update(ty, &old, &mut result)?;
+        if sub.is_none() && gr == GroupResource::core("namespaces") {
+            self.pod_security_admission(st, &gr, "", name, &result)?;
+        }
         if ty.generation && spec_of(&old, ty) != spec_of(&result, ty) {
             let g = old
                 .pointer("/metadata/generation")
@@ -537,6 +542,38 @@ impl Store {
             register_crd(st, &stored);
         }
         Ok(stored)
+    }
+}
+
+impl Store {
+    /// The PodSecurity admission plugin (validating, so after defaulting and validation):
+    /// pods are checked against their namespace's enforced level, namespaces' level labels
+    /// must be valid. Off when [`Store::set_pod_security`] turned it off.
+    fn pod_security_admission(
+        &self,
+        st: &State,
+        gr: &GroupResource,
+        ns: &str,
+        name: &str,
+        obj: &Value,
+    ) -> Result<(), ApiError> {
+        if !self.pod_security() {
+            return Ok(());
+        }
+        if *gr == GroupResource::core("namespaces") {
+            let causes = pod_security::validate_namespace_labels(obj);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid("Namespace", gr, name, causes));
+            }
+            return Ok(());
+        }
+        if *gr != GroupResource::core("pods") {
+            return Ok(());
+        }
+        match st.object(&GroupResource::core("namespaces"), "", ns) {
+            Some(namespace) => pod_security::admit_pod(gr, name, namespace, obj),
+            None => Ok(()),
+        }
     }
 }
 

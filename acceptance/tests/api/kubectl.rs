@@ -144,3 +144,57 @@ async fn kubectl_reapplying_a_changed_job_is_rejected_as_immutable() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("field is immutable"), "{stderr}");
 }
+
+#[tokio::test]
+async fn kubectl_shows_pod_security_warnings_and_refusals() {
+    let bin = kubectl_path();
+    assert!(
+        bin.exists(),
+        "kubectl not found at {}: run acceptance/scripts/install-kubectl.sh or set TALOSBOOT_KUBECTL",
+        bin.display()
+    );
+    let (sim, _client) = start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kc).unwrap();
+    let apply = |name: &str, body: &str| {
+        let f = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&f, body).unwrap();
+        f
+    };
+    // Baseline passes; Talos warns at `restricted`.
+    let plain = apply(
+        "plain",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: default\nspec:\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: busybox:1\n",
+    );
+    let out = kubectl(
+        &bin,
+        &kc,
+        &["apply", "--server-side", "-f", plain.to_str().unwrap()],
+    )
+    .await;
+    let stdout = ok(&out);
+    assert!(stdout.contains("deployment.apps/web"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Warning: would violate PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false (container \"web\" must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container \"web\" must set securityContext.capabilities.drop=[\"ALL\"]), runAsNonRoot != true (pod or container \"web\" must set securityContext.runAsNonRoot=true), seccompProfile (pod or container \"web\" must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")"),
+        "{stderr}"
+    );
+    // A host-network pod is refused at `baseline`.
+    let host = apply(
+        "host",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: host\n  namespace: default\nspec:\n  hostNetwork: true\n  containers:\n  - name: c\n    image: busybox:1\n",
+    );
+    let out = kubectl(
+        &bin,
+        &kc,
+        &["apply", "--server-side", "-f", host.to_str().unwrap()],
+    )
+    .await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("pods \"host\" is forbidden: violates PodSecurity \"baseline:latest\": host namespaces (hostNetwork=true)"),
+        "{stderr}"
+    );
+}

@@ -1,4 +1,5 @@
-//! `pods/log`: plain reads, `tailLines`, `container`, `follow=true` streaming.
+//! `pods/log`: plain reads, `tailLines`, `container`, `follow=true` streaming, `sinceTime`,
+//! `sinceSeconds` and `timestamps`.
 
 use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
@@ -228,4 +229,112 @@ async fn logs_keep_at_most_ten_mebibytes_per_container() {
     let all = api.logs("big", &LogParams::default()).await.unwrap();
     assert!(all.len() <= 10 * 1024 * 1024, "{}", all.len());
     assert!(all.ends_with("x\nlast\n"));
+}
+
+/// `GET .../pods/NAME/log?QUERY` as text.
+async fn raw_log(client: &kube::Client, pod: &str, query: &str) -> String {
+    let req = http::Request::get(format!("/api/v1/namespaces/default/pods/{pod}/log?{query}"))
+        .body(Vec::new())
+        .unwrap();
+    client.request_text(req).await.unwrap()
+}
+
+/// `2026-12-01T13:00:00.123456789Z line` → (timestamp, line).
+fn split_stamp(line: &str) -> (&str, &str) {
+    let (ts, rest) = line.split_once(' ').expect("timestamped line");
+    assert!(
+        ts.len() >= 20 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T',
+        "RFC 3339 timestamp: {ts}"
+    );
+    (ts, rest)
+}
+
+/// (`YYYY-MM-DDTHH:MM:SS`, nanoseconds) of an RFC 3339 UTC timestamp, ordered like the time.
+fn instant(ts: &str) -> (String, u32) {
+    let frac = ts[19..].trim_start_matches('.').trim_end_matches('Z');
+    let nanos = format!("{frac:0<9}").parse().unwrap_or(0);
+    (ts[..19].to_string(), nanos)
+}
+
+#[tokio::test]
+async fn logs_since_time_and_timestamps_let_a_relay_resume_without_duplicates() {
+    let (sim, client) = start().await;
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &pod("relay", &["main"]))
+        .await
+        .unwrap();
+    let logs = sim.store().logs();
+    logs.append("default", "relay", "main", b"old\n");
+    // The next lines are written in a later second (sinceTime has second precision).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(
+        1050 - u64::from(now.subsec_millis()),
+    ))
+    .await;
+    logs.append("default", "relay", "main", b"new 1\nnew 2\n");
+
+    let stamped = raw_log(&client, "relay", "timestamps=true").await;
+    let lines: Vec<(&str, &str)> = stamped.lines().map(split_stamp).collect();
+    assert_eq!(
+        lines.iter().map(|(_, l)| *l).collect::<Vec<_>>(),
+        ["old", "new 1", "new 2"]
+    );
+    assert!(instant(lines[0].0) < instant(lines[1].0), "{stamped}");
+
+    // Resume from the last line seen ("old"): the lines at or after its second, then drop
+    // those at or before the last timestamp seen.
+    let second = &lines[1].0[..19];
+    let resumed = raw_log(
+        &client,
+        "relay",
+        &format!("timestamps=true&sinceTime={second}Z"),
+    )
+    .await;
+    // Compare parsed times, not strings: RFC3339Nano trims trailing zeros.
+    let last_seen = instant(lines[0].0);
+    let fresh: Vec<&str> = resumed
+        .lines()
+        .map(split_stamp)
+        .filter(|(ts, _)| instant(ts) > last_seen)
+        .map(|(_, l)| l)
+        .collect();
+    assert_eq!(fresh, ["new 1", "new 2"]);
+    assert_eq!(
+        raw_log(&client, "relay", &format!("sinceTime={second}Z")).await,
+        "new 1\nnew 2\n"
+    );
+    // Future sinceTime: nothing; sinceSeconds counts back from now.
+    assert_eq!(
+        raw_log(&client, "relay", "sinceTime=2999-01-01T00:00:00Z").await,
+        ""
+    );
+    assert_eq!(
+        raw_log(&client, "relay", "sinceSeconds=3600").await,
+        "old\nnew 1\nnew 2\n"
+    );
+
+    // Following with timestamps prefixes streamed lines too.
+    let reader = api
+        .log_stream(
+            "relay",
+            &LogParams {
+                follow: true,
+                timestamps: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut stream = reader.lines().boxed();
+    for want in ["old", "new 1", "new 2"] {
+        let line = stream.next().await.unwrap().unwrap();
+        assert_eq!(split_stamp(&line).1, want);
+    }
+    logs.append("default", "relay", "main", b"live\n");
+    let line = stream.next().await.unwrap().unwrap();
+    assert_eq!(split_stamp(&line).1, "live");
+    logs.close("default", "relay", "main");
+    assert!(stream.next().await.is_none());
 }

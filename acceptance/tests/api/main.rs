@@ -11,11 +11,11 @@
 //! - `delete`: finalizers, propagation policies, ownerReference GC, namespace termination.
 //! - `jobs`: Job defaulting and `spec.template` immutability.
 //! - `crd`: a CRD gets established and its kind (FluxInstance) is served.
-//! - `logs`: `pods/log` (plain, tail, follow).
+//! - `logs`: `pods/log` (plain, tail, follow, `sinceTime`/`sinceSeconds`, `timestamps`).
 //! - `faults`: 429 with Retry-After, unreachable period and recovery, dropped connections,
 //!   latency, the admin endpoint.
 //! - `auth`: client certificates, bearer tokens, rejections.
-//! - `kubectl`: Debian's kubectl 1.20 against the server.
+//! - `kubectl`: Debian's kubectl 1.20 against the server (incl. Pod Security warnings and 403s).
 //! - `leases`: Lease updates need a resourceVersion, PUT creates, spec validation.
 //! - `rbac`: bootstrap ClusterRoles, roleRef required and immutable.
 //! - `serviceaccounts`: `default` ServiceAccount per namespace, pods need their ServiceAccount.

@@ -133,37 +133,57 @@ async fn sys_module_makes_the_agent_crash() {
 async fn cgroup_automount_makes_mount_cgroup_fail() {
     let (_sim, client, pod, container) = install_and_crash(&["cgroup."]).await;
     assert_eq!(container, "mount-cgroup");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
-    let log = pods
-        .logs(
-            &pod.metadata.name.unwrap(),
-            &LogParams {
-                container: Some(container),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert!(log.contains("cilium-mount: Permission denied"), "{log}");
+    let log = failed_attempt_log(
+        &client,
+        &pod.metadata.name.unwrap(),
+        &container,
+        "cilium-mount: Permission denied",
+    )
+    .await;
+    assert!(log.contains("nsenter: failed to execute"), "{log}");
     assert_nodes_tainted(&client).await;
+}
+
+/// The log of a failed attempt of `container` that contains `signature`: the current log during
+/// the back-off, the previous one once the next attempt has started (under load a test may
+/// only look then).
+async fn failed_attempt_log(
+    client: &kube::Client,
+    pod: &str,
+    container: &str,
+    signature: &str,
+) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    eventually(10, "a failed attempt's log", || async {
+        for previous in [false, true] {
+            let params = LogParams {
+                container: Some(container.to_string()),
+                previous,
+                ..Default::default()
+            };
+            if let Ok(log) = pods.logs(pod, &params).await {
+                if log.contains(signature) {
+                    return Some(log);
+                }
+            }
+        }
+        None
+    })
+    .await
 }
 
 #[tokio::test]
 async fn default_service_host_without_kube_proxy_leaves_the_agent_unready() {
     let (_sim, client, pod, container) =
         install_and_crash_agent(&["k8sServiceHost", "k8sServicePort"]).await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
-    let log = pods
-        .logs(
-            &pod,
-            &LogParams {
-                container: Some(container),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert!(log.contains("dial tcp 10.96.0.1:443: i/o timeout"), "{log}");
+    let log = failed_attempt_log(
+        &client,
+        &pod,
+        &container,
+        "dial tcp 10.96.0.1:443: i/o timeout",
+    )
+    .await;
+    assert!(log.contains("Unable to contact k8s api-server"), "{log}");
     assert_nodes_tainted(&client).await;
 }
 

@@ -205,3 +205,19 @@ pub async fn wait_nodes_ready(client: &Client) {
     })
     .await
 }
+
+/// Labels namespace `ns` `pod-security.kubernetes.io/enforce: privileged`, as a user does
+/// before running host-network pods outside `kube-system` (Talos enforces `baseline`).
+pub async fn allow_host_pods(client: &Client, ns: &str) {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .patch(
+            ns,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}),
+            ),
+        )
+        .await
+        .expect("namespace labelled privileged");
+}

@@ -40,6 +40,7 @@ async fn ready_condition(api: &Api<DynamicObject>, want: &str) -> Value {
 #[tokio::test]
 async fn flux_operator_after_cilium_makes_a_flux_instance_ready() {
     let (sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     bootstrap_cilium(&client).await;
     let helm: Vec<String> = [
         "helm",

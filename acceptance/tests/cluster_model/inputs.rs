@@ -65,6 +65,7 @@ fn config_map(name: &str, data: Value) -> ConfigMap {
 #[tokio::test]
 async fn missing_config_map_key_ref_is_a_create_container_config_error_until_it_appears() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let env = json!({"env": [{"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "greeting"}}}]});
     pods.create(
@@ -121,6 +122,7 @@ async fn missing_config_map_key_ref_is_a_create_container_config_error_until_it_
 #[tokio::test]
 async fn missing_secret_in_env_from_is_a_create_container_config_error() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let env = json!({"envFrom": [{"secretRef": {"name": "creds"}, "prefix": "S_"}]});
     pods.create(
@@ -152,6 +154,7 @@ async fn missing_secret_in_env_from_is_a_create_container_config_error() {
 #[tokio::test]
 async fn missing_secret_key_names_the_key_and_the_secret() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     secrets
         .create(
@@ -178,6 +181,7 @@ async fn missing_secret_key_names_the_key_and_the_secret() {
 #[tokio::test]
 async fn optional_references_are_skipped() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let container = json!({
         "env": [
@@ -198,6 +202,7 @@ async fn optional_references_are_skipped() {
 #[tokio::test]
 async fn missing_config_map_volume_stays_container_creating_with_failed_mount() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let container = json!({"volumeMounts": [{"name": "inputs", "mountPath": "/in"}]});
     let pod = json!({"spec": {"volumes": [{"name": "inputs", "configMap": {"name": "inputs"}}]}});
@@ -234,6 +239,7 @@ async fn missing_config_map_volume_stays_container_creating_with_failed_mount() 
 #[tokio::test]
 async fn missing_secret_volume_stays_container_creating_with_failed_mount() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let container = json!({"volumeMounts": [{"name": "keys", "mountPath": "/keys"}]});
     let pod =

@@ -48,6 +48,7 @@ async fn active_deadline_kills_a_hanging_program() {
 #[tokio::test]
 async fn failing_program_exhausts_the_backoff_limit() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let done = run_job(
         &client,
         "default",
@@ -90,6 +91,7 @@ async fn failing_program_exhausts_the_backoff_limit() {
 #[tokio::test]
 async fn ttl_deletes_the_job_and_its_pods() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     jobs.create(
         &PostParams::default(),
@@ -129,6 +131,7 @@ async fn ttl_deletes_the_job_and_its_pods() {
 #[tokio::test]
 async fn killed_pod_counts_as_a_failure() {
     let (sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let mut manifest = serde_json::to_value(shell_job(
         "rebooted",
         "exit 0",
@@ -175,6 +178,7 @@ async fn killed_pod_counts_as_a_failure() {
 #[tokio::test]
 async fn unknown_image_ends_in_image_pull_backoff() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod: Pod = from_json(
         json!({"metadata": {"name": "nope"}, "spec": {"hostNetwork": true, "tolerations": [{"operator": "Exists"}],
@@ -213,6 +217,7 @@ async fn unknown_image_ends_in_image_pull_backoff() {
 #[tokio::test]
 async fn pod_active_deadline_fails_the_pod() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod: Pod = from_json(
         json!({"metadata": {"name": "bounded"}, "spec": {"hostNetwork": true, "activeDeadlineSeconds": 3,
@@ -244,6 +249,7 @@ async fn pods_created(client: &kube::Client, ns: &str, job: &str) -> usize {
 #[tokio::test]
 async fn deleting_a_failed_pod_does_not_lower_failed_or_add_attempts() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     jobs.create(
         &PostParams::default(),
@@ -332,6 +338,7 @@ fn first_with(history: &[Vec<String>], ty: &str) -> Option<usize> {
 #[tokio::test]
 async fn watch_sees_success_criteria_met_before_complete() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let history =
         condition_history(&client, shell_job("ok", "echo ok", json!({})), "Complete").await;
     let met = first_with(&history, "SuccessCriteriaMet").expect("SuccessCriteriaMet seen");
@@ -342,6 +349,7 @@ async fn watch_sees_success_criteria_met_before_complete() {
 #[tokio::test]
 async fn watch_sees_failure_target_before_failed() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let history = condition_history(&client, shell_job("ko", "exit 1", json!({})), "Failed").await;
     let target = first_with(&history, "FailureTarget").expect("FailureTarget seen");
     let failed = first_with(&history, "Failed").unwrap();
@@ -356,7 +364,9 @@ async fn missing_service_account_is_a_failed_create_until_it_exists() {
     namespaces
         .create(
             &PostParams::default(),
-            &from_json(json!({"metadata": {"name": "boot"}})),
+            &from_json(
+                json!({"metadata": {"name": "boot", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}),
+            ),
         )
         .await
         .unwrap();
@@ -386,8 +396,25 @@ async fn missing_service_account_is_a_failed_create_until_it_exists() {
         ),
         "{message}"
     );
-    // Not a pod failure: the Job keeps waiting.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Not a pod failure: the Job keeps waiting. Wait for the controller to have handled the refusal
+    // and retried (a second refusal: a new event, as each attempt names a new pod, or a repeated
+    // one with a higher count), then check that it counted no failure.
+    eventually(30, "FailedCreate retried", || async {
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(client.clone(), "boot");
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let refusals: i32 = list
+            .items
+            .iter()
+            .filter(|e| {
+                e.involved_object.name.as_deref() == Some("needs-sa")
+                    && e.reason.as_deref() == Some("FailedCreate")
+            })
+            .map(|e| e.count.unwrap_or(1))
+            .sum();
+        (refusals >= 2).then_some(())
+    })
+    .await;
     let status = jobs
         .get("needs-sa")
         .await
@@ -416,6 +443,7 @@ async fn missing_service_account_is_a_failed_create_until_it_exists() {
 async fn restarted_container_log_shows_only_the_last_attempt() {
     use kube::api::LogParams;
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod: Pod = from_json(
         json!({"metadata": {"name": "crashy"}, "spec": {"hostNetwork": true, "restartPolicy": "Always",

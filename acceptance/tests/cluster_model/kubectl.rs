@@ -39,6 +39,7 @@ async fn job_with_inputs(
 #[tokio::test]
 async fn kubectl_without_the_override_fails_with_the_seed_signature() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let (ok, log) = job_with_inputs(
         &client,
         "apply",
@@ -56,6 +57,7 @@ async fn kubectl_without_the_override_fails_with_the_seed_signature() {
 #[tokio::test]
 async fn shell_script_applies_manifests_over_kubeprism() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let script = "set -e\necho applying\nkubectl apply -f /inputs/manifests.yaml\nkubectl get configmap demo -n demo -o name && echo done";
     let (ok, log) =
         job_with_inputs(&client, "script", &["sh", "-c", script], kubeprism_env()).await;

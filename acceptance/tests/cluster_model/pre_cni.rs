@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, LogParams, PostParams};
 use serde_json::json;
 
-use crate::common::{events_for, eventually, from_json, start};
+use crate::common::{allow_host_pods, events_for, eventually, from_json, start};
 
 fn pod(name: &str, spec: serde_json::Value) -> Pod {
     from_json(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}))
@@ -135,6 +135,7 @@ async fn pod_network_pod_is_stuck_in_container_creating() {
 #[tokio::test]
 async fn host_network_pod_runs_with_the_node_ip() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let spec = json!({"hostNetwork": true, "tolerations": [{"operator": "Exists"}],
         "containers": [{"name": "c", "image": "docker.io/library/busybox:1.36", "command": ["sh", "-c", "echo hello from $HOSTNAME; sleep 3600"]}]});

@@ -14,6 +14,7 @@ fn sleeper_template(extra_env: &str) -> serde_json::Value {
 #[tokio::test]
 async fn deployment_rolls_out_a_new_replica_set_on_template_change() {
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let d: Deployment = from_json(
         json!({"metadata": {"name": "sleeper"}, "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "sleeper"}}, "template": sleeper_template("1")}}),
@@ -78,6 +79,7 @@ async fn daemon_set_runs_on_nodes_its_pods_tolerate() {
         ..Default::default()
     })
     .await;
+    allow_host_pods(&client, "default").await;
     let dss: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
     let workers_only = json!({"metadata": {"name": "agent"}, "spec": {"selector": {"matchLabels": {"app": "agent"}},
         "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {"hostNetwork": true,
@@ -160,6 +162,7 @@ async fn cilium_status_wait_succeeds_after_a_talos_install_and_times_out_otherwi
 async fn missing_service_account_shows_as_replica_failure_until_it_exists() {
     use k8s_openapi::api::core::v1::ServiceAccount;
     let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
     let mut template = sleeper_template("1");
     template["spec"]["serviceAccountName"] = json!("runner");
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");

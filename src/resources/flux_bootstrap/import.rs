@@ -12,7 +12,7 @@ use crate::values::{Type, Value};
 pub async fn import(ctx: &Ctx, req: ImportRequest, ty: &Type) -> ImportResponse {
     let mut diagnostics = Diagnostics::new();
     let namespace = req.id.trim().to_owned();
-    let (client, endpoint) = match ctx.cluster.client().await {
+    let (client, endpoint) = match crate::resources::cluster(ctx).client().await {
         Ok(c) => c,
         Err(e) => {
             diagnostics.push(cluster_diagnostic("import the Flux bootstrap", &e));

@@ -153,6 +153,8 @@ fn chart_install(
         create_namespace: false,
         take_ownership: false,
         description: Some("talosboot_flux_bootstrap".into()),
+        atomic: false,
+        history_max: None,
     })
 }
 
@@ -182,6 +184,7 @@ pub fn job_settings(job: Option<&Job>) -> JobSettings {
             .clone()
             .filter(|a| a.as_object().is_some_and(|o| !o.is_empty())),
         env: job.env.clone(),
+        annotations: BTreeMap::new(),
     }
 }
 

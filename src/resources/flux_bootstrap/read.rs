@@ -23,7 +23,7 @@ pub async fn read(ctx: &Ctx, req: ReadRequest) -> ReadResponse {
             ..Default::default()
         };
     };
-    let (client, endpoint) = match ctx.cluster.client().await {
+    let (client, endpoint) = match crate::resources::cluster(ctx).client().await {
         Ok(c) => c,
         Err(e) => {
             return ReadResponse {

@@ -294,3 +294,25 @@ proptest! {
         assert_survives_round_trip(&bytes, &other)?;
     }
 }
+
+#[test]
+fn decode_errors_never_quote_the_offending_value() {
+    let marker = "MARKER-deploy-key-4f2a";
+    for (text, ty) in [
+        (format!("\"{marker}\""), Type::Bool),
+        (format!("\"{marker}\""), Type::Number),
+        (
+            format!("{{\"name\": \"{marker}\", \"count\": \"{marker}\"}}"),
+            name_count(),
+        ),
+        (format!("[\"{marker}\"]"), Type::list(Type::Bool)),
+        (
+            format!("{{\"name\": \"{marker}\", \"extra\": 1}}"),
+            name_count(),
+        ),
+        (format!("\"{marker}"), Type::String),
+    ] {
+        let err = decode(&text, &ty).expect_err("mismatch");
+        assert!(!err.to_string().contains("MARKER"), "{err}");
+    }
+}

@@ -520,3 +520,24 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn decode_errors_never_quote_the_offending_value() {
+    let marker = Value::from("MARKER-deploy-key-4f2a");
+    let bytes = to_msgpack(&marker, &Type::String).expect("encode");
+    for ty in [
+        Type::Bool,
+        Type::Number,
+        Type::list(Type::String),
+        Type::map(Type::String),
+        Type::object([("a", Type::String)]),
+        Type::Dynamic,
+    ] {
+        let err = from_msgpack(&bytes, &ty).expect_err("mismatch");
+        assert!(!err.to_string().contains("MARKER"), "{err}");
+    }
+    let mut truncated = bytes.clone();
+    truncated.pop();
+    let err = from_msgpack(&truncated, &Type::String).expect_err("truncated");
+    assert!(!err.to_string().contains("MARKER"), "{err}");
+}

@@ -5,9 +5,9 @@
 
 use async_trait::async_trait;
 
-use super::{cluster_diagnostic, object};
 use crate::cluster::helm_release::current_release;
 use crate::framework::{Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema};
+use crate::resources::{cluster, cluster_diagnostic, object};
 use crate::values::{AttributePath, Type, Value};
 
 pub struct HelmReleaseDataSource;
@@ -104,7 +104,7 @@ impl DataSource for HelmReleaseDataSource {
             .to_owned();
         let what = format!("read Helm release {namespace}/{name}");
         let mut diagnostics = Diagnostics::new();
-        let release = match ctx.cluster.client().await {
+        let release = match cluster(ctx).client().await {
             Ok((client, endpoint)) => current_release(client, &endpoint, &namespace, &name).await,
             Err(e) => Err(e),
         };

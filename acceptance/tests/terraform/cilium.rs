@@ -1,0 +1,682 @@
+//! `talosboot_cilium` with the real OpenTofu CLI against the simulated Talos cluster (or a real one:
+//! `TALOSBOOT_TEST_KUBECONFIG`), observed only through the Kubernetes API.
+//!
+//! Index: fresh install then an empty plan; out-of-band values drift planned and repaired; a user
+//! value restoring SYS_MODULE (capabilities diagnosis, tainted); the Service IP forced (i/o
+//! timeout diagnosis); a stuck `pending-install` release repaired; inline-manifest adoption
+//! keeping every uid; import; destroy with both policies; a Lease held by another client; API
+//! faults during apply; a hung installer (deadline diagnosis); an interrupt during apply.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret, ServiceAccount};
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use serde_json::json;
+use talos_sim::faults::Matcher;
+
+use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
+
+const NS: &str = "kube-system";
+const MANAGED: &str = "app.kubernetes.io/managed-by=talosboot";
+
+fn root(cluster: &TestCluster, body: &str) -> String {
+    format!(
+        "{REQUIRED_PROVIDERS}\n{}\n{body}\n",
+        cluster.provider_block()
+    )
+}
+
+fn cilium(extra: &str) -> String {
+    format!("resource \"talosboot_cilium\" \"this\" {{\n  version = \"1.18.4\"\n{extra}\n}}\n")
+}
+
+fn workspace(cluster: &TestCluster, body: &str) -> Workspace {
+    let ws = Workspace::new(&root(cluster, body));
+    ws.init();
+    ws
+}
+
+/// Status labels of the release's records, by revision.
+async fn release_history(client: &kube::Client, name: &str) -> BTreeMap<i64, String> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let list = secrets
+        .list_metadata(&ListParams::default().labels(&format!("owner=helm,name={name}")))
+        .await
+        .expect("list release records");
+    list.items
+        .into_iter()
+        .filter_map(|s| {
+            let labels = s.metadata.labels?;
+            Some((
+                labels.get("version")?.parse().ok()?,
+                labels.get("status")?.clone(),
+            ))
+        })
+        .collect()
+}
+
+async fn current_status(client: &kube::Client) -> Option<String> {
+    release_history(client, "cilium").await.into_values().last()
+}
+
+/// Bootstrap objects and Leases talosboot left behind in kube-system.
+async fn leftovers(client: &kube::Client) -> Vec<String> {
+    let params = ListParams::default().labels(MANAGED);
+    let mut out = Vec::new();
+    let names = |kind: &str, items: Vec<Option<String>>| {
+        items
+            .into_iter()
+            .map(|n| format!("{kind}/{}", n.unwrap_or_default()))
+            .collect::<Vec<_>>()
+    };
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    out.extend(names(
+        "Job",
+        jobs.list_metadata(&params)
+            .await
+            .expect("jobs")
+            .items
+            .into_iter()
+            .map(|m| m.metadata.name)
+            .collect(),
+    ));
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
+    out.extend(names(
+        "ServiceAccount",
+        sas.list_metadata(&params)
+            .await
+            .expect("sas")
+            .items
+            .into_iter()
+            .map(|m| m.metadata.name)
+            .collect(),
+    ));
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    out.extend(names(
+        "ConfigMap",
+        cms.list_metadata(&params)
+            .await
+            .expect("cms")
+            .items
+            .into_iter()
+            .map(|m| m.metadata.name)
+            .collect(),
+    ));
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    out.extend(names(
+        "Lease",
+        leases
+            .list_metadata(&params)
+            .await
+            .expect("leases")
+            .items
+            .into_iter()
+            .map(|m| m.metadata.name)
+            .collect(),
+    ));
+    out
+}
+
+async fn nodes_ready(client: &kube::Client) -> bool {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let list = nodes.list(&ListParams::default()).await.expect("nodes");
+    !list.items.is_empty()
+        && list.items.iter().all(|n| {
+            let tainted = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/not-ready"));
+            let ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            ready && !tainted
+        })
+}
+
+/// Leftovers go in the background (Job deletion propagates); wait for them to be gone.
+async fn assert_no_leftovers(client: &kube::Client) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = leftovers(client).await;
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "bootstrap objects left behind: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fresh_cluster_gets_cilium_ready_and_the_next_plan_is_empty() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let ws = workspace(
+        &cluster,
+        &format!(
+            "{}\noutput \"agents\" {{ value = talosboot_cilium.this.agents }}\noutput \"status\" {{ value = talosboot_cilium.this.status }}",
+            cilium("")
+        ),
+    );
+    let plan = ws.ok(&["plan", "-no-color"]);
+    assert!(
+        plan.stdout
+            .contains("talosboot_cilium.this will be created"),
+        "{}",
+        plan.text()
+    );
+    ws.apply();
+    assert!(
+        nodes_ready(&client).await,
+        "every node is Ready without the not-ready taint"
+    );
+    assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
+    let outputs = ws.outputs();
+    assert_eq!(outputs["status"]["value"], "deployed");
+    assert_eq!(
+        outputs["agents"]["value"]["ready"],
+        outputs["agents"]["value"]["desired"]
+    );
+    assert_no_leftovers(&client).await;
+    assert!(!ws.plan_has_changes(), "second plan is empty");
+}
+
+/// Runs `helm ARGS` the way an operator would by hand: a Job on the host network via KubePrism.
+async fn helm_by_hand(client: &kube::Client, args: &[&str]) {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    let name = format!("by-hand-{}", std::process::id());
+    let mut command = vec!["helm"];
+    command.extend(args);
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"backoffLimit": 0, "template": {"spec": {
+            "restartPolicy": "Never", "hostNetwork": true, "dnsPolicy": "Default",
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "helm", "image": "alpine/helm:3.18.4", "command": command,
+                "env": [{"name": "KUBERNETES_SERVICE_HOST", "value": "localhost"}, {"name": "KUBERNETES_SERVICE_PORT", "value": "7445"}]}]}}},
+    }))
+    .expect("job");
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("create job");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let j = jobs.get(&name).await.expect("get job");
+        let done = j.status.and_then(|s| s.conditions).unwrap_or_default();
+        if done
+            .iter()
+            .any(|c| c.type_ == "Complete" && c.status == "True")
+        {
+            return;
+        }
+        assert!(
+            !done
+                .iter()
+                .any(|c| c.type_ == "Failed" && c.status == "True"),
+            "helm by hand failed"
+        );
+        assert!(Instant::now() < deadline, "helm by hand did not finish");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn values_changed_out_of_band_show_as_an_update_and_apply_converges() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let ws = workspace(
+        &cluster,
+        &cilium("  values = [yamlencode({ hubble = { relay = { enabled = true } } })]"),
+    );
+    ws.apply();
+    assert!(!ws.plan_has_changes());
+    helm_by_hand(
+        &client,
+        &[
+            "upgrade",
+            "cilium",
+            "cilium",
+            "--repo",
+            "https://helm.cilium.io",
+            "--version",
+            "1.18.4",
+            "-n",
+            NS,
+            "--set",
+            "hubble.relay.enabled=false",
+        ],
+    )
+    .await;
+    let plan = ws.ok(&["plan", "-no-color"]);
+    assert!(
+        plan.stdout.contains("will be updated in-place"),
+        "{}",
+        plan.text()
+    );
+    assert!(
+        plan.stdout.contains("values_sha256"),
+        "the diff names the drifted values hash:\n{}",
+        plan.stdout
+    );
+    ws.apply();
+    assert!(!ws.plan_has_changes(), "converged");
+    assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_user_value_restoring_sys_module_fails_with_the_capabilities_diagnosis_and_taints() {
+    let cluster = TestCluster::start().await;
+    let ws = workspace(
+        &cluster,
+        &cilium(
+            r#"  timeout = "2m"
+  set = [{ name = "securityContext.capabilities.ciliumAgent", value = "{CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID,SYS_MODULE}" }]"#,
+        ),
+    );
+    let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
+    assert!(!out.success);
+    let text = out.flat();
+    assert!(
+        text.contains("unable to apply caps: operation not permitted"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Diagnosis: a container requested the SYS_MODULE capability"),
+        "{text}"
+    );
+    assert!(text.contains("Fix: remove SYS_MODULE"), "{text}");
+    assert!(
+        ws.state_text().contains("\"status\": \"tainted\""),
+        "failed create is kept, tainted:\n{}",
+        ws.state_text()
+    );
+    // Fixing the configuration repairs it on the next apply.
+    ws.write("main.tf", &root(&cluster, &cilium("")));
+    ws.apply();
+    assert!(!ws.plan_has_changes());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_service_ip_before_the_cni_gets_the_io_timeout_diagnosis() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let ws = workspace(
+        &cluster,
+        &cilium(
+            r#"  job = { env = { KUBERNETES_SERVICE_HOST = "10.96.0.1", KUBERNETES_SERVICE_PORT = "443" } }"#,
+        ),
+    );
+    let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
+    assert!(!out.success);
+    let text = out.flat();
+    assert!(
+        text.contains("dial tcp 10.96.0.1:443: i/o timeout"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Fix: point the client at an API endpoint outside the Service CIDR: `api_endpoint`"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("kubectl -n kube-system logs job/"),
+        "names the kept Job for kubectl logs: {text}"
+    );
+    assert_eq!(current_status(&client).await, None, "nothing was installed");
+    assert!(
+        !ws.state_text().contains("talosboot_cilium"),
+        "nothing in state: nothing exists"
+    );
+}
+
+/// A Helm record as a killed `helm install` leaves it.
+async fn pending_install_record(client: &kube::Client) {
+    let record = json!({"name": "cilium", "namespace": NS, "version": 1,
+        "info": {"status": "pending-install", "description": "Initial install underway"},
+        "chart": {"metadata": {"name": "cilium", "version": "1.18.4", "appVersion": "1.18.4"}},
+        "config": {}, "manifest": ""});
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(record.to_string().as_bytes()).expect("gzip");
+    let field = base64::engine::general_purpose::STANDARD.encode(gz.finish().expect("gzip"));
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "sh.helm.release.v1.cilium.v1", "labels": {"owner": "helm", "name": "cilium", "status": "pending-install", "version": "1"}},
+        "type": "helm.sh/release.v1",
+        "stringData": {"release": field},
+    }))
+    .expect("secret");
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create record");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_release_stuck_in_pending_install_is_repaired() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    pending_install_record(&client).await;
+    let ws = workspace(&cluster, &cilium(""));
+    let out = ws.apply();
+    assert!(
+        out.flat().contains("pending-install"),
+        "says what it repaired: {}",
+        out.text()
+    );
+    let history = release_history(&client, "cilium").await;
+    // Unlocked (marked failed), then superseded by the upgrade from it, as Helm does.
+    assert_eq!(
+        history.get(&1).map(String::as_str),
+        Some("superseded"),
+        "{history:?}"
+    );
+    assert_eq!(
+        history.values().last().map(String::as_str),
+        Some("deployed"),
+        "{history:?}"
+    );
+    assert!(!ws.plan_has_changes());
+}
+
+async fn uids(client: &kube::Client) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let ds = Api::<DaemonSet>::namespaced(client.clone(), NS)
+        .get("cilium")
+        .await
+        .expect("ds");
+    out.insert(
+        "DaemonSet/cilium".into(),
+        ds.metadata.uid.unwrap_or_default(),
+    );
+    let d = Api::<Deployment>::namespaced(client.clone(), NS)
+        .get("cilium-operator")
+        .await
+        .expect("deploy");
+    out.insert(
+        "Deployment/cilium-operator".into(),
+        d.metadata.uid.unwrap_or_default(),
+    );
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), NS)
+        .get("cilium-config")
+        .await
+        .expect("cm");
+    out.insert(
+        "ConfigMap/cilium-config".into(),
+        cm.metadata.uid.unwrap_or_default(),
+    );
+    for sa in ["cilium", "cilium-operator"] {
+        let s = Api::<ServiceAccount>::namespaced(client.clone(), NS)
+            .get(sa)
+            .await
+            .expect("sa");
+        out.insert(
+            format!("ServiceAccount/{sa}"),
+            s.metadata.uid.unwrap_or_default(),
+        );
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn inline_manifest_cilium_is_adopted_in_place() {
+    let cluster = TestCluster::start_with(talos_sim::SimConfig {
+        inline_cilium: Some("1.18.4".into()),
+        ..Default::default()
+    })
+    .await;
+    if cluster.simulator().is_none() {
+        return; // needs a cluster whose Cilium came from inline manifests
+    }
+    let client = cluster.client().await;
+    let before = uids(&client).await;
+    let ws = workspace(&cluster, &cilium(""));
+    let refused = ws.run(&["apply", "-auto-approve", "-no-color"]);
+    assert!(!refused.success);
+    assert!(
+        refused.flat().contains("set `adopt_existing = true`"),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(
+        uids(&client).await,
+        before,
+        "a refused install touches nothing"
+    );
+    ws.write(
+        "main.tf",
+        &root(&cluster, &cilium("  adopt_existing = true")),
+    );
+    ws.apply();
+    assert_eq!(uids(&client).await, before, "adoption keeps every object");
+    assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
+    let ds = Api::<DaemonSet>::namespaced(client.clone(), NS)
+        .get("cilium")
+        .await
+        .expect("ds");
+    let annotations = ds.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("meta.helm.sh/release-name")
+            .map(String::as_str),
+        Some("cilium")
+    );
+    assert!(!ws.plan_has_changes());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_imported_release_plans_empty_when_the_configuration_matches() {
+    let cluster = TestCluster::start().await;
+    let first = workspace(&cluster, &cilium(""));
+    first.apply();
+    let import = format!(
+        "import {{\n  to = talosboot_cilium.this\n  id = \"kube-system/cilium\"\n}}\n{}",
+        cilium("")
+    );
+    let second = workspace(&cluster, &import);
+    let plan = second.ok(&["plan", "-no-color"]);
+    assert!(
+        plan.flat()
+            .contains("1 to import, 0 to add, 0 to change, 0 to destroy"),
+        "{}",
+        plan.text()
+    );
+    second.apply();
+    assert!(!second.plan_has_changes(), "empty plan after import");
+    let bad = workspace(
+        &cluster,
+        "import {\n  to = talosboot_cilium.this\n  id = \"cilium\"\n}\nresource \"talosboot_cilium\" \"this\" {\n  version = \"1.18.4\"\n}\n",
+    );
+    let out = bad.run(&["plan", "-no-color"]);
+    assert!(
+        !out.success && out.flat().contains("use `<namespace>/<release name>`"),
+        "{}",
+        out.text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn destroy_keeps_cilium_with_keep_and_uninstalls_by_default() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let ws = workspace(&cluster, &cilium("  deletion_policy = \"keep\""));
+    ws.apply();
+    let out = ws.ok(&["destroy", "-auto-approve", "-no-color"]);
+    assert!(
+        out.flat().contains("(kube-system/cilium) left running"),
+        "{}",
+        out.text()
+    );
+    assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
+    let ds: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
+    assert!(ds.get_opt("cilium").await.expect("get").is_some());
+
+    let import = format!(
+        "import {{\n  to = talosboot_cilium.this\n  id = \"kube-system/cilium\"\n}}\n{}",
+        cilium("")
+    );
+    let ws = workspace(&cluster, &import);
+    ws.apply();
+    ws.ok(&["destroy", "-auto-approve", "-no-color"]);
+    assert!(
+        release_history(&client, "cilium").await.is_empty(),
+        "release records gone"
+    );
+    assert!(
+        ds.get_opt("cilium").await.expect("get").is_none(),
+        "agents uninstalled"
+    );
+    assert_no_leftovers(&client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lease_held_by_another_run_is_waited_for_and_taken_over_once_expired() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "talosboot-helm-kube-system-cilium"},
+        "spec": {"holderIdentity": "talosboot@other-runner/pid-1/run-killed", "leaseDurationSeconds": 4,
+                 "acquireTime": now, "renewTime": now, "leaseTransitions": 0},
+    }))
+    .expect("lease");
+    Api::<Lease>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("create lease");
+    let ws = workspace(&cluster, &cilium(""));
+    let started = Instant::now();
+    let out = ws.apply();
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "waited for the other holder"
+    );
+    assert!(
+        out.flat()
+            .contains("talosboot@other-runner/pid-1/run-killed"),
+        "says whom it waited for: {}",
+        out.text()
+    );
+    assert_no_leftovers(&client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn api_faults_and_a_dropped_watch_during_apply_do_not_fail_it() {
+    let cluster = TestCluster::start().await;
+    let Some(sim) = cluster.simulator() else {
+        return;
+    };
+    let client = cluster.client().await;
+    let ws = workspace(&cluster, &cilium(""));
+    sim.faults().throttle(3, 1, Matcher::path("/jobs"));
+    sim.faults()
+        .fail_requests(503, 2, Matcher::path("/configmaps"));
+    sim.faults().fail_requests(500, 2, Matcher::path("/leases"));
+    sim.faults().drop_connections(2, Matcher::path("watch"));
+    ws.apply();
+    assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
+    assert!(!ws.plan_has_changes());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hung_installer_ends_at_the_deadline_with_its_diagnosis() {
+    let cluster = TestCluster::start().await;
+    if cluster.simulator().is_none() {
+        return; // the hang is the simulator's pod-level fault
+    }
+    let client = cluster.client().await;
+    let ws = workspace(
+        &cluster,
+        &cilium(
+            "  timeout = \"30s\"\n  job = { annotations = { \"talos-sim.dev/hang\" = \"true\" } }",
+        ),
+    );
+    let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
+    assert!(!out.success);
+    let text = out.flat();
+    assert!(text.contains("DeadlineExceeded"), "{text}");
+    assert!(
+        text.contains("Diagnosis: the bootstrap did not finish within `timeout`"),
+        "{text}"
+    );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    assert!(
+        leases
+            .list_metadata(&ListParams::default().labels(MANAGED))
+            .await
+            .expect("leases")
+            .items
+            .is_empty(),
+        "Lease released"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_interrupt_during_apply_deletes_the_job_and_frees_the_lease() {
+    let cluster = TestCluster::start().await;
+    if cluster.simulator().is_none() {
+        return;
+    }
+    let client = cluster.client().await;
+    let ws = workspace(
+        &cluster,
+        &cilium(
+            "  timeout = \"1h\"\n  job = { annotations = { \"talos-sim.dev/hang\" = \"true\" } }",
+        ),
+    );
+    let child = ws
+        .command(&["apply", "-auto-approve", "-no-color"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start apply");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while jobs
+        .list_metadata(&ListParams::default().labels(MANAGED))
+        .await
+        .expect("jobs")
+        .items
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the bootstrap Job never appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&exit.stdout),
+        String::from_utf8_lossy(&exit.stderr)
+    );
+    assert!(!exit.status.success());
+    assert!(
+        text.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains("interrupted"),
+        "says what was interrupted: {text}"
+    );
+    assert_no_leftovers(&client).await;
+}

@@ -1,0 +1,14 @@
+# Cilium on a fresh Talos cluster (no CNI yet): the chart is installed by a bootstrap Job on the host
+# network over KubePrism, with the Talos values, and applied once the cluster's API is up.
+resource "talosboot_cilium" "this" {
+  version = "1.18.4"
+
+  values = [yamlencode({
+    hubble = { relay = { enabled = true } }
+  })]
+
+  set = [{
+    name  = "operator.replicas"
+    value = "1"
+  }]
+}

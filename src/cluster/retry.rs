@@ -1,0 +1,71 @@
+//! Retries of transient API errors: 429 (honouring the server's back-off), 500/502/503/504, and
+//! connections that dropped or were refused for a moment. Anything else (404, 409, 422, 403, ...)
+//! is an answer, returned at once. Bounded: a cluster that stays unreachable is reported, with
+//! the real cause, after [`RETRY_BUDGET`].
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// How long one call keeps retrying.
+pub const RETRY_BUDGET: Duration = Duration::from_secs(30);
+
+/// Whether `e` may succeed when tried again.
+pub fn is_transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => matches!(s.code, 429 | 500 | 502 | 503 | 504),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// Runs `call` until it succeeds, fails for good, or [`RETRY_BUDGET`] is spent.
+pub async fn retry<T, F, Fut>(what: &str, mut call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let started = Instant::now();
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match call().await {
+            Err(e) if is_transient(&e) && started.elapsed() < RETRY_BUDGET => {
+                tracing::debug!(what, error = %e, delay_ms = delay.as_millis() as u64, "transient API error; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            other => return other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            ..Default::default()
+        }))
+    }
+
+    #[tokio::test]
+    async fn throttling_is_retried_and_a_conflict_is_not() {
+        let mut calls = 0;
+        let out = retry("get", || {
+            calls += 1;
+            let n = calls;
+            async move { if n < 3 { Err(api_error(429)) } else { Ok(n) } }
+        })
+        .await;
+        assert_eq!(out.ok(), Some(3));
+        let mut conflicts = 0;
+        let out: Result<(), _> = retry("create", || {
+            conflicts += 1;
+            async { Err(api_error(409)) }
+        })
+        .await;
+        assert!(out.is_err());
+        assert_eq!(conflicts, 1);
+    }
+}

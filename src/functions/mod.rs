@@ -1,0 +1,13 @@
+//! Provider-defined functions, one module each: `provider::talosboot::<name>(...)` in
+//! configuration (Terraform 1.8+, OpenTofu 1.7+).
+
+use std::sync::Arc;
+
+use crate::framework::Function;
+
+pub mod cilium_talos_values;
+
+/// The functions the provider offers.
+pub fn functions() -> Vec<Arc<dyn Function>> {
+    vec![Arc::new(cilium_talos_values::CiliumTalosValues)]
+}
