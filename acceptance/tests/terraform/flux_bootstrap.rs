@@ -15,6 +15,8 @@
 //! - `module_leftovers_are_adopted_without_restart`: the module's inventory is honoured (a
 //!   retired Secret is deleted), nothing restarts.
 //! - `api_faults_during_apply_fail_cleanly_and_the_next_apply_converges`.
+//! - `import_by_the_flux_instance_namespace`: import, then an in-place update that recreates nothing.
+//! - `failures::a_failing_flux_instance_names_its_reason`: `Ready=False` (`ArtifactFailed`).
 //! - `prerequisites_are_applied_until_flux_adopts_them`: manifests and a chart, `common_metadata`
 //!   on every namespace created, re-applied until adopted.
 //! - `write_only_secrets_never_leak`: needs a client with write-only support (1.11+): skipped
@@ -693,4 +695,46 @@ async fn prerequisites_are_applied_until_flux_adopts_them() {
         get(&records, "sh.helm.release.v1.extra.v2").await.is_none(),
         "a chart without adoption check is installed only when absent"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn import_by_the_flux_instance_namespace() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    install_cilium(&client).await;
+    let extra = "  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n";
+    let first = Workspace::new(&root(&cluster, extra));
+    first.init();
+    first.ok(APPLY);
+    let before = get(&instances(&client), "flux").await.expect("fi");
+
+    let second = Workspace::new(&root(&cluster, extra));
+    second.init();
+    let missing = second.run(&[
+        "import",
+        "-no-color",
+        "talosboot_flux_bootstrap.flux_operator_bootstrap",
+        "elsewhere",
+    ]);
+    assert!(
+        !missing.success && missing.flat().contains("No FluxInstance to import"),
+        "{}",
+        missing.text()
+    );
+    second.ok(&[
+        "import",
+        "-no-color",
+        "talosboot_flux_bootstrap.flux_operator_bootstrap",
+        "flux-system",
+    ]);
+    let plan = second.run(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        plan.stdout.contains("0 to add, 1 to change, 0 to destroy"),
+        "an imported bootstrap updates in place:\n{}",
+        plan.text()
+    );
+    second.ok(APPLY);
+    let after = get(&instances(&client), "flux").await.expect("fi");
+    assert_eq!(before["metadata"]["uid"], after["metadata"]["uid"]);
+    assert_no_changes(&second);
 }

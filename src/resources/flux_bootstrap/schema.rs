@@ -203,7 +203,7 @@ pub fn schema() -> Schema {
     Schema::new(
         0,
         Block::new(
-            "Bootstraps the Flux Operator and a FluxInstance the way the `flux-operator-bootstrap` module does (same arguments: replace `module \"...\" { source = ... }` by this resource), natively: chart installs run in a pre-CNI Job, everything else goes through the Kubernetes API. Drift of what the bootstrap owns (managed Secrets, runtime info, the FluxInstance, the operator) shows on plan without a `revision` bump; objects Flux has adopted are never touched.",
+            "Bootstraps the Flux Operator and a FluxInstance the way the `flux-operator-bootstrap` module does (same arguments: replace `module \"...\" { source = ... }` by this resource), natively: chart installs run in a pre-CNI Job, everything else goes through the Kubernetes API. Drift of what the bootstrap owns (managed Secrets, runtime info, the FluxInstance, the operator) shows on plan without a `revision` bump; objects Flux has adopted are never touched.\n\nRun once: when Flux is healthy and owns everything, the resource can go. Remove it and apply (with `deletion_policy = \"keep\"`, the default, destroy deletes only the bootstrap namespace: Flux keeps running), or forget it without touching the cluster with a `removed { from = talosboot_flux_bootstrap.x  lifecycle { destroy = false } }` block. Afterwards nothing reconciles the managed Secrets from Terraform any more.",
             vec![
                 computed("id", Type::String, "The FluxInstance's namespace."),
                 computed("namespace", Type::String, "The FluxInstance's namespace; changing it replaces the resource.").requires_replace(),

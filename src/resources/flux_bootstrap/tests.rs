@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::private::Private;
-use crate::framework::{Dispatcher, PlanRequest};
+use crate::framework::{ClientCapabilities, Dispatcher, PlanRequest};
 use crate::values::{Type, Value};
 
 const TYPE: &str = "talosboot_flux_bootstrap";
@@ -79,6 +79,10 @@ async fn write_only_values_never_reach_a_plan_and_changes_plan_an_update() {
                 proposed_new_state: config.clone(),
                 config,
                 prior_private: private,
+                client_capabilities: ClientCapabilities {
+                    deferral_allowed: false,
+                    write_only_attributes_allowed: true,
+                },
             },
         )
     };

@@ -104,3 +104,34 @@ async fn api_faults_during_apply_fail_cleanly_and_the_next_apply_converges() {
     );
     assert_no_changes(&ws);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_flux_instance_names_its_reason() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    install_cilium(&client).await;
+    let extra = "  timeout = \"1m\"\n  debug_on_failure = true\n  sync = { url = \"https://unreachable.example/infra.git\", path = \"clusters/staging\" }\n";
+    let ws = Workspace::new(&root(&cluster, extra));
+    ws.init();
+    let out = ws.run(APPLY);
+    assert!(!out.success, "{}", out.text());
+    let text = out.flat();
+    assert!(text.contains("FluxInstance failed"), "{}", out.text());
+    assert!(
+        text.contains("ArtifactFailed"),
+        "the reason is named:\n{}",
+        out.text()
+    );
+    assert!(
+        text.contains("FluxInstance conditions:"),
+        "debug_on_failure adds the conditions:\n{}",
+        out.text()
+    );
+    // The failed run shows as drift, so the next plan retries it.
+    let plan = ws.run(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        plan.flat().contains("bootstrap run: failed") || plan.flat().contains("must be replaced"),
+        "{}",
+        plan.text()
+    );
+}
