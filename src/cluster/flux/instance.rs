@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::manifest::Manifest;
+pub use super::objects::Outcome;
 use super::objects::{self, crds, flux_instances, namespaces};
 use super::ownership::{
     InstanceStatus, adopted_by_flux, crd_established, instance_status, namespace_adopted_by_flux,
@@ -18,16 +19,6 @@ use super::ownership::{
 use super::{FLUXINSTANCE_CRD, FluxError, Kube};
 
 const POLL: Duration = Duration::from_millis(500);
-
-/// What happened to a namespace or the FluxInstance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Created,
-    /// Existed, not adopted by Flux: applied again.
-    Reapplied,
-    /// Adopted by Flux: left alone.
-    Adopted,
-}
 
 /// Creates or updates namespace `name` with the given metadata (present at creation, so admission
 /// policies that require it accept the namespace), unless Flux has adopted it.
@@ -38,12 +29,6 @@ pub async fn ensure_namespace(
     annotations: &BTreeMap<String, String>,
 ) -> Result<Outcome, FluxError> {
     let api = objects::api(kube, &namespaces(), None);
-    let what = format!("namespace {name}");
-    let outcome = match objects::get(kube, &api, name, &what).await? {
-        Some(ns) if namespace_adopted_by_flux(&ns) => return Ok(Outcome::Adopted),
-        Some(_) => Outcome::Reapplied,
-        None => Outcome::Created,
-    };
     let mut metadata = json!({"name": name});
     if !labels.is_empty() {
         metadata["labels"] = json!(labels);
@@ -52,8 +37,8 @@ pub async fn ensure_namespace(
         metadata["annotations"] = json!(annotations);
     }
     let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata});
-    objects::apply(kube, &api, name, &object, &what).await?;
-    Ok(outcome)
+    let what = format!("namespace {name}");
+    objects::apply_unless_adopted(kube, &api, &object, &what, namespace_adopted_by_flux).await
 }
 
 /// Waits while namespace `name` is being deleted (a destroy right before a create, e.g. when a
@@ -167,13 +152,7 @@ pub async fn wait_crd_established(
 pub async fn apply_instance(kube: &Kube, manifest: &Manifest) -> Result<Outcome, FluxError> {
     let api = objects::api(kube, &flux_instances(), Some(manifest.namespace()));
     let what = format!("FluxInstance {}/{}", manifest.namespace(), manifest.name());
-    let outcome = match objects::get(kube, &api, manifest.name(), &what).await? {
-        Some(current) if adopted_by_flux(&current) => return Ok(Outcome::Adopted),
-        Some(_) => Outcome::Reapplied,
-        None => Outcome::Created,
-    };
-    objects::apply(kube, &api, manifest.name(), &manifest.object, &what).await?;
-    Ok(outcome)
+    objects::apply_unless_adopted(kube, &api, &manifest.object, &what, adopted_by_flux).await
 }
 
 /// Reads the FluxInstance (`None` when absent).

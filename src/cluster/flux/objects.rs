@@ -175,9 +175,9 @@ pub async fn strip_disallowed_managers(
         .map_err(|e| kube.error(format!("drop kubectl's field ownership of {what}"), e))
 }
 
-/// What happened to a prerequisite manifest.
+/// What an apply-until-adopted step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PrerequisiteOutcome {
+pub enum Outcome {
     Created,
     /// Existed, not yet adopted by Flux: applied again.
     Reapplied,
@@ -185,18 +185,31 @@ pub enum PrerequisiteOutcome {
     Adopted,
 }
 
-/// Applies a prerequisite unless Flux has adopted it (the module's rule).
-pub async fn apply_prerequisite(
+/// The module's hand-off rule: apply `object` (creating it if missing) until `adopted` says Flux
+/// owns the live object, then never touch it again.
+pub async fn apply_unless_adopted(
     kube: &Kube,
-    manifest: &Manifest,
-) -> Result<PrerequisiteOutcome, FluxError> {
+    api: &Api<DynamicObject>,
+    object: &Json,
+    what: &str,
+    adopted: fn(&Json) -> bool,
+) -> Result<Outcome, FluxError> {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Json::as_str)
+        .unwrap_or_default();
+    let outcome = match get(kube, api, name, what).await? {
+        None => Outcome::Created,
+        Some(current) if adopted(&current) => return Ok(Outcome::Adopted),
+        Some(_) => Outcome::Reapplied,
+    };
+    apply(kube, api, name, object, what).await?;
+    Ok(outcome)
+}
+
+/// Applies a prerequisite unless Flux has adopted it.
+pub async fn apply_prerequisite(kube: &Kube, manifest: &Manifest) -> Result<Outcome, FluxError> {
     let api = api_for(kube, manifest).await?;
     let what = format!("prerequisite {}", manifest.reference());
-    let outcome = match get(kube, &api, manifest.name(), &what).await? {
-        None => PrerequisiteOutcome::Created,
-        Some(current) if adopted_by_flux(&current) => return Ok(PrerequisiteOutcome::Adopted),
-        Some(_) => PrerequisiteOutcome::Reapplied,
-    };
-    apply(kube, &api, manifest.name(), &manifest.object, &what).await?;
-    Ok(outcome)
+    apply_unless_adopted(kube, &api, &manifest.object, &what, adopted_by_flux).await
 }
