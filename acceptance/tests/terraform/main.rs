@@ -24,6 +24,7 @@ mod checks;
 mod cilium;
 mod flux_bootstrap;
 mod functions;
+mod helm_release_resource;
 mod import_and_removed;
 mod lifecycle;
 mod unknown_provider_config;
