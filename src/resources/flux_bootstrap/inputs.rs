@@ -21,13 +21,12 @@ use crate::cluster::helm_install::{ChartInstall, DEFAULT_HELM_IMAGE};
 const POD_SECURITY_LABEL: &str = "pod-security.kubernetes.io/enforce";
 
 /// A prerequisite chart and the module's rule for it.
-#[derive(Debug)]
 pub struct PrerequisiteChart {
     pub install: ChartInstall,
     pub adoption: Option<(String, String, String, String)>,
 }
 
-#[derive(Debug)]
+/// No `Debug` of the values: chart values and managed objects may carry runtime secrets.
 pub struct Inputs {
     pub bootstrap: BootstrapNamespace,
     pub common_labels: BTreeMap<String, String>,
@@ -42,6 +41,15 @@ pub struct Inputs {
     pub job: JobSettings,
     pub timeout: Duration,
     pub debug: bool,
+}
+
+impl std::fmt::Debug for Inputs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inputs")
+            .field("namespace", &self.namespace)
+            .field("bootstrap", &self.bootstrap.name)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The runtime variables: `runtime_info.data`, then the `sync` and `suspend_applications` exports.
