@@ -11,7 +11,8 @@
 //! - `pre_cni_order_mistake_is_diagnosed`: no CNI → "depends_on the talosboot_cilium".
 //! - `operator_install_failure_is_relayed_with_diagnosis`: KubePrism off → the Job's error and
 //!   the diagnosis reach the apply's diagnostic.
-//! - `uninstall_policy_removes_flux`: `deletion_policy = "uninstall"`.
+//! - `uninstall_policy_removes_flux`: `deletion_policy = "uninstall"`, with seed 000's own `job`
+//!   (host network, KubePrism env) as existing roots write it.
 //! - `module_leftovers_are_adopted_without_restart`: the module's inventory is honoured (a
 //!   retired Secret is deleted), nothing restarts.
 //! - `api_faults_during_apply_fail_cleanly_and_the_next_apply_converges`.
@@ -539,7 +540,7 @@ async fn uninstall_policy_removes_flux() {
     install_cilium(&client).await;
     let ws = Workspace::new(&root(
         &cluster,
-        "  deletion_policy = \"uninstall\"\n  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
+        "  deletion_policy = \"uninstall\"\n  job = { host_network = true, env = { KUBERNETES_SERVICE_HOST = \"localhost\", KUBERNETES_SERVICE_PORT = \"7445\" } }\n  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
     ));
     ws.init();
     ws.ok(APPLY);
