@@ -15,12 +15,14 @@
 //! - `checks`: `check` blocks and preconditions reading `data.talosboot_helm_release`.
 //! - `import_and_removed`: `import` blocks (and generated config), `removed` without destroy.
 //! - `functions`: `provider::talosboot::cilium_talos_values`.
+//! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module).
 
 #[macro_use]
 mod harness;
 
 mod checks;
 mod cilium;
+mod flux_bootstrap;
 mod functions;
 mod helm_release_resource;
 mod import_and_removed;
