@@ -15,6 +15,7 @@
 //! - `checks`: `check` blocks and preconditions reading `data.talosboot_helm_release`.
 //! - `import_and_removed`: `import` blocks (and generated config), `removed` without destroy.
 //! - `functions`: `provider::talosboot::cilium_talos_values`.
+//! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module).
 //! - `examples`: every HCL file under `examples/` is formatted, validated, and the full roots planned.
 //! - `release` (both): `scripts/release` output installs from a packed filesystem mirror; lock hash.
 
@@ -24,6 +25,7 @@ mod harness;
 mod checks;
 mod cilium;
 mod examples;
+mod flux_bootstrap;
 mod functions;
 mod helm_release_resource;
 mod import_and_removed;
