@@ -80,6 +80,7 @@ fn spec() -> RunSpec {
         job: JobSettings::talos("alpine/helm:3.18.4"),
         command: vec!["helm".into(), "version".into()],
         files: BTreeMap::from([("values.yaml".into(), "{}".into())]),
+        binary_files: BTreeMap::new(),
         secret_files: BTreeMap::new(),
         timeout: Duration::from_secs(120),
         rbac: Rbac::ClusterAdmin,
@@ -186,10 +187,11 @@ fn main() {
     let cilium_apply = started.elapsed();
     assert!(!applied.diagnostics.has_errors(), "cilium installs");
 
-    // Requests per refresh.
+    // Requests per refresh, from the state the install returned (it knows the revision).
+    let state = applied.state.clone().expect("state after install");
     counter.count.store(0, Ordering::SeqCst);
     counter.paths.lock().expect("lock").clear();
-    rt.block_on(release::observe(&clients, &cilium))
+    rt.block_on(release::observe(&clients, &state))
         .expect("observe");
     let refresh_requests = counter.count.load(Ordering::SeqCst);
     let refresh_paths = counter.paths.lock().expect("lock").clone();

@@ -47,11 +47,16 @@ pub struct ChartInstall {
     pub atomic: bool,
     /// Revisions Helm keeps; `None`: 10.
     pub history_max: Option<u32>,
+    /// A local chart, packaged (`.tgz`), shipped to the Job; then `chart` is its file name.
+    pub chart_archive: Option<Vec<u8>>,
 }
 
 impl ChartInstall {
     /// The chart argument of `helm upgrade`, and the `--repo` flag for a classic repository.
     fn chart_args(&self) -> (String, Option<String>) {
+        if self.chart_archive.is_some() {
+            return (format!("{INPUTS_DIR}/{}", self.chart), None);
+        }
         match &self.repository {
             Some(repo) if repo.starts_with("oci://") => (
                 format!("{}/{}", repo.trim_end_matches('/'), self.chart),
@@ -229,6 +234,9 @@ pub async fn unlock_pending(
     Ok(Some(status))
 }
 
+/// What the inputs ConfigMap may hold (the API server's limit is 1 MiB, keys and metadata included).
+const MAX_INPUTS: usize = 1024 * 1024 - 16 * 1024;
+
 /// Helm refuses records over 1 MiB; a record inflating past this is not Helm's.
 const MAX_RECORD: u64 = 32 * 1024 * 1024;
 
@@ -287,6 +295,19 @@ pub async fn install_or_upgrade(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<Installed, EngineError> {
+    if let Some(archive) = &chart.chart_archive {
+        let size: usize =
+            archive.len() * 4 / 3 + chart.values_yaml.iter().map(String::len).sum::<usize>();
+        if size > MAX_INPUTS {
+            return Err(EngineError::new(
+                Step::Objects,
+                format!(
+                    "the packaged local chart and values take {} KiB, more than a ConfigMap holds (1 MiB): publish the chart to an OCI registry or a chart repository and set `repository`",
+                    size / 1024
+                ),
+            ));
+        }
+    }
     let unlocked = unlock_pending(clients, &chart.namespace, &chart.release).await?;
     let (command, files, secret_files) = chart.command(timeout);
     let spec = RunSpec {
@@ -299,6 +320,11 @@ pub async fn install_or_upgrade(
         job: job.clone(),
         command,
         files,
+        binary_files: chart
+            .chart_archive
+            .iter()
+            .map(|a| (chart.chart.clone(), a.clone()))
+            .collect(),
         secret_files,
         timeout,
         rbac: Rbac::ClusterAdmin,
@@ -343,6 +369,7 @@ pub async fn uninstall(
         job: job.clone(),
         command,
         files: BTreeMap::new(),
+        binary_files: BTreeMap::new(),
         secret_files: BTreeMap::new(),
         timeout,
         rbac: Rbac::ClusterAdmin,

@@ -171,3 +171,63 @@ async fn a_release_left_pending_upgrade_is_planned_and_repaired() {
     );
     assert!(!ws.plan_has_changes());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_local_chart_directory_is_shipped_to_the_job_and_an_oversized_one_refused() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let body = format!(
+        "{CILIUM}\nresource \"talosboot_helm_release\" \"hello\" {{\n  name       = \"hello\"\n  chart      = \"./charts/hello\"\n  version    = \"0.1.0\"\n  namespace  = \"default\"\n  values     = [yamlencode({{ greeting = \"hi\" }})]\n  depends_on = [talosboot_cilium.this]\n}}\n"
+    );
+    let ws = workspace(&cluster, &body);
+    std::fs::create_dir_all(ws.path().join("charts/hello/templates")).expect("chart dir");
+    ws.write(
+        "charts/hello/Chart.yaml",
+        "apiVersion: v2\nname: hello\nversion: 0.1.0\n",
+    );
+    ws.write("charts/hello/templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello\ndata:\n  greeting: {{ .Values.greeting }}\n");
+    ws.apply();
+    let state = ws.state_text();
+    assert!(state.contains("\"chart_version\": \"0.1.0\""), "{state}");
+    assert_eq!(
+        history(&client, "default", "hello")
+            .await
+            .values()
+            .last()
+            .map(String::as_str),
+        Some("deployed")
+    );
+    assert!(!ws.plan_has_changes());
+    // A chart far beyond what a ConfigMap holds is refused with the way out, before any Job runs.
+    // Incompressible text (a linear congruential generator): about 2 MiB once gzipped.
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let noise: String = (0..3_000_000)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            char::from(b'!' + ((x >> 33) % 90) as u8)
+        })
+        .collect();
+    ws.write("charts/hello/templates/big.txt", &noise);
+    ws.write(
+        "charts/hello/Chart.yaml",
+        "apiVersion: v2\nname: hello\nversion: 0.2.0\n",
+    );
+    ws.write(
+        "main.tf",
+        &format!(
+            "{REQUIRED_PROVIDERS}\n{}\n{}",
+            cluster.provider_block(),
+            body.replace("\"0.1.0\"", "\"0.2.0\"")
+        ),
+    );
+    let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
+    assert!(!out.success);
+    assert!(
+        out.flat()
+            .contains("publish the chart to an OCI registry or a chart repository"),
+        "{}",
+        out.text()
+    );
+}

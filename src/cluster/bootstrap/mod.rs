@@ -156,6 +156,8 @@ pub struct RunSpec {
     pub command: Vec<String>,
     /// Mounted read-only under [`objects::INPUTS_DIR`].
     pub files: BTreeMap<String, String>,
+    /// Binary inputs (a packaged chart), mounted beside `files` (ConfigMap `binaryData`).
+    pub binary_files: BTreeMap<String, Vec<u8>>,
     /// Mounted read-only under [`objects::SECRETS_DIR`], from a Secret (only when not empty).
     pub secret_files: BTreeMap<String, String>,
     /// The whole run, Lease wait included: the Job's deadline is what is left of it.

@@ -86,9 +86,16 @@ pub fn cluster_role_binding(spec: &RunSpec, names: &RunNames) -> Option<ClusterR
 }
 
 pub fn config_map(spec: &RunSpec, names: &RunNames) -> ConfigMap {
+    use base64::Engine;
+    let binary: BTreeMap<&String, String> = spec
+        .binary_files
+        .iter()
+        .map(|(k, v)| (k, base64::engine::general_purpose::STANDARD.encode(v)))
+        .collect();
     typed(json!({
         "metadata": {"name": names.object, "namespace": spec.namespace.name, "labels": names.labels()},
         "data": spec.files,
+        "binaryData": binary,
     }))
 }
 
@@ -220,6 +227,7 @@ mod tests {
             },
             command: vec!["helm".into(), "version".into()],
             files: BTreeMap::from([("values.yaml".into(), "a: 1".into())]),
+            binary_files: BTreeMap::new(),
             secret_files: BTreeMap::new(),
             timeout: Duration::from_secs(600),
             rbac: Rbac::ClusterAdmin,

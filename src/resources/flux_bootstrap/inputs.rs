@@ -163,6 +163,7 @@ fn chart_install(
         description: Some("talosboot_flux_bootstrap".into()),
         atomic: false,
         history_max: None,
+        chart_archive: None,
     })
 }
 

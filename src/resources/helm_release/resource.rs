@@ -9,8 +9,8 @@
 //! nodes can pull from), `postrender` (runs a local binary), `set_list` (use `values`),
 //! `reuse_values`/`reset_values` (values are always exactly the configuration: that is what makes
 //! drift visible), `force_update`, `recreate_pods`, `cleanup_on_fail`, `replace`, `lint`,
-//! `dependency_update`, `skip_crds`, `render_subchart_notes`, `disable_*` hooks and webhooks, local
-//! chart directories (charts come from a repository or an OCI registry).
+//! `dependency_update`, `skip_crds`, `render_subchart_notes`, `disable_*` hooks and webhooks. Local
+//! chart directories are packaged at apply and shipped to the Job (at most about 1 MiB packaged).
 
 use std::time::Duration;
 
@@ -122,7 +122,7 @@ fn schema() -> Schema {
                 comp("id", Type::String, "`<namespace>/<name>`."),
                 Attribute::required("name", Type::String, "Release name. Changing it replaces the release.").requires_replace(),
                 oc("namespace", Type::String, "Release namespace. Default `default`. Changing it replaces the release.").requires_replace(),
-                Attribute::required("chart", Type::String, "Chart name in `repository`, or a full `oci://` reference."),
+                Attribute::required("chart", Type::String, "Chart name in `repository`, a full `oci://` reference, or a local chart directory (`./charts/app`, `/srv/charts/app`: packaged at apply and shipped to the bootstrap Job in its ConfigMap, so at most about 1 MiB packaged; a change inside it is applied when its `version` in Chart.yaml and here changes)."),
                 opt("repository", Type::String, "Chart repository URL (`https://...`) or OCI registry path (`oci://...`)."),
                 oc("version", Type::String, "Chart version. When unset, the repository's latest at install time; the state then records the installed version."),
                 opt("values", Type::list(Type::String), "Values documents (YAML), merged in order; later ones win."),
@@ -177,6 +177,84 @@ impl ChartRelease {
     }
 }
 
+/// `chart` names a local chart directory when it is a path (`./charts/app`, `/srv/charts/app`).
+fn local_chart(chart: &str) -> Option<&std::path::Path> {
+    let path = std::path::Path::new(chart);
+    (chart.starts_with("./") || chart.starts_with("../") || chart.starts_with('/')).then_some(path)
+}
+
+/// The largest local chart shipped to the Job (the ConfigMap it travels in holds 1 MiB).
+const MAX_LOCAL_CHART: u64 = 8 * 1024 * 1024;
+
+/// Packages a local chart directory as Helm does (`<name>/...` in a gzipped tar), read at apply;
+/// returns the chart's name (from `Chart.yaml`) and the archive.
+fn package_chart(dir: &std::path::Path) -> Result<(String, Vec<u8>), String> {
+    let chart_yaml = std::fs::read_to_string(dir.join("Chart.yaml")).map_err(|e| {
+        format!(
+            "local chart {}: cannot read Chart.yaml ({})",
+            dir.display(),
+            e.kind()
+        )
+    })?;
+    let meta: Json = serde_saphyr::from_str(&chart_yaml).map_err(|_| {
+        format!(
+            "local chart {}: Chart.yaml is not valid YAML",
+            dir.display()
+        )
+    })?;
+    let name = meta
+        .get("name")
+        .and_then(Json::as_str)
+        .filter(|n| !n.is_empty() && !n.contains('/'))
+        .ok_or_else(|| format!("local chart {}: Chart.yaml has no `name`", dir.display()))?
+        .to_owned();
+    let mut total = 0u64;
+    for entry in walk(dir)? {
+        total += entry.metadata().map(|m| m.len()).unwrap_or(0);
+    }
+    if total > MAX_LOCAL_CHART {
+        return Err(format!(
+            "local chart {} is {} KiB: too large to ship to the bootstrap Job; publish it to an OCI registry or a chart repository",
+            dir.display(),
+            total / 1024
+        ));
+    }
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let mut tar = tar::Builder::new(gz);
+    tar.mode(tar::HeaderMode::Deterministic);
+    tar.append_dir_all(&name, dir).map_err(|e| {
+        format!(
+            "local chart {}: cannot package it ({})",
+            dir.display(),
+            e.kind()
+        )
+    })?;
+    let gz = tar
+        .into_inner()
+        .map_err(|e| format!("cannot package the chart ({})", e.kind()))?;
+    let archive = gz
+        .finish()
+        .map_err(|e| format!("cannot package the chart ({})", e.kind()))?;
+    Ok((name, archive))
+}
+
+fn walk(dir: &std::path::Path) -> Result<Vec<std::fs::DirEntry>, String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d)
+            .map_err(|e| format!("local chart {}: {}", d.display(), e.kind()))?;
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            } else {
+                out.push(entry);
+            }
+        }
+    }
+    Ok(out)
+}
+
 impl Release for ChartRelease {
     fn label(&self) -> String {
         let version = self
@@ -214,11 +292,23 @@ impl Release for ChartRelease {
     fn chart_install(&self) -> Result<ChartInstall, String> {
         let (plain, sensitive) = self.values_parts()?;
         let empty = sensitive.as_object().is_some_and(|o| o.is_empty());
+        let chart = self.chart.clone().unwrap_or_default();
+        let (chart, archive) = match local_chart(&chart) {
+            Some(dir) => {
+                let (name, archive) = package_chart(dir)?;
+                (format!("{name}.tgz"), Some(archive))
+            }
+            None => (chart, None),
+        };
         Ok(ChartInstall {
             release: self.release_name().into(),
             namespace: self.ns().into(),
-            repository: self.repository.clone(),
-            chart: self.chart.clone().unwrap_or_default(),
+            repository: if archive.is_some() {
+                None
+            } else {
+                self.repository.clone()
+            },
+            chart,
             version: self.version.clone().unwrap_or_default(),
             values_yaml: vec![plain.to_string()],
             sensitive_values_yaml: if empty {
@@ -231,6 +321,7 @@ impl Release for ChartRelease {
             description: self.description.clone(),
             atomic: self.atomic.unwrap_or(false),
             history_max: self.max_history.and_then(|n| u32::try_from(n).ok()),
+            chart_archive: archive,
         })
     }
     fn job_settings(&self) -> JobSettings {
