@@ -55,6 +55,7 @@ impl SimCluster {
         let addr = listener.local_addr()?;
         let store = Store::new(config.pace);
         store.set_pod_security(config.pod_security);
+        store.set_rbac(config.rbac);
         crate::seed::seed(&store, &config, addr)
             .map_err(|e| anyhow::anyhow!("failed to seed the cluster: {e}"))?;
         let state = Arc::new(ServerState {

@@ -217,7 +217,8 @@ pub async fn install_or_upgrade(
         .get(2)
         .cloned()
         .ok_or_else(|| "\"helm upgrade\" requires 2 arguments".to_string())?;
-    let history = release::history(&ctx.store, ns, name).map_err(|e| e.to_string())?;
+    let history = release::history(&ctx.store, ns, name)
+        .map_err(|e| format!("query: failed to query with labels: {e}"))?;
     let last = history
         .last()
         .filter(|r| r.status != "uninstalled")
