@@ -21,6 +21,9 @@
 //! - `tools`: unknown flags fail like the real helm/cilium/kubectl; `failed` release replaced;
 //!   the restricted `alpine/helm` installer reading values from a ConfigMap and a Secret.
 //! - `inline_cilium`: Cilium from Talos inline manifests; adoption with `helm --take-ownership`.
+//! - `rbac`: programs act as their pod's ServiceAccount; helm and kubectl print the API server's
+//!   Forbidden like the real tools (`common::start` binds cluster-admin to all ServiceAccounts,
+//!   `common::start_strict` does not).
 
 #[path = "cluster_model/bootstrap.rs"]
 mod bootstrap;
@@ -46,6 +49,8 @@ mod kubectl;
 mod pod_security;
 #[path = "cluster_model/pre_cni.rs"]
 mod pre_cni;
+#[path = "cluster_model/rbac.rs"]
+mod rbac;
 #[path = "cluster_model/tools.rs"]
 mod tools;
 #[path = "cluster_model/workloads.rs"]
