@@ -248,10 +248,11 @@ impl State {
         Err(forbidden(user, req))
     }
 
-    /// The rules of `rules` that `user` does not hold in `namespace`, as the real server lists
-    /// them (`{APIGroups:[""], Resources:["pods"], Verbs:["get"]}`).
+    /// The rules of `rules` that `user` does not hold in `namespace`, compacted as the real
+    /// server lists them: one line per group/resource/name with the missing verbs
+    /// (`{APIGroups:[""], Resources:["pods"], Verbs:["get" "list"]}`).
     fn not_held(&self, user: &UserInfo, namespace: &str, rules: &[Value]) -> Vec<String> {
-        let mut missing = Vec::new();
+        let mut missing: Vec<((String, String, String), Vec<String>)> = Vec::new();
         for rule in rules {
             let names = strings(rule, "resourceNames");
             let names: Vec<&str> = if names.is_empty() {
@@ -265,8 +266,8 @@ impl State {
                         Some((r, s)) => (r.to_string(), Some(s.to_string())),
                         None => (resource.clone(), None),
                     };
-                    for verb in strings(rule, "verbs") {
-                        for name in &names {
+                    for name in &names {
+                        for verb in strings(rule, "verbs") {
                             let req = Request {
                                 verb: &verb,
                                 group: &group,
@@ -275,15 +276,14 @@ impl State {
                                 namespace,
                                 name,
                             };
-                            if !self.allowed(user, &req) {
-                                let names = if name.is_empty() {
-                                    String::new()
-                                } else {
-                                    format!(", ResourceNames:[\"{name}\"]")
-                                };
-                                missing.push(format!(
-                                    "{{APIGroups:[\"{group}\"], Resources:[\"{resource}\"]{names}, Verbs:[\"{verb}\"]}}"
-                                ));
+                            if self.allowed(user, &req) {
+                                continue;
+                            }
+                            let key = (group.clone(), resource.clone(), name.to_string());
+                            match missing.iter_mut().find(|(k, _)| *k == key) {
+                                Some((_, verbs)) if !verbs.contains(&verb) => verbs.push(verb),
+                                Some(_) => {}
+                                None => missing.push((key, vec![verb])),
                             }
                         }
                     }
@@ -291,6 +291,19 @@ impl State {
             }
         }
         missing
+            .into_iter()
+            .map(|((group, resource, name), verbs)| {
+                let names = if name.is_empty() {
+                    String::new()
+                } else {
+                    format!(", ResourceNames:[\"{name}\"]")
+                };
+                format!(
+                    "{{APIGroups:[\"{group}\"], Resources:[\"{resource}\"]{names}, Verbs:[\"{}\"]}}",
+                    verbs.join("\" \"")
+                )
+            })
+            .collect()
     }
 
     /// Escalation prevention for a Role/ClusterRole or binding `obj` written by `user`.
