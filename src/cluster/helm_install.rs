@@ -26,7 +26,7 @@ use super::retry::{RETRY_BUDGET, retry};
 pub const DEFAULT_HELM_IMAGE: &str = "alpine/helm:3.18.4";
 
 /// A chart to install or upgrade.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChartInstall {
     pub release: String,
     pub namespace: String,
@@ -43,6 +43,10 @@ pub struct ChartInstall {
     /// Adopt objects that exist without Helm's ownership metadata, in place.
     pub take_ownership: bool,
     pub description: Option<String>,
+    /// `helm --atomic`: a failed install is uninstalled, a failed upgrade rolled back (Helm waits).
+    pub atomic: bool,
+    /// Revisions Helm keeps; `None`: 10.
+    pub history_max: Option<u32>,
 }
 
 impl ChartInstall {
@@ -83,7 +87,7 @@ impl ChartInstall {
             "--timeout".into(),
             format!("{}s", timeout.as_secs().max(1)),
             "--history-max".into(),
-            "10".into(),
+            self.history_max.unwrap_or(10).to_string(),
         ]);
         let mut files = BTreeMap::new();
         for (i, doc) in self.values_yaml.iter().enumerate() {
@@ -102,6 +106,9 @@ impl ChartInstall {
         }
         if self.take_ownership {
             argv.push("--take-ownership".into());
+        }
+        if self.atomic {
+            argv.push("--atomic".into());
         }
         if let Some(d) = &self.description {
             argv.extend(["--description".into(), d.clone()]);
@@ -333,6 +340,7 @@ mod tests {
             create_namespace: false,
             take_ownership: true,
             description: None,
+            ..Default::default()
         }
     }
 

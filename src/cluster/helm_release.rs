@@ -28,6 +28,54 @@ pub struct HelmRelease {
     pub description: String,
     /// SHA-256 of the user-supplied values as canonical JSON (sorted keys), hex.
     pub values_sha256: String,
+    /// The workloads of the rendered manifest (Deployments, DaemonSets, StatefulSets, Jobs), whose
+    /// readiness says whether the release is up.
+    pub workloads: Vec<ManifestWorkload>,
+}
+
+/// A workload in a release's manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestWorkload {
+    pub kind: String,
+    /// `None`: the release namespace.
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+const WORKLOAD_KINDS: &[&str] = &["Deployment", "DaemonSet", "StatefulSet", "Job"];
+
+/// The workloads of a manifest (multi-document YAML as Helm stores it); documents that do not parse
+/// are skipped: the manifest is Helm's, readiness of what it names is best effort.
+pub fn manifest_workloads(manifest: &str) -> Vec<ManifestWorkload> {
+    let mut out = Vec::new();
+    for doc in manifest.split("\n---") {
+        let doc = doc.trim_start_matches("---");
+        if doc.trim().is_empty() {
+            continue;
+        }
+        let Ok(value) = serde_saphyr::from_str::<serde_json::Value>(doc) else {
+            continue;
+        };
+        let kind = value
+            .get("kind")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        let metadata = value.get("metadata");
+        let name = metadata
+            .and_then(|m| m.get("name"))
+            .and_then(serde_json::Value::as_str);
+        if let (true, Some(name)) = (WORKLOAD_KINDS.contains(&kind), name) {
+            out.push(ManifestWorkload {
+                kind: kind.to_owned(),
+                namespace: metadata
+                    .and_then(|m| m.get("namespace"))
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned),
+                name: name.to_owned(),
+            });
+        }
+    }
+    out
 }
 
 /// Helm refuses releases over 1 MiB (the Secret size limit); a record that inflates far beyond that
@@ -59,6 +107,8 @@ struct Record {
     chart: Option<Chart>,
     #[serde(default)]
     config: Option<serde_json::Value>,
+    #[serde(default)]
+    manifest: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -120,6 +170,7 @@ pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeErr
         last_deployed: record.info.last_deployed,
         description: record.info.description,
         values_sha256: values_digest(record.config.as_ref()),
+        workloads: manifest_workloads(&record.manifest),
     })
 }
 
@@ -437,5 +488,21 @@ mod tests {
             );
             assert_eq!(lists.load(Ordering::SeqCst), GET_ATTEMPTS);
         }
+    }
+}
+
+#[cfg(test)]
+mod manifest_tests {
+    use super::*;
+
+    #[test]
+    fn workloads_are_read_from_the_manifest_and_the_rest_ignored() {
+        let manifest = "---\n# Source: argo-cd/templates/sa.yaml\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: argocd\n---\n# Source: argo-cd/templates/server.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: argocd-server\n  namespace: argocd\n---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: argocd-application-controller\n---\n: not yaml [\n";
+        let w = manifest_workloads(manifest);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert_eq!(w[0].kind, "Deployment");
+        assert_eq!(w[0].namespace.as_deref(), Some("argocd"));
+        assert_eq!(w[1].name, "argocd-application-controller");
+        assert_eq!(w[1].namespace, None);
     }
 }

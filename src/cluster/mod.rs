@@ -7,6 +7,7 @@ mod client;
 mod config;
 pub mod helm_install;
 pub mod helm_release;
+pub mod helm_values;
 pub mod readiness;
 pub mod retry;
 mod scrub;

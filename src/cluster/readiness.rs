@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::LogParams;
@@ -23,6 +24,21 @@ use super::bootstrap::{Clients, Diagnosis, diagnose};
 pub enum Kind {
     DaemonSet,
     Deployment,
+    StatefulSet,
+    Job,
+}
+
+impl Kind {
+    /// The kind of a manifest object, if it is a workload whose readiness is judged.
+    pub fn of(kind: &str) -> Option<Kind> {
+        Some(match kind {
+            "DaemonSet" => Kind::DaemonSet,
+            "Deployment" => Kind::Deployment,
+            "StatefulSet" => Kind::StatefulSet,
+            "Job" => Kind::Job,
+            _ => return None,
+        })
+    }
 }
 
 /// A workload whose rollout is awaited.
@@ -82,6 +98,39 @@ pub fn deployment_rollout(d: &Deployment) -> Rollout {
     }
 }
 
+pub fn statefulset_rollout(s: &StatefulSet) -> Rollout {
+    let status = s.status.clone().unwrap_or_default();
+    let desired = s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    Rollout {
+        exists: true,
+        desired: i64::from(desired),
+        ready: i64::from(status.ready_replicas.unwrap_or(0)),
+        updated: i64::from(status.updated_replicas.unwrap_or(0)),
+        observed: status.observed_generation.unwrap_or(0) >= s.metadata.generation.unwrap_or(0),
+    }
+}
+
+/// A Job is "rolled out" once it completed.
+pub fn job_rollout(j: &Job) -> Rollout {
+    let complete = j
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter().any(|c| {
+                (c.type_ == "Complete" || c.type_ == "SuccessCriteriaMet") && c.status == "True"
+            })
+        });
+    let done = i64::from(complete);
+    Rollout {
+        exists: true,
+        desired: 1,
+        ready: done,
+        updated: 1,
+        observed: true,
+    }
+}
+
 /// Nodes that still carry the `not-ready` taint or are not `Ready=True`.
 pub fn node_not_ready(node: &Node) -> Option<String> {
     let name = node.metadata.name.clone().unwrap_or_default();
@@ -105,24 +154,65 @@ pub fn node_not_ready(node: &Node) -> Option<String> {
     }
 }
 
-/// The current rollout of one workload (a single GET).
-pub async fn rollout(clients: &Clients, w: &WorkloadRef) -> Result<Rollout, ClusterError> {
-    let map = |e| ClusterError::from_kube(e, &clients.endpoint);
-    Ok(match w.kind {
-        Kind::DaemonSet => Api::<DaemonSet>::namespaced(clients.client.clone(), &w.namespace)
-            .get_opt(&w.name)
-            .await
-            .map_err(map)?
-            .map(|d| daemonset_rollout(&d))
-            .unwrap_or_default(),
-        Kind::Deployment => Api::<Deployment>::namespaced(clients.client.clone(), &w.namespace)
-            .get_opt(&w.name)
-            .await
-            .map_err(map)?
-            .map(|d| deployment_rollout(&d))
-            .unwrap_or_default(),
-    })
+/// A workload as observed: its rollout and its labels (which say who manages it).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Observed {
+    pub rollout: Rollout,
+    pub labels: BTreeMap<String, String>,
 }
+
+async fn get_one<K, F>(
+    clients: &Clients,
+    namespace: &str,
+    name: &str,
+    judge: F,
+) -> Result<Observed, ClusterError>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+    <K as kube::Resource>::DynamicType: Default,
+    F: Fn(&K) -> Rollout,
+{
+    let api: Api<K> = Api::namespaced(clients.client.clone(), namespace);
+    let found = super::retry::retry("get workload", || api.get_opt(name))
+        .await
+        .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
+    Ok(found
+        .map(|o| Observed {
+            rollout: judge(&o),
+            labels: o.meta().labels.clone().unwrap_or_default(),
+        })
+        .unwrap_or_default())
+}
+
+/// The current rollout of one workload (a single GET; transient errors retried).
+pub async fn observe(clients: &Clients, w: &WorkloadRef) -> Result<Observed, ClusterError> {
+    let (ns, name) = (w.namespace.as_str(), w.name.as_str());
+    match w.kind {
+        Kind::DaemonSet => get_one::<DaemonSet, _>(clients, ns, name, daemonset_rollout).await,
+        Kind::Deployment => get_one::<Deployment, _>(clients, ns, name, deployment_rollout).await,
+        Kind::StatefulSet => {
+            get_one::<StatefulSet, _>(clients, ns, name, statefulset_rollout).await
+        }
+        Kind::Job => get_one::<Job, _>(clients, ns, name, job_rollout).await,
+    }
+}
+
+/// Whether every node is Ready without the not-ready taint (one LIST).
+pub async fn all_nodes_ready(clients: &Clients) -> Result<bool, ClusterError> {
+    let api: Api<Node> = Api::all(clients.client.clone());
+    let params = kube::api::ListParams::default();
+    let nodes = super::retry::retry("list nodes", || api.list(&params))
+        .await
+        .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
+    Ok(!nodes.items.is_empty() && nodes.items.iter().all(|n| node_not_ready(n).is_none()))
+}
+
+/// Pods that wait without changing (no pod network, image pulls) show why only in events: looked
+/// at this often while waiting.
+const EVENT_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Why the wait ended without readiness.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,6 +223,8 @@ pub struct NotReady {
     pub pods: Vec<String>,
     pub nodes: Vec<String>,
     pub log_tail: Vec<String>,
+    /// `Reason: message` of Warning events of the pods that are not ready.
+    pub events: Vec<String>,
     pub diagnosis: Option<Diagnosis>,
     pub interrupted: bool,
 }
@@ -171,11 +263,14 @@ fn apply_event<K: kube::Resource + Clone>(
 struct State {
     daemonsets: BTreeMap<String, DaemonSet>,
     deployments: BTreeMap<String, Deployment>,
+    statefulsets: BTreeMap<String, StatefulSet>,
+    jobs: BTreeMap<String, Job>,
     nodes: BTreeMap<String, Node>,
     pods: BTreeMap<String, Pod>,
     /// (pod, container, restart count) whose logs were already looked at.
     inspected: BTreeSet<(String, String, i32)>,
     log_tail: Vec<String>,
+    events: Vec<String>,
 }
 
 impl State {
@@ -191,6 +286,12 @@ impl State {
                 .get(&w.name)
                 .map(deployment_rollout)
                 .unwrap_or_default(),
+            Kind::StatefulSet => self
+                .statefulsets
+                .get(&w.name)
+                .map(statefulset_rollout)
+                .unwrap_or_default(),
+            Kind::Job => self.jobs.get(&w.name).map(job_rollout).unwrap_or_default(),
         }
     }
 
@@ -223,6 +324,7 @@ impl State {
                 Vec::new()
             },
             log_tail: self.log_tail.clone(),
+            events: self.events.clone(),
             diagnosis: None,
             interrupted: false,
         }
@@ -265,9 +367,60 @@ fn describe_pod(pod: &Pod) -> String {
 
 /// Signatures that end the wait at once: the configuration is wrong, waiting will not help.
 fn permanent(d: &Diagnosis) -> bool {
-    ["SYS_MODULE", "cgroup2", "Service IP", "KubePrism"]
-        .iter()
-        .any(|w| d.cause.contains(w))
+    [
+        "SYS_MODULE",
+        "cgroup2",
+        "Service IP",
+        "KubePrism",
+        "pod network",
+        "pulled",
+    ]
+    .iter()
+    .any(|w| d.cause.contains(w))
+}
+
+/// Warning events of the pods that are not ready (one LIST); a permanent diagnosis if they show one
+/// (a pod waiting for a pod network before the CNI, an image that cannot be pulled).
+async fn inspect_events(
+    clients: &Clients,
+    namespace: &str,
+    state: &mut State,
+) -> Option<Diagnosis> {
+    let stuck: BTreeSet<String> = state
+        .pods
+        .values()
+        .filter(|p| !pod_ready(p))
+        .map(key)
+        .collect();
+    if stuck.is_empty() {
+        return None;
+    }
+    let api: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(clients.client.clone(), namespace);
+    let list = api.list(&kube::api::ListParams::default()).await.ok()?;
+    let mut lines: Vec<String> = list
+        .items
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter(|e| {
+            e.involved_object
+                .name
+                .as_ref()
+                .is_some_and(|n| stuck.contains(n))
+        })
+        .map(|e| {
+            format!(
+                "{} {}: {}",
+                e.involved_object.name.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                super::scrub_api_message(e.message.unwrap_or_default().trim())
+            )
+        })
+        .collect();
+    lines.dedup();
+    let skip = lines.len().saturating_sub(8);
+    state.events = lines.into_iter().skip(skip).collect();
+    diagnose(state.events.iter().map(String::as_str)).filter(permanent)
 }
 
 /// Looks at crashed containers of not-ready pods: their state messages and (once per attempt)
@@ -349,22 +502,35 @@ pub async fn wait_ready(
         Api::<Deployment>::namespaced(s.clone(), namespace),
         watcher::Config::default(),
     );
+    let sts = watch(
+        Api::<StatefulSet>::namespaced(s.clone(), namespace),
+        watcher::Config::default(),
+    );
+    let job_stream = watch(
+        Api::<Job>::namespaced(s.clone(), namespace),
+        watcher::Config::default(),
+    );
     let node_stream = watch(Api::<Node>::all(s.clone()), watcher::Config::default());
     let pod_stream = watch(
         Api::<Pod>::namespaced(s.clone(), namespace),
         watcher::Config::default().labels(pods),
     );
-    tokio::pin!(ds, deploy, node_stream, pod_stream);
+    tokio::pin!(ds, deploy, sts, job_stream, node_stream, pod_stream);
     let mut state = State {
         daemonsets: BTreeMap::new(),
         deployments: BTreeMap::new(),
+        statefulsets: BTreeMap::new(),
+        jobs: BTreeMap::new(),
         nodes: BTreeMap::new(),
         pods: BTreeMap::new(),
         inspected: BTreeSet::new(),
         log_tail: Vec::new(),
+        events: Vec::new(),
     };
     let deadline = tokio::time::Instant::from_std(deadline);
-    let mut synced = [false; 4];
+    let mut synced = [false; 6];
+    let mut event_check =
+        tokio::time::interval_at(tokio::time::Instant::now() + EVENT_CHECK, EVENT_CHECK);
     loop {
         let mut pods_changed = false;
         tokio::select! {
@@ -372,10 +538,20 @@ pub async fn wait_ready(
             Some(e) = deploy.next() => { synced[1] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.deployments, e) }
             Some(e) = node_stream.next() => { synced[2] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.nodes, e) }
             Some(e) = pod_stream.next() => { synced[3] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.pods, e); pods_changed = true }
+            Some(e) = sts.next() => { synced[4] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.statefulsets, e) }
+            Some(e) = job_stream.next() => { synced[5] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.jobs, e) }
+            _ = event_check.tick() => {
+                if let Some(d) = inspect_events(clients, namespace, &mut state).await {
+                    let mut nr = state.not_ready(workloads, nodes);
+                    nr.diagnosis = Some(d);
+                    return Err(nr);
+                }
+            }
             _ = tokio::time::sleep_until(deadline) => {
                 let _ = inspect(clients, namespace, &mut state).await;
+                let _ = inspect_events(clients, namespace, &mut state).await;
                 let mut nr = state.not_ready(workloads, nodes);
-                nr.diagnosis = diagnose(nr.pods.iter().chain(&nr.log_tail).map(String::as_str));
+                nr.diagnosis = diagnose(nr.pods.iter().chain(&nr.log_tail).chain(&nr.events).map(String::as_str));
                 return Err(nr);
             }
             _ = cancel.cancelled() => {

@@ -75,6 +75,7 @@ pub fn not_ready_diagnostic(what: &str, n: &NotReady, timeout_secs: u64) -> Diag
     section(&mut detail, "Not rolled out", &n.workloads, "  - ");
     section(&mut detail, "Pods not ready", &n.pods, "  - ");
     section(&mut detail, "Nodes not ready", &n.nodes, "  - ");
+    section(&mut detail, "Events", &n.events, "  - ");
     section(&mut detail, "Last log lines", &n.log_tail, "  | ");
     diagnosis(&mut detail, &n.diagnosis);
     Diagnostic::error(format!("Failed to {what}"), detail)

@@ -12,12 +12,16 @@ pub mod duration;
 pub mod engine_report;
 pub mod helm_release;
 pub mod private;
+pub mod release;
 pub mod test_object;
 
 /// The resources users can declare, plus `talosboot_test_object` when `include_test_resources`
 /// (protocol tests exercise the managed-resource RPCs with it).
 pub fn resources(include_test_resources: bool) -> Vec<Arc<dyn Resource>> {
-    let mut out: Vec<Arc<dyn Resource>> = vec![Arc::new(cilium::CiliumResource)];
+    let mut out: Vec<Arc<dyn Resource>> = vec![
+        Arc::new(cilium::CiliumResource::default()),
+        Arc::new(helm_release::HelmReleaseResource::default()),
+    ];
     if include_test_resources {
         out.push(Arc::new(test_object::TestObject));
     }

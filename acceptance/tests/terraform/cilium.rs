@@ -513,7 +513,11 @@ async fn destroy_keeps_cilium_with_keep_and_uninstalls_by_default() {
     let ws = workspace(&cluster, &cilium("  deletion_policy = \"keep\""));
     ws.apply();
     let out = ws.ok(&["destroy", "-auto-approve", "-no-color"]);
-    assert!(out.flat().contains("Cilium left running"), "{}", out.text());
+    assert!(
+        out.flat().contains("(kube-system/cilium) left running"),
+        "{}",
+        out.text()
+    );
     assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
     let ds: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
     assert!(ds.get_opt("cilium").await.expect("get").is_some());

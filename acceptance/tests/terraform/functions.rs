@@ -50,6 +50,16 @@ output "merged"    {{ value = merge(provider::talosboot::cilium_talos_values("")
     assert!(yaml.contains("\"k8sServicePort\": 7445"), "{yaml}");
     assert_eq!(outputs["merged"]["value"]["hubble"]["enabled"], false);
     assert_eq!(outputs["merged"]["value"]["k8sServicePort"], 7445);
+
+    // The CLI documents the function from GetProviderSchema.
+    let schema = ws.ok(&["providers", "schema", "-json"]).json();
+    let function = &schema["provider_schemas"][ws.cli().provider_address()]["functions"]["cilium_talos_values"];
+    assert_eq!(
+        function["parameters"][0]["name"], "api_endpoint",
+        "{schema}"
+    );
+    assert_eq!(function["parameters"][0]["is_nullable"], true, "{function}");
+    assert_eq!(function["return_type"][0], "object", "{function}");
 }
 
 #[test]

@@ -2,16 +2,17 @@
 //! installs (Talos defaults under the user's documents and `set` entries), and the checks that
 //! need no I/O.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
 use crate::cluster::bootstrap::{ApiEndpoint, BootstrapNamespace, JobSettings, KUBEPRISM};
-use crate::cluster::helm_install::{ChartInstall, DEFAULT_HELM_IMAGE};
+use crate::cluster::helm_install::ChartInstall;
+pub use crate::cluster::helm_values::{SetValue, apply_set, merge, parse_values};
 use crate::framework::Diagnostics;
 use crate::resources::duration::parse_go_duration;
+pub use crate::resources::release::inputs::{CommonInputs, JobInput, Toleration, validate_common};
 use crate::values::AttributePath;
 
 pub const DEFAULT_NAME: &str = "cilium";
@@ -19,32 +20,6 @@ pub const DEFAULT_NAMESPACE: &str = "kube-system";
 pub const DEFAULT_REPOSITORY: &str = "https://helm.cilium.io";
 pub const DEFAULT_CHART: &str = "cilium";
 pub const DEFAULT_TIMEOUT: &str = "10m";
-
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
-pub struct SetValue {
-    pub name: String,
-    pub value: String,
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
-pub struct Toleration {
-    pub key: Option<String>,
-    pub operator: Option<String>,
-    pub value: Option<String>,
-    pub effect: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
-pub struct JobInput {
-    pub image: Option<String>,
-    pub pull_policy: Option<String>,
-    pub node_selector: Option<BTreeMap<String, String>>,
-    pub tolerations: Option<Vec<Toleration>>,
-    pub env: Option<BTreeMap<String, String>>,
-    pub annotations: Option<BTreeMap<String, String>>,
-}
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 pub struct Agents {
@@ -194,31 +169,13 @@ impl Cilium {
                 "talosboot: Cilium {}",
                 self.version.clone().unwrap_or_default()
             )),
+            ..Default::default()
         })
     }
 
     /// The bootstrap pod: Talos defaults plus the user's `job`.
     pub fn job_settings(&self) -> JobSettings {
-        let job = self.job.clone().unwrap_or_default();
-        let mut settings = JobSettings::talos(job.image.as_deref().unwrap_or(DEFAULT_HELM_IMAGE));
-        settings.api_endpoint = Some(self.endpoint());
-        settings.pull_policy = job.pull_policy;
-        settings.node_selector = job.node_selector.unwrap_or_default();
-        settings.tolerations = job
-            .tolerations
-            .iter()
-            .flatten()
-            .map(|t| serde_json::to_value(t).unwrap_or_default())
-            .map(|mut t| {
-                if let Some(o) = t.as_object_mut() {
-                    o.retain(|_, v| !v.is_null());
-                }
-                t
-            })
-            .collect();
-        settings.env = job.env.unwrap_or_default();
-        settings.annotations = job.annotations.unwrap_or_default();
-        settings
+        crate::resources::release::inputs::job_settings(self.job.as_ref(), self.endpoint())
     }
 
     /// Cilium's bootstrap Job runs in the release namespace (`kube-system` is exempt from Pod
@@ -231,160 +188,6 @@ impl Cilium {
 /// The Talos values of field notes §2, for an agent endpoint.
 pub fn talos_values(endpoint: &ApiEndpoint) -> Json {
     crate::cluster::talos::talos_cilium_values(&endpoint.host, endpoint.port)
-}
-
-/// Helm's coalescing of user values: maps merge, everything else is replaced by the later value.
-pub fn merge(base: &mut Json, over: &Json) {
-    match (base.as_object_mut(), over.as_object()) {
-        (Some(b), Some(o)) => {
-            for (k, v) in o {
-                merge(b.entry(k.clone()).or_insert(Json::Null), v);
-            }
-        }
-        _ => *base = over.clone(),
-    }
-}
-
-/// A values document: YAML (JSON is YAML too); empty is `{}`. Errors give the position only, never
-/// the text (values can hold secrets).
-pub fn parse_values(doc: &str) -> Result<Json, String> {
-    if doc.trim().is_empty() {
-        return Ok(json!({}));
-    }
-    let v: Json = serde_saphyr::from_str(doc).map_err(|e| match e.location() {
-        Some(at) => format!(
-            "not a valid YAML document (line {}, column {})",
-            at.line(),
-            at.column()
-        ),
-        None => "not a valid YAML document".to_owned(),
-    })?;
-    match v {
-        Json::Null => Ok(json!({})),
-        Json::Object(_) => Ok(v),
-        _ => Err("must be a YAML mapping of values (key: value)".into()),
-    }
-}
-
-/// One `--set` assignment: dotted path (`\.` escapes a dot, `[n]` indexes a list).
-pub fn apply_set(values: &mut Json, s: &SetValue) -> Result<(), String> {
-    let value = match s.kind.as_deref().unwrap_or("auto") {
-        "string" => Json::String(s.value.clone()),
-        "auto" => typed_value(&s.value),
-        other => {
-            return Err(format!(
-                "set {:?}: type must be `auto` or `string`, not {other:?}",
-                s.name
-            ));
-        }
-    };
-    let path = split_path(&s.name).map_err(|e| format!("set {:?}: {e}", s.name))?;
-    let mut cur = values;
-    for (i, step) in path.iter().enumerate() {
-        let last = i + 1 == path.len();
-        cur = match step {
-            PathPart::Key(k) => {
-                if !cur.is_object() {
-                    *cur = json!({});
-                }
-                let map = cur.as_object_mut().expect("made an object");
-                if last {
-                    map.insert(k.clone(), value);
-                    return Ok(());
-                }
-                map.entry(k.clone()).or_insert(Json::Null)
-            }
-            PathPart::Index(n) => {
-                if !cur.is_array() {
-                    *cur = json!([]);
-                }
-                let list = cur.as_array_mut().expect("made a list");
-                if list.len() <= *n {
-                    list.resize(*n + 1, Json::Null);
-                }
-                if last {
-                    list[*n] = value;
-                    return Ok(());
-                }
-                &mut list[*n]
-            }
-        };
-    }
-    Ok(())
-}
-
-#[derive(Debug, PartialEq)]
-enum PathPart {
-    Key(String),
-    Index(usize),
-}
-
-fn split_path(name: &str) -> Result<Vec<PathPart>, String> {
-    let mut parts = Vec::new();
-    let mut cur = String::new();
-    let mut chars = name.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => cur.extend(chars.next()),
-            '.' => {
-                if !cur.is_empty() {
-                    parts.push(PathPart::Key(std::mem::take(&mut cur)));
-                }
-            }
-            '[' => {
-                if !cur.is_empty() {
-                    parts.push(PathPart::Key(std::mem::take(&mut cur)));
-                }
-                let index: String = chars.by_ref().take_while(|c| *c != ']').collect();
-                let n = index
-                    .parse()
-                    .map_err(|_| format!("[{index}] is not a list index"))?;
-                parts.push(PathPart::Index(n));
-            }
-            _ => cur.push(c),
-        }
-    }
-    if !cur.is_empty() {
-        parts.push(PathPart::Key(cur));
-    }
-    if parts.is_empty() {
-        return Err("empty name".into());
-    }
-    Ok(parts)
-}
-
-/// `--set` typing: `true`/`false`, integers, `null`, `{a,b}` lists, else a string.
-fn typed_value(raw: &str) -> Json {
-    if let Some(inner) = raw.strip_prefix('{').and_then(|r| r.strip_suffix('}')) {
-        return Json::Array(
-            inner
-                .split(',')
-                .filter(|s| !s.is_empty())
-                .map(|s| typed_value(s.trim()))
-                .collect(),
-        );
-    }
-    match raw {
-        "true" => Json::Bool(true),
-        "false" => Json::Bool(false),
-        "null" => Json::Null,
-        _ => raw
-            .parse::<i64>()
-            .map(Json::from)
-            .unwrap_or_else(|_| Json::String(raw.to_owned())),
-    }
-}
-
-const NAME_RULE: &str =
-    "lower-case letters, digits and '-', starting and ending with a letter or digit";
-
-fn dns_label(s: &str, max: usize) -> bool {
-    !s.is_empty()
-        && s.len() <= max
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 /// `1.18.4`, `v1.18.4`, `1.19.0-rc.1`: three numbers, an optional pre-release or build suffix.
@@ -409,28 +212,20 @@ fn exact_version(v: &str) -> bool {
 /// Checks without I/O; unknown values (decoded as absent) are skipped.
 pub fn validate(c: &Cilium, d: &mut Diagnostics) {
     let at = AttributePath::attr;
-    if let Some(name) = &c.name {
-        if !name.split('.').all(|l| dns_label(l, 53)) || name.len() > 53 {
-            d.error_at(
-                at("name"),
-                "Invalid release name",
-                format!(
-                    "{name:?} is not a valid Helm release name: {NAME_RULE}, at most 53 characters."
-                ),
-            );
-        }
-    }
-    if let Some(ns) = &c.namespace {
-        if !dns_label(ns, 63) {
-            d.error_at(
-                at("namespace"),
-                "Invalid namespace",
-                format!(
-                    "{ns:?} is not a valid namespace name: {NAME_RULE}, at most 63 characters."
-                ),
-            );
-        }
-    }
+    validate_common(
+        &CommonInputs {
+            name: c.name.as_deref(),
+            namespace: c.namespace.as_deref(),
+            api_endpoint: c.api_endpoint.as_deref(),
+            deletion_policy: c.deletion_policy.as_deref(),
+            repository: c.repository.as_deref(),
+            values: c.values.as_deref(),
+            set: c.set.as_deref(),
+            set_sensitive: c.set_sensitive.as_deref(),
+            job: c.job.as_ref(),
+        },
+        d,
+    );
     if let Some(v) = &c.version {
         if !exact_version(v) {
             d.error_at(at("version"), "Version must be exact", format!("{v:?} is not an exact chart version such as `1.18.4`. Floating versions are refused: Cilium would change with the image."));
@@ -445,58 +240,6 @@ pub fn validate(c: &Cilium, d: &mut Diagnostics) {
                 format!("{t:?} is under 30s; a Cilium install takes longer than that."),
             ),
             Err(e) => d.error_at(at("timeout"), "Invalid timeout", e),
-        }
-    }
-    if let Some(e) = &c.api_endpoint {
-        if let Err(m) = ApiEndpoint::parse(e) {
-            d.error_at(at("api_endpoint"), "Invalid API endpoint", format!("{m}. Use HOST:PORT outside the Service CIDR, e.g. Talos KubePrism `localhost:7445` or `<control-plane-ip>:6443`."));
-        }
-    }
-    if let Some(p) = &c.deletion_policy {
-        if p != "uninstall" && p != "keep" {
-            d.error_at(
-                at("deletion_policy"),
-                "Invalid deletion policy",
-                format!("{p:?}: use `uninstall` or `keep`."),
-            );
-        }
-    }
-    if let Some(r) = &c.repository {
-        if !(r.starts_with("https://") || r.starts_with("http://") || r.starts_with("oci://")) {
-            d.error_at(
-                at("repository"),
-                "Invalid repository",
-                format!(
-                    "{r:?}: use an `https://` chart repository URL or an `oci://` registry path."
-                ),
-            );
-        }
-    }
-    for (i, doc) in c.values.iter().flatten().enumerate() {
-        if let Err(e) = parse_values(doc) {
-            d.error_at(
-                at("values").then_index(i as i64),
-                "Invalid values document",
-                format!("values[{i}] is {e}."),
-            );
-        }
-    }
-    for (attr, list) in [("set", &c.set), ("set_sensitive", &c.set_sensitive)] {
-        for (i, s) in list.iter().flatten().enumerate() {
-            if let Err(e) = apply_set(&mut json!({}), s) {
-                d.error_at(at(attr).then_index(i as i64), "Invalid set entry", e);
-            }
-        }
-    }
-    if let Some(job) = &c.job {
-        if let Some(p) = &job.pull_policy {
-            if !["Always", "IfNotPresent", "Never"].contains(&p.as_str()) {
-                d.error_at(
-                    at("job").then_attr("pull_policy"),
-                    "Invalid pull policy",
-                    format!("{p:?}: use `Always`, `IfNotPresent` or `Never`."),
-                );
-            }
         }
     }
 }
@@ -534,27 +277,6 @@ mod tests {
             .as_array()
             .expect("caps");
         assert!(!caps.contains(&json!("SYS_MODULE")));
-    }
-
-    #[test]
-    fn set_follows_helm_typing_and_paths() {
-        let mut v = json!({});
-        let set = |name: &str, value: &str, kind: Option<&str>| SetValue {
-            name: name.into(),
-            value: value.into(),
-            kind: kind.map(Into::into),
-        };
-        apply_set(&mut v, &set("a.b", "true", None)).expect("set");
-        apply_set(&mut v, &set("a.c", "12", Some("string"))).expect("set");
-        apply_set(&mut v, &set("caps", "{NET_ADMIN,SYS_ADMIN}", None)).expect("set");
-        apply_set(&mut v, &set("annotations.foo\\.io/x", "y", None)).expect("set");
-        apply_set(&mut v, &set("list[1].name", "n", None)).expect("set");
-        assert_eq!(v["a"]["b"], json!(true));
-        assert_eq!(v["a"]["c"], json!("12"));
-        assert_eq!(v["caps"], json!(["NET_ADMIN", "SYS_ADMIN"]));
-        assert_eq!(v["annotations"]["foo.io/x"], json!("y"));
-        assert_eq!(v["list"][1]["name"], json!("n"));
-        assert!(apply_set(&mut v, &set("x", "1", Some("number"))).is_err());
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! where the meaning matches, so a root moves over with few edits.
 
 use crate::cluster::bootstrap::KUBEPRISM;
-use crate::cluster::helm_install::DEFAULT_HELM_IMAGE;
 use crate::framework::{Attribute, Block, Nesting, Schema};
+use crate::resources::release::inputs::{job_attributes, set_item};
 use crate::values::Type;
 
 pub const TYPE_NAME: &str = "talosboot_cilium";
@@ -31,40 +31,7 @@ pub const AFTER_UPGRADE: &[&str] = &[
     "nodes_ready",
 ];
 
-fn set_item(sensitive: bool) -> Vec<Attribute> {
-    let value = Attribute::required("value", Type::String, "The value.");
-    vec![
-        Attribute::required(
-            "name",
-            Type::String,
-            "Dotted path of the value, e.g. `hubble.relay.enabled` (escape literal dots as `\\\\.`).",
-        ),
-        if sensitive { value.sensitive() } else { value },
-        Attribute::optional(
-            "type",
-            Type::String,
-            "`auto` (default: `true`, `12`, `null` and `{a,b}` lists are typed as in `helm --set`) or `string` (always a string, as `--set-string`).",
-        ),
-    ]
-}
-
 pub fn schema() -> Schema {
-    let job = vec![
-        Attribute::optional("image", Type::String, &format!("Installer image, with Helm 3.17+ in it. Default `{DEFAULT_HELM_IMAGE}`; point it at a mirror when the nodes cannot reach Docker Hub.")),
-        Attribute::optional("pull_policy", Type::String, "`IfNotPresent`, `Always` or `Never`."),
-        Attribute::optional("node_selector", Type::map(Type::String), "Node labels the bootstrap pod must run on."),
-        Attribute::optional("tolerations", Type::Dynamic, "Extra Kubernetes tolerations (list of objects with `key`, `operator`, `value`, `effect`), beside the engine's own for `not-ready` and control-plane nodes.").nested(
-            Nesting::List,
-            vec![
-                Attribute::optional("key", Type::String, "Taint key."),
-                Attribute::optional("operator", Type::String, "`Exists` or `Equal`."),
-                Attribute::optional("value", Type::String, "Taint value."),
-                Attribute::optional("effect", Type::String, "`NoSchedule`, `PreferNoSchedule` or `NoExecute`."),
-            ],
-        ),
-        Attribute::optional("env", Type::map(Type::String), "Extra environment variables of the installer (e.g. `HTTPS_PROXY`). They win over talosboot's own, `KUBERNETES_SERVICE_HOST`/`PORT` included."),
-        Attribute::optional("annotations", Type::map(Type::String), "Annotations of the bootstrap pod (e.g. for admission policies)."),
-    ];
     Schema::new(
         0,
         Block::new(
@@ -84,7 +51,7 @@ pub fn schema() -> Schema {
                 Attribute::optional_computed("talos_defaults", Type::Bool, "Merge the Talos values under the user's: `ipam.mode=kubernetes`, `kubeProxyReplacement=true`, `k8sServiceHost`/`k8sServicePort` from `api_endpoint`, `cgroup.autoMount.enabled=false`, `cgroup.hostRoot=/sys/fs/cgroup`, and the capability lists `securityContext.capabilities.ciliumAgent` (`CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID`) and `cleanCiliumState` (`NET_ADMIN,SYS_ADMIN,SYS_RESOURCE`) without `SYS_MODULE`. Default `true`."),
                 Attribute::optional_computed("api_endpoint", Type::String, &format!("API endpoint outside the Service CIDR, `HOST:PORT`, used by the bootstrap pod and (with `talos_defaults`) by the Cilium agents. Default `{KUBEPRISM}` (Talos KubePrism); elsewhere a control-plane or load-balancer address.")),
                 Attribute::optional_computed("adopt_existing", Type::Bool, "Take a Cilium that was installed without Helm (Talos inline manifests, or `kubectl apply` of `helm template` output) under the release in place: no object is deleted or recreated. Default `false`."),
-                Attribute::optional("job", Type::Dynamic, "The bootstrap pod: image, placement and environment.").nested(Nesting::Single, job),
+                Attribute::optional("job", Type::Dynamic, "The bootstrap pod: image, placement and environment.").nested(Nesting::Single, job_attributes()),
                 Attribute::optional_computed("deletion_policy", Type::String, "`uninstall` (default): destroy uninstalls the release. `keep`: destroy only forgets it and leaves Cilium running (for handing Cilium over to GitOps)."),
                 Attribute::computed("status", Type::String, "Status of the current release revision: `deployed`, `failed`, `pending-install`, ... or `missing`."),
                 Attribute::computed("revision", Type::Number, "Current release revision."),

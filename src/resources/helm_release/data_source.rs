@@ -5,9 +5,9 @@
 
 use async_trait::async_trait;
 
-use super::{cluster, cluster_diagnostic, object};
 use crate::cluster::helm_release::current_release;
 use crate::framework::{Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema};
+use crate::resources::{cluster, cluster_diagnostic, object};
 use crate::values::{AttributePath, Type, Value};
 
 pub struct HelmReleaseDataSource;

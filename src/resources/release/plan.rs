@@ -1,0 +1,80 @@
+//! Planning a Helm-release resource without the cluster: the defaults of its optional inputs, the
+//! salted hash of the values it will install (compared with the hash read from the cluster, so
+//! drift in the cluster shows as an update), and what becomes "known after apply". On create the
+//! hash is unknown: the salt is made at apply (both plans of a create see no private state).
+
+use serde_json::Value as Json;
+
+use crate::cluster::helm_release::values_digest;
+use crate::framework::plan::{changed_inputs, default_value, mark_unknown, same_value};
+use crate::framework::{Diagnostics, PlanRequest, PlanResponse};
+use crate::resources::private::Private;
+use crate::values::Value;
+
+/// What differs between resources.
+pub struct PlanSpec<'a> {
+    pub defaults: Vec<(&'a str, Value)>,
+    /// Inputs the values hash depends on.
+    pub value_inputs: &'a [&'a str],
+    /// Inputs whose change means an upgrade.
+    pub upgrade_inputs: &'a [&'a str],
+    /// Computed attributes an upgrade changes.
+    pub after_upgrade: &'a [&'a str],
+    /// The values the release will record, from the planned object.
+    pub merged_values: &'a dyn Fn(&Value) -> Option<Json>,
+}
+
+pub fn plan(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
+    let mut planned = req.proposed_new_state;
+    let config = &req.config;
+    for (name, default) in &spec.defaults {
+        default_value(&mut planned, config, name, default.clone());
+    }
+    let private = Private::decode(&req.prior_private);
+    let id = match (planned.attr("namespace"), planned.attr("name")) {
+        (Some(Value::String(ns)), Some(Value::String(n))) => Value::from(format!("{ns}/{n}")),
+        _ => Value::unknown(),
+    };
+    let prior = &req.prior_state;
+    let values_known = !prior.is_null()
+        && spec
+            .value_inputs
+            .iter()
+            .all(|a| planned.attr(a).is_none_or(Value::is_wholly_known));
+    let desired_hash = values_known
+        .then(|| (spec.merged_values)(&planned))
+        .flatten()
+        .map(|v| Value::from(private.salted(&values_digest(Some(&v)))))
+        .unwrap_or_else(Value::unknown);
+    let mut diagnostics = Diagnostics::new();
+    if let Some(attrs) = planned.attrs_mut() {
+        attrs.insert("id".into(), id);
+        attrs.insert("values_sha256".into(), desired_hash.clone());
+    }
+    if prior.is_null() {
+        mark_unknown(&mut planned, spec.after_upgrade);
+    } else if let Some(owner) = &private.owner {
+        // GitOps owns the release now: keep what was read, change nothing in the cluster.
+        if let (Some(attrs), Some(prior_hash)) = (planned.attrs_mut(), prior.attr("values_sha256"))
+        {
+            attrs.insert("values_sha256".into(), prior_hash.clone());
+        }
+        diagnostics.warning(
+            "Release managed by GitOps",
+            format!("The release is owned by {owner}: talosboot leaves it alone and plans no upgrade. Remove this resource from the configuration (with `removed {{ lifecycle {{ destroy = false }} }}`) or set `deletion_policy = \"keep\"`."),
+        );
+    } else {
+        let inputs_changed = !changed_inputs(prior, &planned, spec.upgrade_inputs).is_empty();
+        let drifted = !same_value(prior.attr("values_sha256"), Some(&desired_hash));
+        let unhealthy_release = prior.attr("status").and_then(Value::as_str) != Some("deployed");
+        if inputs_changed || drifted || unhealthy_release {
+            mark_unknown(&mut planned, spec.after_upgrade);
+        }
+    }
+    PlanResponse {
+        planned_state: planned,
+        private: Some(private.encode()),
+        diagnostics,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,269 @@
+//! The framework resource every Helm-release model becomes: decode, connect, then the shared
+//! lifecycle for apply, read, import and move. A model supplies its schema, checks, plan and
+//! defaults through [`ReleaseModel`]; nothing here is specific to one chart.
+
+use std::marker::PhantomData;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{Release, destroy, install, observe, refresh};
+use crate::cluster::bootstrap::Clients;
+use crate::cluster::helm_release::values_digest;
+use crate::framework::model::{Unknowns, decode, encode};
+use crate::framework::*;
+use crate::resources::engine_report::engine_diagnostic;
+use crate::resources::private::Private;
+use crate::values::Value;
+
+/// A Helm-release resource's model: one struct for config, plan and state.
+pub trait ReleaseModel: Release + Serialize + DeserializeOwned + Default + 'static {
+    const TYPE_NAME: &'static str;
+    fn schema() -> Schema;
+    fn validate(&self, diagnostics: &mut Diagnostics);
+    fn plan(req: PlanRequest) -> PlanResponse;
+    /// Fills the defaults of optional+computed inputs the configuration leaves unset.
+    fn with_defaults(self) -> Self;
+    /// The values the release will record (for their salted hash).
+    fn merged_values(&self) -> Result<serde_json::Value, String>;
+    fn set_values_sha256(&mut self, hash: Option<String>);
+    /// Copies the computed attributes of `prior` (a release GitOps owns is not touched).
+    fn keep_computed(&mut self, prior: &Self);
+    /// The state an import of `namespace/name` starts from (refreshed right after).
+    fn for_import(namespace: &str, name: &str) -> Self;
+    /// `moved` from another resource type; the default refuses with the alternative.
+    fn moved(req: &MoveRequest, diagnostics: &mut Diagnostics) -> Option<(Self, Private)> {
+        diagnostics.error(
+            "Move is not supported",
+            format!(
+                "{} cannot be moved from {} ({}). Remove the old resource from state (`removed {{ lifecycle {{ destroy = false }} }}`) and import this one instead.",
+                Self::TYPE_NAME, req.source_type_name, req.source_provider_address
+            ),
+        );
+        None
+    }
+}
+
+/// The resource of a [`ReleaseModel`].
+pub struct ReleaseResource<M>(PhantomData<M>);
+
+impl<M> Default for ReleaseResource<M> {
+    fn default() -> Self {
+        ReleaseResource(PhantomData)
+    }
+}
+
+fn encode_state<M: ReleaseModel>(m: &M, diagnostics: &mut Diagnostics) -> Value {
+    match encode(m, &M::schema().value_type()) {
+        Ok(v) => v,
+        Err(e) => {
+            diagnostics.push(e.diagnostic("state"));
+            Value::Null
+        }
+    }
+}
+
+fn decoded<M: ReleaseModel>(value: &Value, what: &str, diagnostics: &mut Diagnostics) -> Option<M> {
+    match decode::<M>(value, Unknowns::AsNull) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            diagnostics.push(e.diagnostic(what));
+            None
+        }
+    }
+}
+
+async fn connect(ctx: &Ctx, what: &str, diagnostics: &mut Diagnostics) -> Option<Clients> {
+    match Clients::connect(&crate::resources::cluster(ctx)).await {
+        Ok(c) => Some(c),
+        Err(e) => {
+            diagnostics.push(engine_diagnostic(what, &e));
+            None
+        }
+    }
+}
+
+#[async_trait]
+impl<M: ReleaseModel> Resource for ReleaseResource<M> {
+    fn type_name(&self) -> &'static str {
+        M::TYPE_NAME
+    }
+
+    fn schema(&self) -> Schema {
+        M::schema()
+    }
+
+    fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
+        if let Some(m) = decoded::<M>(config, "configuration", diagnostics) {
+            m.validate(diagnostics);
+        }
+    }
+
+    async fn plan(&self, _ctx: &Ctx, req: PlanRequest) -> PlanResponse {
+        M::plan(req)
+    }
+
+    async fn apply(&self, ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
+        let mut diagnostics = Diagnostics::new();
+        let mut private = Private::decode(&req.planned_private);
+        let prior = match req.prior_state.is_null() {
+            true => None,
+            false => decoded::<M>(&req.prior_state, "prior state", &mut diagnostics),
+        };
+        let keep = |diagnostics| ApplyResponse {
+            new_state: req.prior_state.clone(),
+            diagnostics,
+            private: None,
+        };
+        let Some(clients) = connect(ctx, "connect to the cluster", &mut diagnostics).await else {
+            return keep(diagnostics);
+        };
+        if req.planned_state.is_null() {
+            if let Some(prior) = prior {
+                diagnostics.extend(destroy(&clients, &prior, &ctx.cancel).await);
+            }
+            return ApplyResponse {
+                diagnostics,
+                ..Default::default()
+            };
+        }
+        let Some(config) = decoded::<M>(&req.config, "configuration", &mut diagnostics) else {
+            return keep(diagnostics);
+        };
+        let mut desired = config.with_defaults();
+        let hash = desired
+            .merged_values()
+            .ok()
+            .map(|v| private.salted(&values_digest(Some(&v))));
+        desired.set_values_sha256(hash);
+        if let (Some(owner), Some(prior)) = (&private.owner, &prior) {
+            diagnostics.warning(
+                "Release managed by GitOps",
+                format!("{owner} owns the release: no change was made in the cluster; the configuration is recorded only."),
+            );
+            desired.keep_computed(prior);
+            let new_state = encode_state(&desired, &mut diagnostics);
+            return ApplyResponse {
+                new_state,
+                diagnostics,
+                private: Some(private.encode()),
+            };
+        }
+        let applied = install(&clients, desired, prior.as_ref(), &mut private, &ctx.cancel).await;
+        diagnostics.extend(applied.diagnostics);
+        let new_state = match applied.state {
+            Some(s) => encode_state(&s, &mut diagnostics),
+            None => Value::Null,
+        };
+        ApplyResponse {
+            new_state,
+            diagnostics,
+            private: Some(private.encode()),
+        }
+    }
+
+    async fn read(&self, ctx: &Ctx, req: ReadRequest) -> ReadResponse {
+        let mut diagnostics = Diagnostics::new();
+        let mut private = Private::decode(&req.private);
+        let keep = |diagnostics| ReadResponse {
+            new_state: req.current_state.clone(),
+            diagnostics,
+            private: None,
+        };
+        let Some(state) = decoded::<M>(&req.current_state, "state", &mut diagnostics) else {
+            return keep(diagnostics);
+        };
+        let what = format!("read {}", state.label());
+        let Some(clients) = connect(ctx, &what, &mut diagnostics).await else {
+            return keep(diagnostics);
+        };
+        let observed = match observe(&clients, &state).await {
+            Ok(o) => o,
+            Err(e) => {
+                // A transient error is an error, never a removal from state.
+                diagnostics.push(engine_diagnostic(&what, &e));
+                return keep(diagnostics);
+            }
+        };
+        let new_state = match refresh(state, &observed, &mut private, &mut diagnostics) {
+            Some(s) => encode_state(&s, &mut diagnostics),
+            None => Value::Null,
+        };
+        ReadResponse {
+            new_state,
+            diagnostics,
+            private: Some(private.encode()),
+        }
+    }
+
+    async fn import(&self, ctx: &Ctx, req: ImportRequest) -> ImportResponse {
+        let mut diagnostics = Diagnostics::new();
+        let none = |diagnostics| ImportResponse {
+            imported: Vec::new(),
+            diagnostics,
+        };
+        let parts = req
+            .id
+            .split_once('/')
+            .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'));
+        let Some((namespace, name)) = parts else {
+            diagnostics.error(
+                "Invalid import ID",
+                format!(
+                    "{:?}: use `<namespace>/<release name>`, e.g. `kube-system/cilium`.",
+                    req.id
+                ),
+            );
+            return none(diagnostics);
+        };
+        let what = format!("import {}", req.id);
+        let Some(clients) = connect(ctx, &what, &mut diagnostics).await else {
+            return none(diagnostics);
+        };
+        let state = M::for_import(namespace, name).with_defaults();
+        let mut private = Private::fresh();
+        let observed = match observe(&clients, &state).await {
+            Ok(o) => o,
+            Err(e) => {
+                diagnostics.push(engine_diagnostic(&what, &e));
+                return none(diagnostics);
+            }
+        };
+        match refresh(state, &observed, &mut private, &mut diagnostics) {
+            Some(state) => {
+                let state = encode_state(&state, &mut diagnostics);
+                ImportResponse {
+                    imported: vec![ImportedResource {
+                        state,
+                        private: private.encode(),
+                    }],
+                    diagnostics,
+                }
+            }
+            None => {
+                diagnostics.error(
+                    "Cannot import a missing release",
+                    format!("No Helm release {} exists in the cluster. Declare the resource and apply instead (for objects installed without Helm, `adopt_existing = true` takes them over in place).", req.id),
+                );
+                none(diagnostics)
+            }
+        }
+    }
+
+    async fn move_state(&self, _ctx: &Ctx, req: MoveRequest) -> MoveResponse {
+        let mut diagnostics = Diagnostics::new();
+        let Some((state, private)) = M::moved(&req, &mut diagnostics) else {
+            return MoveResponse {
+                diagnostics,
+                ..Default::default()
+            };
+        };
+        let target_state = encode_state(&state, &mut diagnostics);
+        MoveResponse {
+            target_state,
+            target_private: private.encode(),
+            diagnostics,
+        }
+    }
+}
