@@ -15,10 +15,14 @@
 //! - `checks`: `check` blocks and preconditions reading `data.talosboot_helm_release`.
 //! - `import_and_removed`: `import` blocks (and generated config), `removed` without destroy.
 //! - `functions`: `provider::talosboot::cilium_talos_values`.
+//! - `chaos`: seeded random faults during repeated applies; state stays truthful, applies converge
+//!   (`TALOSBOOT_CHAOS_SEED`, `TALOSBOOT_CHAOS_LONG=1`).
+//! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
 
 #[macro_use]
 mod harness;
 
+mod chaos;
 mod checks;
 mod cilium;
 mod functions;

@@ -459,22 +459,46 @@ async fn remove_earlier_runs(
     names: &objects::RunNames,
 ) -> Vec<String> {
     let selector = format!("{}={}", objects::TARGET_LABEL, names.target_label);
-    let ns = &spec.namespace.name;
     let mut warnings = Vec::new();
+    warnings.extend(delete_target_jobs(clients, spec, names, None).await);
+    warnings.extend(delete_run_objects(clients, spec, &selector).await);
+    warnings
+}
+
+/// Deletes the Jobs of this target except `keep`. A failed list is a warning, never ignored.
+async fn delete_target_jobs(
+    clients: &Clients,
+    spec: &RunSpec,
+    names: &objects::RunNames,
+    keep: Option<&str>,
+) -> Vec<String> {
+    let selector = format!("{}={}", objects::TARGET_LABEL, names.target_label);
+    let ns = &spec.namespace.name;
     let jobs: Api<Job> = Api::namespaced(clients.client.clone(), ns);
     let params = ListParams::default().labels(&selector);
-    if let Ok(list) = retry("list jobs", || jobs.list(&params)).await {
-        for job in list.items {
-            let name = job.metadata.name.unwrap_or_default();
-            let background = DeleteParams::background();
-            if let Err(e) = retry("delete job", || jobs.delete(&name, &background)).await {
-                warnings.push(format!(
-                    "failed to delete the earlier bootstrap Job {ns}/{name}: {e}"
-                ));
-            }
+    let list = match retry("list jobs", || jobs.list_metadata(&params)).await {
+        Ok(list) => list,
+        Err(e) => {
+            return vec![format!(
+                "failed to list earlier bootstrap Jobs in {ns}: {e} (their ttlSecondsAfterFinished removes them later)"
+            )];
+        }
+    };
+    let mut warnings = Vec::new();
+    for job in list.items {
+        let name = job.metadata.name.unwrap_or_default();
+        if Some(name.as_str()) == keep || job.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let background = DeleteParams::background();
+        match retry("delete job", || jobs.delete(&name, &background)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => warnings.push(format!(
+                "failed to delete the earlier bootstrap Job {ns}/{name}: {e}"
+            )),
         }
     }
-    warnings.extend(delete_run_objects(clients, spec, &selector).await);
     warnings
 }
 
@@ -597,6 +621,11 @@ async fn cleanup(
                 spec.namespace.name, names.object
             )),
         }
+    }
+    if delete_job {
+        // After a success nothing of this target is left: also earlier failed Jobs the first
+        // sweep could not remove (e.g. the API was unreachable for a moment).
+        warnings.extend(delete_target_jobs(clients, spec, names, Some(&names.object)).await);
     }
     warnings.extend(delete_run_objects(clients, spec, &selector).await);
     warnings
