@@ -28,6 +28,7 @@ mod cilium;
 mod functions;
 mod import_and_removed;
 mod lifecycle;
+mod secrets_scan;
 mod unknown_provider_config;
 mod write_only;
 
