@@ -215,18 +215,59 @@ fn cilium_rbac(ns: &str) -> Vec<Value> {
     let rbac = "rbac.authorization.k8s.io/v1";
     let rule = |groups: &[&str], resources: &[&str], verbs: &[&str]| json!({"apiGroups": groups, "resources": resources, "verbs": verbs});
     let agent = vec![
-        rule(&["networking.k8s.io"], &["networkpolicies"], &["get", "list", "watch"]),
-        rule(&["discovery.k8s.io"], &["endpointslices"], &["get", "list", "watch"]),
-        rule(&[""], &["namespaces", "services", "pods", "endpoints", "nodes"], &["get", "list", "watch"]),
-        rule(&["apiextensions.k8s.io"], &["customresourcedefinitions"], &["list", "watch", "get"]),
-        rule(&["cilium.io"], &["ciliumnodes", "ciliumendpoints", "ciliumidentities", "ciliumnetworkpolicies"], &["*"]),
+        rule(
+            &["networking.k8s.io"],
+            &["networkpolicies"],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &["discovery.k8s.io"],
+            &["endpointslices"],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &[""],
+            &["namespaces", "services", "pods", "endpoints", "nodes"],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &["apiextensions.k8s.io"],
+            &["customresourcedefinitions"],
+            &["list", "watch", "get"],
+        ),
+        rule(
+            &["cilium.io"],
+            &[
+                "ciliumnodes",
+                "ciliumendpoints",
+                "ciliumidentities",
+                "ciliumnetworkpolicies",
+            ],
+            &["*"],
+        ),
     ];
     let operator = vec![
         rule(&[""], &["pods"], &["get", "list", "watch", "delete"]),
-        rule(&[""], &["nodes", "services", "endpoints", "namespaces"], &["get", "list", "watch"]),
-        rule(&["coordination.k8s.io"], &["leases"], &["create", "get", "update"]),
-        rule(&["apiextensions.k8s.io"], &["customresourcedefinitions"], &["create", "get", "list", "update", "watch"]),
-        rule(&["cilium.io"], &["ciliumnodes", "ciliumendpoints", "ciliumidentities"], &["*"]),
+        rule(
+            &[""],
+            &["nodes", "services", "endpoints", "namespaces"],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &["create", "get", "update"],
+        ),
+        rule(
+            &["apiextensions.k8s.io"],
+            &["customresourcedefinitions"],
+            &["create", "get", "list", "update", "watch"],
+        ),
+        rule(
+            &["cilium.io"],
+            &["ciliumnodes", "ciliumendpoints", "ciliumidentities"],
+            &["*"],
+        ),
     ];
     let role = |kind: &str, name: &str, rules: Vec<Value>| {
         let mut meta = json!({"name": name});
@@ -240,7 +281,11 @@ fn cilium_rbac(ns: &str) -> Vec<Value> {
         if kind == "RoleBinding" {
             meta["namespace"] = json!(ns);
         }
-        let sa = if name == "cilium-config-agent" { "cilium" } else { name };
+        let sa = if name == "cilium-config-agent" {
+            "cilium"
+        } else {
+            name
+        };
         json!({"apiVersion": rbac, "kind": kind, "metadata": meta,
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
@@ -250,7 +295,11 @@ fn cilium_rbac(ns: &str) -> Vec<Value> {
         role("ClusterRole", "cilium-operator", operator),
         binding("ClusterRoleBinding", "ClusterRole", "cilium"),
         binding("ClusterRoleBinding", "ClusterRole", "cilium-operator"),
-        role("Role", "cilium-config-agent", vec![rule(&[""], &["configmaps"], &["get", "list", "watch"])]),
+        role(
+            "Role",
+            "cilium-config-agent",
+            vec![rule(&[""], &["configmaps"], &["get", "list", "watch"])],
+        ),
         binding("RoleBinding", "Role", "cilium-config-agent"),
     ]
 }

@@ -118,7 +118,8 @@ impl ProgramContext {
             node: self.node().to_string(),
             host_network: self.host_network(),
         };
-        let result = network::check_api(&self.store.system(), &self.config, &from, &self.endpoint());
+        let result =
+            network::check_api(&self.store.system(), &self.config, &from, &self.endpoint());
         if let Err(e) = &result {
             if e.is_timeout() {
                 tokio::time::sleep(network::dial_timeout(self.config.pace)).await;

@@ -226,7 +226,11 @@ async fn route(
     let state = match service_account {
         Some(user) => {
             if path.starts_with("/talos-sim/") {
-                return response::error(&ApiError::new(403, "Forbidden", "forbidden: the fault API is for the admin"));
+                return response::error(&ApiError::new(
+                    403,
+                    "Forbidden",
+                    "forbidden: the fault API is for the admin",
+                ));
             }
             scoped = Arc::new(ServerState {
                 store: state.store.as_user(user),

@@ -383,7 +383,11 @@ impl Store {
         };
         let st = self.lock();
         let ty = st.registry.get(gr).ok_or_else(ApiError::no_route)?;
-        let scope = if ty.namespaced { namespace.unwrap_or("") } else { "" };
+        let scope = if ty.namespaced {
+            namespace.unwrap_or("")
+        } else {
+            ""
+        };
         self.authorize_locked(&st, &access("list", gr, None, scope, ""))?;
         let mut items = Vec::new();
         let mut last_key = None;
@@ -430,7 +434,11 @@ impl Store {
     ) -> Result<WatchStart, ApiError> {
         let st = self.lock();
         let ty = st.registry.get(gr).ok_or_else(ApiError::no_route)?;
-        let scope = if ty.namespaced { namespace.unwrap_or("") } else { "" };
+        let scope = if ty.namespaced {
+            namespace.unwrap_or("")
+        } else {
+            ""
+        };
         self.authorize_locked(&st, &access("watch", gr, None, scope, ""))?;
         let rx = self.inner.events.subscribe();
         let in_ns = |ns: &str| namespace.is_none_or(|n| n == ns);

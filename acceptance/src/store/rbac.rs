@@ -172,7 +172,12 @@ impl State {
             .cloned()
             .unwrap_or_default();
         if !selectors.is_empty() {
-            for ((_, other), obj) in self.objects.get(&rbac("clusterroles")).into_iter().flatten() {
+            for ((_, other), obj) in self
+                .objects
+                .get(&rbac("clusterroles"))
+                .into_iter()
+                .flatten()
+            {
                 if other != name && selectors.iter().any(|s| labels_match(s, obj)) {
                     rules.extend(
                         obj.get("rules")
@@ -222,7 +227,12 @@ impl State {
             }
         }
         if !namespace.is_empty() {
-            for ((ns, _), b) in self.objects.get(&rbac("rolebindings")).into_iter().flatten() {
+            for ((ns, _), b) in self
+                .objects
+                .get(&rbac("rolebindings"))
+                .into_iter()
+                .flatten()
+            {
                 if ns == namespace && bound(b, ns) {
                     rules.extend(self.role_ref_rules(b.get("roleRef"), ns));
                 }
@@ -317,7 +327,10 @@ impl State {
         if gr.group != RBAC_GROUP || user.is_master() {
             return Ok(());
         }
-        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let (rules, special) = match gr.resource.as_str() {
             "roles" | "clusterroles" => {
                 let mut rules = obj
@@ -350,7 +363,11 @@ impl State {
                     .and_then(|r| r.get("name"))
                     .and_then(Value::as_str)
                     .unwrap_or("");
-                let resource = if kind == "Role" { "roles" } else { "clusterroles" };
+                let resource = if kind == "Role" {
+                    "roles"
+                } else {
+                    "clusterroles"
+                };
                 let req = Request {
                     verb: "bind",
                     group: RBAC_GROUP,
@@ -389,7 +406,10 @@ impl State {
         if selectors.is_empty() {
             return Vec::new();
         }
-        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         self.objects
             .get(&rbac("clusterroles"))
             .into_iter()
@@ -469,7 +489,10 @@ impl Store {
 
     /// Authorizes `req` for this handle's user (always `Ok` for the system), under the lock.
     pub(crate) fn authorize_locked(&self, st: &State, req: &Request<'_>) -> Result<(), ApiError> {
-        match (&self.user, self.inner.rbac.load(std::sync::atomic::Ordering::Relaxed)) {
+        match (
+            &self.user,
+            self.inner.rbac.load(std::sync::atomic::Ordering::Relaxed),
+        ) {
             (Some(user), true) => st.authorize(user, req),
             _ => Ok(()),
         }
@@ -483,7 +506,10 @@ impl Store {
         ns: &str,
         obj: &Value,
     ) -> Result<(), ApiError> {
-        match (&self.user, self.inner.rbac.load(std::sync::atomic::Ordering::Relaxed)) {
+        match (
+            &self.user,
+            self.inner.rbac.load(std::sync::atomic::Ordering::Relaxed),
+        ) {
             (Some(user), true) => st.check_escalation(user, gr, ns, obj),
             _ => Ok(()),
         }
@@ -507,7 +533,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn req<'a>(verb: &'a str, group: &'a str, resource: &'a str, ns: &'a str, name: &'a str) -> Request<'a> {
+    fn req<'a>(
+        verb: &'a str,
+        group: &'a str,
+        resource: &'a str,
+        ns: &'a str,
+        name: &'a str,
+    ) -> Request<'a> {
         Request {
             verb,
             group,
@@ -524,7 +556,10 @@ mod tests {
         assert!(rule_allows(&rule, &req("get", "", "secrets", "ns", "a")));
         assert!(!rule_allows(&rule, &req("get", "", "secrets", "ns", "b")));
         assert!(!rule_allows(&rule, &req("list", "", "secrets", "ns", "")));
-        assert!(!rule_allows(&rule, &req("get", "apps", "secrets", "ns", "a")));
+        assert!(!rule_allows(
+            &rule,
+            &req("get", "apps", "secrets", "ns", "a")
+        ));
         let star = json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]});
         let mut sub = req("get", "", "pods", "ns", "p");
         sub.subresource = Some("log");

@@ -4,8 +4,8 @@
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use talos_sim::SimCluster;
 
@@ -17,7 +17,10 @@ fn from<T: serde::de::DeserializeOwned>(v: Value) -> T {
 
 async fn namespace(admin: &Client, name: &str) {
     Api::<Namespace>::all(admin.clone())
-        .create(&PostParams::default(), &from(json!({"metadata": {"name": name}})))
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": name}})),
+        )
         .await
         .expect("namespace");
 }
@@ -25,7 +28,10 @@ async fn namespace(admin: &Client, name: &str) {
 /// A ServiceAccount `ns/name` and a client authenticated as it.
 async fn service_account(sim: &SimCluster, admin: &Client, ns: &str, name: &str) -> Client {
     Api::<ServiceAccount>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &from(json!({"metadata": {"name": name}})))
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": name}})),
+        )
         .await
         .expect("service account");
     client_for(&sim.service_account_kubeconfig_yaml(ns, name)).await
@@ -76,14 +82,22 @@ async fn an_unbound_service_account_is_refused_with_the_real_message() {
         e.message,
         "secrets is forbidden: User \"system:serviceaccount:default:bot\" cannot list resource \"secrets\" in API group \"\" in the namespace \"kube-system\""
     );
-    let e = status(Api::<ConfigMap>::namespaced(sa.clone(), "default").get("x").await.unwrap_err());
+    let e = status(
+        Api::<ConfigMap>::namespaced(sa.clone(), "default")
+            .get("x")
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(
         e.message,
         "configmaps \"x\" is forbidden: User \"system:serviceaccount:default:bot\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"default\""
     );
     let e = status(
         Api::<ClusterRole>::all(sa.clone())
-            .create(&PostParams::default(), &from(json!({"metadata": {"name": "r"}, "rules": []})))
+            .create(
+                &PostParams::default(),
+                &from(json!({"metadata": {"name": "r"}, "rules": []})),
+            )
             .await
             .unwrap_err(),
     );
@@ -91,8 +105,18 @@ async fn an_unbound_service_account_is_refused_with_the_real_message() {
         e.message,
         "clusterroles.rbac.authorization.k8s.io is forbidden: User \"system:serviceaccount:default:bot\" cannot create resource \"clusterroles\" in API group \"rbac.authorization.k8s.io\" at the cluster scope"
     );
-    let e = status(Api::<Pod>::all(sa).list(&ListParams::default()).await.unwrap_err());
-    assert!(e.message.ends_with("cannot list resource \"pods\" in API group \"\" at the cluster scope"), "{}", e.message);
+    let e = status(
+        Api::<Pod>::all(sa)
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        e.message
+            .ends_with("cannot list resource \"pods\" in API group \"\" at the cluster scope"),
+        "{}",
+        e.message
+    );
     // The admin stays admin.
     Api::<Secret>::namespaced(admin, "kube-system")
         .list(&ListParams::default())
@@ -113,21 +137,37 @@ async fn a_role_grants_only_in_its_namespace_and_only_its_verbs() {
         .expect("create allowed");
     team.get("a").await.expect("get allowed");
     let e = status(team.delete("a", &Default::default()).await.unwrap_err());
-    assert!(e.message.contains("cannot delete resource \"configmaps\""), "{}", e.message);
+    assert!(
+        e.message.contains("cannot delete resource \"configmaps\""),
+        "{}",
+        e.message
+    );
     let e = status(
         Api::<ConfigMap>::namespaced(sa.clone(), "default")
             .list(&ListParams::default())
             .await
             .unwrap_err(),
     );
-    assert!(e.message.contains("in the namespace \"default\""), "{}", e.message);
+    assert!(
+        e.message.contains("in the namespace \"default\""),
+        "{}",
+        e.message
+    );
     // A patch is its own verb.
     let e = status(
-        team.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "w"}})))
-            .await
-            .unwrap_err(),
+        team.patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "w"}})),
+        )
+        .await
+        .unwrap_err(),
     );
-    assert!(e.message.contains("cannot patch resource \"configmaps\""), "{}", e.message);
+    assert!(
+        e.message.contains("cannot patch resource \"configmaps\""),
+        "{}",
+        e.message
+    );
 }
 
 #[tokio::test]
@@ -142,17 +182,37 @@ async fn resource_names_and_subresources_are_matched() {
     bind(&admin, Some("default"), "Role", "one", ("default", "bot")).await;
     let admin_cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "default");
     for name in ["mine", "other"] {
-        admin_cms.create(&PostParams::default(), &cm(name, json!({}))).await.unwrap();
+        admin_cms
+            .create(&PostParams::default(), &cm(name, json!({})))
+            .await
+            .unwrap();
     }
     let cms: Api<ConfigMap> = Api::namespaced(sa.clone(), "default");
     cms.get("mine").await.expect("named object allowed");
     let e = status(cms.get("other").await.unwrap_err());
-    assert!(e.message.starts_with("configmaps \"other\" is forbidden"), "{}", e.message);
+    assert!(
+        e.message.starts_with("configmaps \"other\" is forbidden"),
+        "{}",
+        e.message
+    );
     let e = status(cms.list(&ListParams::default()).await.unwrap_err());
-    assert!(e.message.contains("cannot list"), "a named rule never grants list: {}", e.message);
+    assert!(
+        e.message.contains("cannot list"),
+        "a named rule never grants list: {}",
+        e.message
+    );
     // pods/status does not grant pods.
-    let e = status(Api::<Pod>::namespaced(sa, "default").get("p").await.unwrap_err());
-    assert!(e.message.contains("cannot get resource \"pods\""), "{}", e.message);
+    let e = status(
+        Api::<Pod>::namespaced(sa, "default")
+            .get("p")
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        e.message.contains("cannot get resource \"pods\""),
+        "{}",
+        e.message
+    );
 }
 
 #[tokio::test]
@@ -173,7 +233,13 @@ async fn aggregated_cluster_roles_and_cluster_bindings_grant_everywhere() {
     assert!(e.message.contains("cannot create"), "{}", e.message);
     // view does not read Secrets.
     assert_eq!(
-        status(Api::<Secret>::namespaced(sa.clone(), "default").list(&ListParams::default()).await.unwrap_err()).code,
+        status(
+            Api::<Secret>::namespaced(sa.clone(), "default")
+                .list(&ListParams::default())
+                .await
+                .unwrap_err()
+        )
+        .code,
         403
     );
     // A ClusterRole labelled for aggregation into `view` adds its rules to it.
@@ -203,15 +269,29 @@ async fn creating_roles_and_bindings_needs_the_permissions_or_escalate_and_bind(
         )
         .await
         .unwrap();
-    bind(&admin, None, "ClusterRole", "rbac-writer", ("default", "installer")).await;
+    bind(
+        &admin,
+        None,
+        "ClusterRole",
+        "rbac-writer",
+        ("default", "installer"),
+    )
+    .await;
     let roles: Api<ClusterRole> = Api::all(sa.clone());
     let grant_secrets = json!({"metadata": {"name": "reads-secrets"},
         "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]});
-    let e = status(roles.create(&PostParams::default(), &from(grant_secrets.clone())).await.unwrap_err());
+    let e = status(
+        roles
+            .create(&PostParams::default(), &from(grant_secrets.clone()))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 403);
     assert!(
-        e.message.contains("is attempting to grant RBAC permissions not currently held")
-            && e.message.contains("{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"),
+        e.message
+            .contains("is attempting to grant RBAC permissions not currently held")
+            && e.message
+                .contains("{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"),
         "{}",
         e.message
     );
@@ -228,7 +308,12 @@ async fn creating_roles_and_bindings_needs_the_permissions_or_escalate_and_bind(
     let bind_admin = json!({"metadata": {"name": "to-admin"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
         "subjects": [{"kind": "ServiceAccount", "namespace": "default", "name": "installer"}]});
-    let e = status(bindings.create(&PostParams::default(), &from(bind_admin.clone())).await.unwrap_err());
+    let e = status(
+        bindings
+            .create(&PostParams::default(), &from(bind_admin.clone()))
+            .await
+            .unwrap_err(),
+    );
     assert!(e.message.contains("not currently held"), "{}", e.message);
     // With escalate and bind it may.
     Api::<ClusterRole>::all(admin.clone())
@@ -263,12 +348,24 @@ async fn tokens_of_deleted_or_forged_service_accounts_are_rejected() {
         .delete("gone", &Default::default())
         .await
         .unwrap();
-    let e = status(Api::<ConfigMap>::namespaced(sa, "default").list(&ListParams::default()).await.unwrap_err());
+    let e = status(
+        Api::<ConfigMap>::namespaced(sa, "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 401);
     let token = sim.service_account_token("default", "default");
     let forged = format!("{}x", &token[..token.len() - 1]);
-    let kc = sim.service_account_kubeconfig_yaml("default", "default").replace(&token, &forged);
+    let kc = sim
+        .service_account_kubeconfig_yaml("default", "default")
+        .replace(&token, &forged);
     let forged = client_for(&kc).await;
-    let e = status(Api::<ConfigMap>::namespaced(forged, "default").list(&ListParams::default()).await.unwrap_err());
+    let e = status(
+        Api::<ConfigMap>::namespaced(forged, "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 401);
 }

@@ -32,6 +32,8 @@ fn cilium_spec(rbac: Rbac) -> RunSpec {
         create_namespace: false,
         take_ownership: false,
         description: None,
+        atomic: false,
+        history_max: None,
     };
     let timeout = Duration::from_secs(60);
     let (command, files, secret_files) = chart.command(timeout);
@@ -61,17 +63,38 @@ async fn run(client: &Client, spec: &RunSpec) -> Result<RunOutcome, EngineError>
 async fn engine_rbac_objects(client: &Client) -> Vec<String> {
     let lp = ListParams::default().labels("app.kubernetes.io/managed-by=talosboot");
     let mut out = Vec::new();
-    for i in Api::<ClusterRole>::all(client.clone()).list(&lp).await.unwrap() {
-        out.push(format!("ClusterRole/{}", i.metadata.name.unwrap_or_default()));
+    for i in Api::<ClusterRole>::all(client.clone())
+        .list(&lp)
+        .await
+        .unwrap()
+    {
+        out.push(format!(
+            "ClusterRole/{}",
+            i.metadata.name.unwrap_or_default()
+        ));
     }
-    for i in Api::<ClusterRoleBinding>::all(client.clone()).list(&lp).await.unwrap() {
-        out.push(format!("ClusterRoleBinding/{}", i.metadata.name.unwrap_or_default()));
+    for i in Api::<ClusterRoleBinding>::all(client.clone())
+        .list(&lp)
+        .await
+        .unwrap()
+    {
+        out.push(format!(
+            "ClusterRoleBinding/{}",
+            i.metadata.name.unwrap_or_default()
+        ));
     }
     for i in Api::<Role>::all(client.clone()).list(&lp).await.unwrap() {
         out.push(format!("Role/{}", i.metadata.name.unwrap_or_default()));
     }
-    for i in Api::<RoleBinding>::all(client.clone()).list(&lp).await.unwrap() {
-        out.push(format!("RoleBinding/{}", i.metadata.name.unwrap_or_default()));
+    for i in Api::<RoleBinding>::all(client.clone())
+        .list(&lp)
+        .await
+        .unwrap()
+    {
+        out.push(format!(
+            "RoleBinding/{}",
+            i.metadata.name.unwrap_or_default()
+        ));
     }
     out
 }
@@ -85,8 +108,14 @@ async fn minimal_rbac_installs_cilium_and_leaves_no_role_behind() {
     assert!(outcome.warnings.is_empty(), "{:?}", outcome.warnings);
     assert_eq!(engine_rbac_objects(&client).await, Vec::<String>::new());
     // The chart's own RBAC was created (which needed escalate/bind).
-    Api::<ClusterRole>::all(client.clone()).get("cilium").await.expect("chart's ClusterRole");
-    Api::<ClusterRoleBinding>::all(client.clone()).get("cilium-operator").await.expect("chart's binding");
+    Api::<ClusterRole>::all(client.clone())
+        .get("cilium")
+        .await
+        .expect("chart's ClusterRole");
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .get("cilium-operator")
+        .await
+        .expect("chart's binding");
 }
 
 fn without(rules: Vec<Rule>, pred: impl Fn(&Rule) -> bool) -> Vec<Rule> {
@@ -98,11 +127,26 @@ async fn a_missing_permission_fails_with_a_diagnosis_naming_verb_and_resource() 
     let (_sim, client) = start_strict(SimConfig::default()).await;
     // No apps rules: the DaemonSet cannot be looked up.
     let rules = without(cilium_install_rules(), |r| r.api_groups == ["apps"]);
-    let e = run(&client, &cilium_spec(Rbac::Minimal(rules))).await.expect_err("must fail");
-    let d = e.diagnosis.clone().unwrap_or_else(|| panic!("no diagnosis: {e} {:?}", e.report));
-    assert!(d.cause.contains("resource `daemonsets` in API group \"apps\""), "{}", d.cause);
+    let e = run(&client, &cilium_spec(Rbac::Minimal(rules)))
+        .await
+        .expect_err("must fail");
+    let d = e
+        .diagnosis
+        .clone()
+        .unwrap_or_else(|| panic!("no diagnosis: {e} {:?}", e.report));
+    assert!(
+        d.cause
+            .contains("resource `daemonsets` in API group \"apps\""),
+        "{}",
+        d.cause
+    );
     assert!(d.fix.contains("on resource `daemonsets`"), "{}", d.fix);
-    assert!(d.signature.contains("is forbidden: User \"system:serviceaccount:kube-system:talosboot-"), "{}", d.signature);
+    assert!(
+        d.signature
+            .contains("is forbidden: User \"system:serviceaccount:kube-system:talosboot-"),
+        "{}",
+        d.signature
+    );
     // The failed run's roles are gone as well (only the Job is kept for `kubectl logs`).
     assert_eq!(engine_rbac_objects(&client).await, Vec::<String>::new());
 }
@@ -110,16 +154,30 @@ async fn a_missing_permission_fails_with_a_diagnosis_naming_verb_and_resource() 
 #[tokio::test]
 async fn a_chart_with_rbac_needs_escalate_and_bind() {
     let (_sim, client) = start_strict(SimConfig::default()).await;
-    let rules = without(cilium_install_rules(), |r| r.verbs.iter().any(|v| v == "escalate"));
-    let e = run(&client, &cilium_spec(Rbac::Minimal(rules))).await.expect_err("must fail");
-    let d = e.diagnosis.clone().unwrap_or_else(|| panic!("no diagnosis: {e} {:?}", e.report));
-    assert!(d.fix.contains("`escalate` and `bind`"), "{} / {}", d.signature, d.fix);
+    let rules = without(cilium_install_rules(), |r| {
+        r.verbs.iter().any(|v| v == "escalate")
+    });
+    let e = run(&client, &cilium_spec(Rbac::Minimal(rules)))
+        .await
+        .expect_err("must fail");
+    let d = e
+        .diagnosis
+        .clone()
+        .unwrap_or_else(|| panic!("no diagnosis: {e} {:?}", e.report));
+    assert!(
+        d.fix.contains("`escalate` and `bind`"),
+        "{} / {}",
+        d.signature,
+        d.fix
+    );
 }
 
 #[tokio::test]
 async fn cluster_admin_stays_the_default_and_works_under_rbac() {
     let (_sim, client) = start_strict(SimConfig::default()).await;
     assert_eq!(Rbac::default(), Rbac::ClusterAdmin);
-    run(&client, &cilium_spec(Rbac::ClusterAdmin)).await.expect("cluster-admin run");
+    run(&client, &cilium_spec(Rbac::ClusterAdmin))
+        .await
+        .expect("cluster-admin run");
     assert_eq!(engine_rbac_objects(&client).await, Vec::<String>::new());
 }

@@ -14,7 +14,10 @@ const HELM: &str = "alpine/helm:3.18.4";
 
 async fn service_account(client: &Client, ns: &str, name: &str) {
     Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &from_json(json!({"metadata": {"name": name}})))
+        .create(
+            &PostParams::default(),
+            &from_json(json!({"metadata": {"name": name}})),
+        )
         .await
         .expect("service account");
 }
@@ -26,7 +29,11 @@ fn job_as(name: &str, sa: &str, command: &[&str]) -> k8s_openapi::api::batch::v1
         &command.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
         kubeprism_env(),
     );
-    let spec = job.spec.as_mut().and_then(|s| s.template.spec.as_mut()).expect("pod spec");
+    let spec = job
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+        .expect("pod spec");
     spec.service_account_name = Some(sa.into());
     job
 }
@@ -38,7 +45,15 @@ async fn helm_without_permissions_fails_with_the_forbidden_message() {
     let job = job_as(
         "helm-forbidden",
         "installer",
-        &["helm", "upgrade", "--install", "demo", "demo", "--namespace", "kube-system"],
+        &[
+            "helm",
+            "upgrade",
+            "--install",
+            "demo",
+            "demo",
+            "--namespace",
+            "kube-system",
+        ],
     );
     let done = run_job(&client, "kube-system", &job, 20).await;
     assert!(job_condition(&done, "Failed").is_some());
@@ -60,13 +75,42 @@ async fn a_bound_service_account_installs_and_the_default_one_still_cannot() {
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
-    let cmd = ["helm", "upgrade", "--install", "demo", "demo", "--namespace", "kube-system"];
-    let done = run_job(&client, "kube-system", &job_as("as-installer", "installer", &cmd), 20).await;
-    assert!(job_condition(&done, "Complete").is_some(), "{}", job_log(&client, "kube-system", "as-installer").await);
-    let done = run_job(&client, "kube-system", &job_as("as-default", "default", &cmd), 20).await;
+    let cmd = [
+        "helm",
+        "upgrade",
+        "--install",
+        "demo",
+        "demo",
+        "--namespace",
+        "kube-system",
+    ];
+    let done = run_job(
+        &client,
+        "kube-system",
+        &job_as("as-installer", "installer", &cmd),
+        20,
+    )
+    .await;
+    assert!(
+        job_condition(&done, "Complete").is_some(),
+        "{}",
+        job_log(&client, "kube-system", "as-installer").await
+    );
+    let done = run_job(
+        &client,
+        "kube-system",
+        &job_as("as-default", "default", &cmd),
+        20,
+    )
+    .await;
     assert!(job_condition(&done, "Failed").is_some());
     let log = job_log(&client, "kube-system", "as-default").await;
-    assert!(log.contains("User \"system:serviceaccount:kube-system:default\" cannot list resource \"secrets\""), "{log}");
+    assert!(
+        log.contains(
+            "User \"system:serviceaccount:kube-system:default\" cannot list resource \"secrets\""
+        ),
+        "{log}"
+    );
 }
 
 #[tokio::test]
@@ -94,7 +138,21 @@ async fn without_rbac_enforcement_pods_act_as_admin() {
         ..SimConfig::default()
     })
     .await;
-    let cmd = ["helm", "upgrade", "--install", "demo", "demo", "--namespace", "kube-system"];
-    let done = run_job(&client, "kube-system", &job_as("no-rbac", "default", &cmd), 20).await;
+    let cmd = [
+        "helm",
+        "upgrade",
+        "--install",
+        "demo",
+        "demo",
+        "--namespace",
+        "kube-system",
+    ];
+    let done = run_job(
+        &client,
+        "kube-system",
+        &job_as("no-rbac", "default", &cmd),
+        20,
+    )
+    .await;
     assert!(job_condition(&done, "Complete").is_some());
 }

@@ -76,7 +76,14 @@ const FAULTS: &[Fault] = &[
 ];
 
 const PATHS: &[&str] = &[
-    "/jobs", "/secrets", "/leases", "/configmaps", "/pods", "watch", "/serviceaccounts", "/daemonsets",
+    "/jobs",
+    "/secrets",
+    "/leases",
+    "/configmaps",
+    "/pods",
+    "watch",
+    "/serviceaccounts",
+    "/daemonsets",
 ];
 
 struct Settings {
@@ -120,7 +127,11 @@ fn flux_in_schema(ws: &Workspace) -> bool {
         .as_object()
         .into_iter()
         .flat_map(|m| m.values())
-        .any(|p| p["resource_schemas"].get("talosboot_flux_bootstrap").is_some())
+        .any(|p| {
+            p["resource_schemas"]
+                .get("talosboot_flux_bootstrap")
+                .is_some()
+        })
 }
 
 /// The seeds' root: Cilium with the user's values, then (once it exists) the Flux bootstrap.
@@ -182,7 +193,11 @@ impl Tally {
         for (f, n) in &self.faults {
             let _ = writeln!(t, "| {f:?} | {n} |");
         }
-        let _ = writeln!(t, "| apply result | count |\n|---|---|\n| succeeded | {} |", self.ok);
+        let _ = writeln!(
+            t,
+            "| apply result | count |\n|---|---|\n| succeeded | {} |",
+            self.ok
+        );
         for (c, n) in &self.failed_by_cause {
             let _ = writeln!(t, "| failed: {c} | {n} |");
         }
@@ -192,7 +207,11 @@ impl Tally {
         }
         match self.convergence {
             Some(d) => {
-                let _ = writeln!(t, "converged {:.1}s after the faults stopped (apply + empty plan)", d.as_secs_f64());
+                let _ = writeln!(
+                    t,
+                    "converged {:.1}s after the faults stopped (apply + empty plan)",
+                    d.as_secs_f64()
+                );
             }
             None => {
                 let _ = writeln!(t, "did not converge");
@@ -209,19 +228,45 @@ fn cause_of(text: &str) -> Option<&'static str> {
         .lines()
         .filter(|l| {
             let l = l.trim_start_matches(['│', ' ']);
-            !l.split_once(':').is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            !l.split_once(':')
+                .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
         })
         .collect::<Vec<_>>()
         .join("\n");
     let has = |s: &str| said.contains(s);
     let causes: &[(&[&str], &'static str)] = &[
         (&["interrupted"], "interrupted"),
-        (&["did not finish within", "DeadlineExceeded"], "deadline (installer hung)"),
-        (&["exit code 137", "137"], "bootstrap pod killed"),
-        (&["429", "Too Many Requests", "rate limit"], "API throttled (429)"),
-        (&["500", "503", "Internal Server Error", "Service Unavailable", "ServiceUnavailable"], "API 5xx"),
         (
-            &["connection refused", "connection reset", "unreachable", "Connection reset", "broken pipe", "error trying to connect", "connection closed", "ConnectionAborted", "dropped"],
+            &["did not finish within", "DeadlineExceeded"],
+            "deadline (installer hung)",
+        ),
+        (&["exit code 137", "137"], "bootstrap pod killed"),
+        (
+            &["429", "Too Many Requests", "rate limit"],
+            "API throttled (429)",
+        ),
+        (
+            &[
+                "500",
+                "503",
+                "Internal Server Error",
+                "Service Unavailable",
+                "ServiceUnavailable",
+            ],
+            "API 5xx",
+        ),
+        (
+            &[
+                "connection refused",
+                "connection reset",
+                "unreachable",
+                "Connection reset",
+                "broken pipe",
+                "error trying to connect",
+                "connection closed",
+                "ConnectionAborted",
+                "dropped",
+            ],
             "API unreachable or connection dropped",
         ),
         (&["timed out", "timeout"], "timeout"),
@@ -243,7 +288,10 @@ async fn release_records(client: &kube::Client) -> BTreeMap<i64, String> {
         .into_iter()
         .filter_map(|s| {
             let labels = s.metadata.labels?;
-            Some((labels.get("version")?.parse().ok()?, labels.get("status")?.clone()))
+            Some((
+                labels.get("version")?.parse().ok()?,
+                labels.get("status")?.clone(),
+            ))
         })
         .collect()
 }
@@ -256,7 +304,10 @@ fn cilium_in_state(ws: &Workspace) -> Option<(bool, Value)> {
         .iter()
         .find(|r| r["type"] == "talosboot_cilium")?;
     let instance = resource["instances"].as_array()?.first()?;
-    Some((instance["status"] == "tainted", instance["attributes"].clone()))
+    Some((
+        instance["status"] == "tainted",
+        instance["attributes"].clone(),
+    ))
 }
 
 /// State versus cluster: nothing claimed that is not there, nothing there that is forgotten.
@@ -273,14 +324,18 @@ async fn check_state(ws: &Workspace, client: &kube::Client) -> Result<(), String
                 }
                 let claimed = attrs["status"].as_str().unwrap_or("");
                 if claimed == "deployed" && !tainted && !records.values().any(|s| s == "deployed") {
-                    return Err(format!("state claims a deployed release; records: {records:?}"));
+                    return Err(format!(
+                        "state claims a deployed release; records: {records:?}"
+                    ));
                 }
             } else if !tainted && attrs["status"] == "deployed" {
                 return Err(format!("state claims deployed without a revision: {attrs}"));
             }
             Ok(())
         }
-        None if live => Err(format!("the release exists ({records:?}) but the state lost it")),
+        None if live => Err(format!(
+            "the release exists ({records:?}) but the state lost it"
+        )),
         None => Ok(()),
     }
 }
@@ -298,9 +353,16 @@ async fn leftovers_but(client: &kube::Client, keep_failed: bool) -> Vec<String> 
                 list.items
                     .into_iter()
                     .filter(|j| {
-                        let failed = j.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
-                            c.iter().any(|c| matches!(c.type_.as_str(), "Failed" | "FailureTarget") && c.status == "True")
-                        });
+                        let failed = j
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.conditions.as_ref())
+                            .is_some_and(|c| {
+                                c.iter().any(|c| {
+                                    matches!(c.type_.as_str(), "Failed" | "FailureTarget")
+                                        && c.status == "True"
+                                })
+                            });
                         !failed
                     })
                     .map(|j| format!("Job/{}", j.metadata.name.unwrap_or_default())),
@@ -311,7 +373,11 @@ async fn leftovers_but(client: &kube::Client, keep_failed: bool) -> Vec<String> 
         ($kind:ty, $api:expr, $label:literal) => {
             let api: Api<$kind> = $api;
             if let Ok(list) = api.list_metadata(&lp).await {
-                out.extend(list.items.into_iter().map(|m| format!("{}/{}", $label, m.metadata.name.unwrap_or_default())));
+                out.extend(
+                    list.items
+                        .into_iter()
+                        .map(|m| format!("{}/{}", $label, m.metadata.name.unwrap_or_default())),
+                );
             }
         };
     }
@@ -321,7 +387,11 @@ async fn leftovers_but(client: &kube::Client, keep_failed: bool) -> Vec<String> 
     collect!(ServiceAccount, Api::all(client.clone()), "ServiceAccount");
     collect!(ConfigMap, Api::all(client.clone()), "ConfigMap");
     collect!(Secret, Api::all(client.clone()), "Secret");
-    collect!(ClusterRoleBinding, Api::all(client.clone()), "ClusterRoleBinding");
+    collect!(
+        ClusterRoleBinding,
+        Api::all(client.clone()),
+        "ClusterRoleBinding"
+    );
     collect!(ClusterRole, Api::all(client.clone()), "ClusterRole");
     out
 }
@@ -338,14 +408,20 @@ async fn held_leases(client: &kube::Client) -> Vec<String> {
     };
     list.items
         .into_iter()
-        .filter(|l| l.metadata.name.as_deref().is_some_and(|n| n.starts_with("talosboot-")))
+        .filter(|l| {
+            l.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("talosboot-"))
+        })
         .filter_map(|l| {
             let spec = l.spec?;
             let holder = spec.holder_identity.filter(|h| !h.is_empty())?;
             let renewed = spec.renew_time.or(spec.acquire_time)?.0;
             let duration = i64::from(spec.lease_duration_seconds.unwrap_or(0));
             let expires = renewed + k8s_openapi::jiff::SignedDuration::from_secs(duration);
-            (expires > k8s_openapi::jiff::Timestamp::now()).then(|| format!("{} held by {holder}", l.metadata.name.unwrap_or_default()))
+            (expires > k8s_openapi::jiff::Timestamp::now())
+                .then(|| format!("{} held by {holder}", l.metadata.name.unwrap_or_default()))
         })
         .collect()
 }
@@ -405,10 +481,20 @@ async fn apply_with(
     let faults = sim.faults();
     let path = (*rng.pick(PATHS)).to_owned();
     match fault {
-        Fault::ErrorBurst => faults.fail_requests(*rng.pick(&[500, 503]), 1 + rng.below(4) as u32, Matcher::path(&path)),
+        Fault::ErrorBurst => faults.fail_requests(
+            *rng.pick(&[500, 503]),
+            1 + rng.below(4) as u32,
+            Matcher::path(&path),
+        ),
         Fault::Throttle => faults.throttle(1 + rng.below(4) as u32, 1, Matcher::path(&path)),
-        Fault::Latency => faults.delay_requests(Duration::from_millis(50 + rng.below(250)), 5 + rng.below(20) as u32, Matcher::any()),
-        Fault::DropConnections => faults.drop_connections(1 + rng.below(3) as u32, Matcher::path(&path)),
+        Fault::Latency => faults.delay_requests(
+            Duration::from_millis(50 + rng.below(250)),
+            5 + rng.below(20) as u32,
+            Matcher::any(),
+        ),
+        Fault::DropConnections => {
+            faults.drop_connections(1 + rng.below(3) as u32, Matcher::path(&path))
+        }
         _ => {}
     }
     let pid = child.id();
@@ -423,13 +509,18 @@ async fn apply_with(
                 if let Some(pod) = wait_for_bootstrap(client, true, 60).await {
                     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
                     let patch = json!({"metadata": {"annotations": {"talos-sim.dev/kill": format!("{}", rng.next())}}});
-                    let _ = pods.patch(&pod, &PatchParams::default(), &Patch::Merge(&patch)).await;
+                    let _ = pods
+                        .patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await;
                 }
             }
             Fault::Interrupt => {
-                if wait_for_bootstrap(client, false, 60).await.is_some() {
+                let job = wait_for_bootstrap(client, false, 60).await;
+                if job.is_some() {
                     tokio::time::sleep(Duration::from_millis(rng.below(400))).await;
-                    let _ = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status();
+                    let _ = std::process::Command::new("kill")
+                        .args(["-INT", &pid.to_string()])
+                        .status();
                 }
             }
             _ => {}
@@ -465,13 +556,19 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
     };
     let client = cluster.client().await;
     let s = settings();
-    eprintln!("chaos seed {} (replay: TALOSBOOT_CHAOS_SEED={})", s.seed, s.seed);
+    eprintln!(
+        "chaos seed {} (replay: TALOSBOOT_CHAOS_SEED={})",
+        s.seed, s.seed
+    );
     let mut rng = Rng(s.seed);
     let mut ws = Workspace::new(&root(&cluster, 0, None, false));
     ws.init();
     if std::env::var_os("TALOSBOOT_CHAOS_DEBUG").is_some() {
         ws.set_env("TF_LOG_PROVIDER", "debug");
-        ws.set_env("TF_LOG_PATH", &ws.path().join("provider.log").display().to_string());
+        ws.set_env(
+            "TF_LOG_PATH",
+            &ws.path().join("provider.log").display().to_string(),
+        );
     }
     let flux = flux_in_schema(&ws);
     eprintln!("talosboot_flux_bootstrap in the schema: {flux}");
@@ -487,7 +584,8 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
         // when the budget still has room for it.
         let remaining = s.budget.saturating_sub(started.elapsed());
         if fault == Fault::HangInstaller
-            && (remaining < Duration::from_secs(40) || (!s.long && tally.faults.contains_key(&fault)))
+            && (remaining < Duration::from_secs(40)
+                || (!s.long && tally.faults.contains_key(&fault)))
         {
             fault = Fault::Interrupt;
         }
@@ -526,12 +624,20 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
             let left = eventually_empty(20, || leftovers_but(&client, true)).await;
             if !left.is_empty() {
                 if let Ok(dir) = std::env::var("TALOSBOOT_CHAOS_DEBUG") {
-                    let _ = std::fs::write(format!("{dir}/provider-step-{i}.log"), ws.read("provider.log"));
+                    let _ = std::fs::write(
+                        format!("{dir}/provider-step-{i}.log"),
+                        ws.read("provider.log"),
+                    );
                 }
                 let log: String = ws
                     .read("provider.log")
                     .lines()
-                    .filter(|l| l.contains("transient") || l.contains("job") || l.contains("Job") || l.contains("WARN"))
+                    .filter(|l| {
+                        l.contains("transient")
+                            || l.contains("job")
+                            || l.contains("Job")
+                            || l.contains("WARN")
+                    })
                     .map(|l| format!("{}\n", l.chars().take(400).collect::<String>()))
                     .collect();
                 let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
@@ -541,7 +647,15 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
                     .map(|l| {
                         l.items
                             .iter()
-                            .map(|j| format!("{} created {:?} deleting {:?} status {:?}", j.metadata.name.clone().unwrap_or_default(), j.metadata.creation_timestamp, j.metadata.deletion_timestamp, j.status.as_ref().map(|s| (s.succeeded, s.failed))))
+                            .map(|j| {
+                                format!(
+                                    "{} created {:?} deleting {:?} status {:?}",
+                                    j.metadata.name.clone().unwrap_or_default(),
+                                    j.metadata.creation_timestamp,
+                                    j.metadata.deletion_timestamp,
+                                    j.status.as_ref().map(|s| (s.succeeded, s.failed))
+                                )
+                            })
                             .collect()
                     })
                     .unwrap_or_default();
@@ -555,12 +669,18 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
                 (true, Some(cause)) => *tally.failed_by_cause.entry(cause).or_default() += 1,
                 _ => {
                     *tally.failed_by_cause.entry("UNNAMED").or_default() += 1;
-                    problems.push(format!("step {i} ({fault:?}): the apply failed without naming a cause:\n{}", out.text()));
+                    problems.push(format!(
+                        "step {i} ({fault:?}): the apply failed without naming a cause:\n{}",
+                        out.text()
+                    ));
                 }
             }
         }
         if let Err(p) = check_state(&ws, &client).await {
-            problems.push(format!("step {i} ({fault:?}): {p}\nCLI output:\n{}", out.text()));
+            problems.push(format!(
+                "step {i} ({fault:?}): {p}\nCLI output:\n{}",
+                out.text()
+            ));
         }
         let held = eventually_empty(10, || held_leases(&client)).await;
         if !held.is_empty() {
@@ -575,17 +695,21 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
     if empty {
         tally.convergence = Some(t0.elapsed());
     } else {
-        problems.push(format!("no convergence after the faults stopped:\n{}", last.text()));
+        problems.push(format!(
+            "no convergence after the faults stopped:\n{}",
+            last.text()
+        ));
     }
     if let Err(p) = check_state(&ws, &client).await {
         problems.push(format!("after convergence: {p}"));
     }
     let left = eventually_empty(20, || leftovers(&client)).await;
     if !left.is_empty() {
-        problems.push(format!("bootstrap objects left after convergence: {left:?}"));
+        problems.push(format!(
+            "bootstrap objects left after convergence: {left:?}"
+        ));
     }
     let table = tally.table(s.seed);
     eprintln!("{table}");
     assert!(problems.is_empty(), "{table}\n{}", problems.join("\n\n"));
 }
-

@@ -20,10 +20,10 @@
 use std::path::Path;
 
 use base64::Engine;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret, ServiceAccount};
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use kube::Api;
 use kube::api::{ListParams, LogParams};
 
@@ -47,7 +47,10 @@ impl Markers {
         );
         Markers(vec![
             ("set_sensitive", format!("TbMarkerSetSensitive{nonce}Zq")),
-            ("set_sensitive (failing run)", format!("TbMarkerFailing{nonce}Zq")),
+            (
+                "set_sensitive (failing run)",
+                format!("TbMarkerFailing{nonce}Zq"),
+            ),
             ("managed_resources", format!("TbMarkerManaged{nonce}Zq")),
         ])
     }
@@ -125,7 +128,11 @@ fn flux_in_schema(ws: &Workspace) -> bool {
         .as_object()
         .into_iter()
         .flat_map(|m| m.values())
-        .any(|p| p["resource_schemas"].get("talosboot_flux_bootstrap").is_some())
+        .any(|p| {
+            p["resource_schemas"]
+                .get("talosboot_flux_bootstrap")
+                .is_some()
+        })
 }
 
 fn cilium(marker: &str, hang: bool) -> String {
@@ -187,21 +194,49 @@ fn traced(ws: &Workspace, args: &[&str], log: &str, markers: &Markers, f: &mut F
         .output()
         .expect("run the CLI");
     let what = args.join(" ");
-    f.scan_bytes(markers, &format!("the output (diagnostics) of `{what}`"), &out.stdout);
-    f.scan_bytes(markers, &format!("stderr of `{what}` (CLI and provider logs)"), &out.stderr);
-    f.scan(markers, &format!("the TF_LOG=trace log of `{what}`"), &std::fs::read_to_string(&path).unwrap_or_default());
+    f.scan_bytes(
+        markers,
+        &format!("the output (diagnostics) of `{what}`"),
+        &out.stdout,
+    );
+    f.scan_bytes(
+        markers,
+        &format!("stderr of `{what}` (CLI and provider logs)"),
+        &out.stderr,
+    );
+    f.scan(
+        markers,
+        &format!("the TF_LOG=trace log of `{what}`"),
+        &std::fs::read_to_string(&path).unwrap_or_default(),
+    );
     out.status.success()
 }
 
 fn scan_plan_file(ws: &Workspace, plan: &Path, markers: &Markers, f: &mut Findings) {
-    f.scan_write_only(markers, "the raw plan file", &std::fs::read(plan).unwrap_or_default());
+    f.scan_write_only(
+        markers,
+        "the raw plan file",
+        &std::fs::read(plan).unwrap_or_default(),
+    );
     // A plan file is a zip archive: scan its entries uncompressed too.
-    if let Ok(out) = std::process::Command::new("unzip").arg("-p").arg(plan).output() {
+    if let Ok(out) = std::process::Command::new("unzip")
+        .arg("-p")
+        .arg(plan)
+        .output()
+    {
         f.scan_write_only(markers, "the plan file's unzipped entries", &out.stdout);
     }
     let show = ws.ok(&["show", "-json", &plan.display().to_string()]);
-    f.scan_json(markers, "`show -json` of the plan file (set_sensitive itself removed)", &show.stdout);
-    f.scan(markers, "stderr of `show -json` of the plan file", &show.stderr);
+    f.scan_json(
+        markers,
+        "`show -json` of the plan file (set_sensitive itself removed)",
+        &show.stdout,
+    );
+    f.scan(
+        markers,
+        "stderr of `show -json` of the plan file",
+        &show.stderr,
+    );
 }
 
 async fn scan_cluster(client: &kube::Client, markers: &Markers, f: &mut Findings) {
@@ -210,8 +245,17 @@ async fn scan_cluster(client: &kube::Client, markers: &Markers, f: &mut Findings
         ($kind:ty, $label:literal) => {
             let api: Api<$kind> = Api::all(client.clone());
             for o in api.list(&lp).await.expect($label).items {
-                let name = format!("{} {}/{}", $label, o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default());
-                f.scan(markers, &format!("the cluster: {name}"), &serde_json::to_string(&o).unwrap_or_default());
+                let name = format!(
+                    "{} {}/{}",
+                    $label,
+                    o.metadata.namespace.clone().unwrap_or_default(),
+                    o.metadata.name.clone().unwrap_or_default()
+                );
+                f.scan(
+                    markers,
+                    &format!("the cluster: {name}"),
+                    &serde_json::to_string(&o).unwrap_or_default(),
+                );
             }
         };
     }
@@ -229,8 +273,16 @@ async fn scan_cluster(client: &kube::Client, markers: &Markers, f: &mut Findings
         let intended = s.type_.as_deref() == Some("helm.sh/release.v1")
             || s.metadata.name.as_deref() == Some("flux-system");
         if !intended {
-            let name = format!("Secret {}/{}", s.metadata.namespace.clone().unwrap_or_default(), s.metadata.name.clone().unwrap_or_default());
-            f.scan(markers, &format!("the cluster: {name}"), &serde_json::to_string(&s).unwrap_or_default());
+            let name = format!(
+                "Secret {}/{}",
+                s.metadata.namespace.clone().unwrap_or_default(),
+                s.metadata.name.clone().unwrap_or_default()
+            );
+            f.scan(
+                markers,
+                &format!("the cluster: {name}"),
+                &serde_json::to_string(&s).unwrap_or_default(),
+            );
         }
     }
     let pods: Api<Pod> = Api::all(client.clone());
@@ -244,7 +296,11 @@ async fn scan_cluster(client: &kube::Client, markers: &Markers, f: &mut Findings
                 ..LogParams::default()
             };
             if let Ok(log) = api.logs(&name, &params).await {
-                f.scan(markers, &format!("the log of pod {ns}/{name} ({})", c.name), &log);
+                f.scan(
+                    markers,
+                    &format!("the log of pod {ns}/{name} ({})", c.name),
+                    &log,
+                );
             }
         }
     }
@@ -260,34 +316,115 @@ async fn marker_secrets_appear_nowhere_a_user_or_attacker_can_read() {
     let markers = Markers::new();
     let mut f = Findings::default();
     let head = format!("{REQUIRED_PROVIDERS}\n{}\n", cluster.provider_block());
-    let ws = Workspace::new(&format!("{head}{}", cilium(markers.get("set_sensitive"), false)));
+    let ws = Workspace::new(&format!(
+        "{head}{}",
+        cilium(markers.get("set_sensitive"), false)
+    ));
     ws.init();
     let with_flux = flux_in_schema(&ws);
-    eprintln!("talosboot_flux_bootstrap in the schema: {with_flux} (managed_resources scanned only then)");
+    eprintln!(
+        "talosboot_flux_bootstrap in the schema: {with_flux} (managed_resources scanned only then)"
+    );
     if with_flux {
-        ws.write("main.tf", &format!("{head}{}{}", cilium(markers.get("set_sensitive"), false), flux(markers.get("managed_resources"))));
+        ws.write(
+            "main.tf",
+            &format!(
+                "{head}{}{}",
+                cilium(markers.get("set_sensitive"), false),
+                flux(markers.get("managed_resources"))
+            ),
+        );
     }
     // Plan to a file, apply it, plan again (empty), refresh.
-    assert!(traced(&ws, &["plan", "-no-color", "-input=false", "-out=first.tfplan"], "plan.log", &markers, &mut f), "plan failed");
+    assert!(
+        traced(
+            &ws,
+            &["plan", "-no-color", "-input=false", "-out=first.tfplan"],
+            "plan.log",
+            &markers,
+            &mut f
+        ),
+        "plan failed"
+    );
     scan_plan_file(&ws, &ws.path().join("first.tfplan"), &markers, &mut f);
-    assert!(traced(&ws, &["apply", "-no-color", "-input=false", "first.tfplan"], "apply.log", &markers, &mut f), "apply failed");
-    assert!(traced(&ws, &["plan", "-no-color", "-input=false", "-detailed-exitcode"], "replan.log", &markers, &mut f), "second plan not empty");
-    traced(&ws, &["apply", "-refresh-only", "-auto-approve", "-no-color", "-input=false"], "refresh.log", &markers, &mut f);
+    assert!(
+        traced(
+            &ws,
+            &["apply", "-no-color", "-input=false", "first.tfplan"],
+            "apply.log",
+            &markers,
+            &mut f
+        ),
+        "apply failed"
+    );
+    assert!(
+        traced(
+            &ws,
+            &["plan", "-no-color", "-input=false", "-detailed-exitcode"],
+            "replan.log",
+            &markers,
+            &mut f
+        ),
+        "second plan not empty"
+    );
+    traced(
+        &ws,
+        &[
+            "apply",
+            "-refresh-only",
+            "-auto-approve",
+            "-no-color",
+            "-input=false",
+        ],
+        "refresh.log",
+        &markers,
+        &mut f,
+    );
     // A failing upgrade (hung installer, deadline) with another marker: diagnostics with the
     // pod's log tail, a Job kept for `kubectl logs`.
-    ws.write("main.tf", &format!("{head}{}", cilium(markers.get("set_sensitive (failing run)"), true)));
-    assert!(traced(&ws, &["plan", "-no-color", "-input=false", "-out=second.tfplan"], "plan2.log", &markers, &mut f), "plan failed");
+    ws.write(
+        "main.tf",
+        &format!(
+            "{head}{}",
+            cilium(markers.get("set_sensitive (failing run)"), true)
+        ),
+    );
+    assert!(
+        traced(
+            &ws,
+            &["plan", "-no-color", "-input=false", "-out=second.tfplan"],
+            "plan2.log",
+            &markers,
+            &mut f
+        ),
+        "plan failed"
+    );
     scan_plan_file(&ws, &ws.path().join("second.tfplan"), &markers, &mut f);
-    let failed = !traced(&ws, &["apply", "-no-color", "-input=false", "second.tfplan"], "apply2.log", &markers, &mut f);
+    let failed = !traced(
+        &ws,
+        &["apply", "-no-color", "-input=false", "second.tfplan"],
+        "apply2.log",
+        &markers,
+        &mut f,
+    );
     assert!(failed, "the hung installer must fail the apply");
     for file in ["terraform.tfstate", "terraform.tfstate.backup"] {
-        f.scan_json(&markers, &format!("the state file {file} (set_sensitive itself removed)"), &ws.read(file));
+        f.scan_json(
+            &markers,
+            &format!("the state file {file} (set_sensitive itself removed)"),
+            &ws.read(file),
+        );
     }
     let show = ws.ok(&["show", "-json"]);
-    f.scan_json(&markers, "`show -json` of the state (set_sensitive itself removed)", &show.stdout);
+    f.scan_json(
+        &markers,
+        "`show -json` of the state (set_sensitive itself removed)",
+        &show.stdout,
+    );
     // Positive control: the scanner sees what the CLI stores by design (the configured value).
     assert!(
-        ws.read("terraform.tfstate").contains(markers.get("set_sensitive (failing run)")),
+        ws.read("terraform.tfstate")
+            .contains(markers.get("set_sensitive (failing run)")),
         "the state should hold the configured set_sensitive value (Terraform stores it): the scan would be blind"
     );
     scan_cluster(&client, &markers, &mut f).await;
@@ -300,6 +437,12 @@ fn base64_forms_find_a_marker_at_any_alignment() {
     let marker = "TbMarkerSetSensitiveabc123Zq";
     for prefix in ["", "a", "ab", "abc", "password: "] {
         let blob = b64.encode(format!("{prefix}{marker}\n").as_bytes());
-        assert!(forms(marker).iter().skip(1).any(|f| blob.contains(f.as_str())), "{prefix:?}: {blob}");
+        assert!(
+            forms(marker)
+                .iter()
+                .skip(1)
+                .any(|f| blob.contains(f.as_str())),
+            "{prefix:?}: {blob}"
+        );
     }
 }

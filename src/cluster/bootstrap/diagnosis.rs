@@ -12,6 +12,9 @@ pub struct Diagnosis {
     pub fix: String,
 }
 
+/// Builds cause and fix from the matched line.
+type Detail = fn(&str) -> Option<(String, String)>;
+
 struct Row {
     /// All of these must appear (case-sensitive, as the tools print them).
     all: &'static [&'static str],
@@ -19,7 +22,7 @@ struct Row {
     fix: &'static str,
     /// Cause and fix built from the matched line (e.g. the verb and resource of a refusal);
     /// `None` from it falls back to `cause`/`fix`.
-    detail: Option<fn(&str) -> Option<(String, String)>>,
+    detail: Option<Detail>,
 }
 
 const TABLE: &[Row] = &[
@@ -299,12 +302,25 @@ mod tests {
     fn a_refusal_names_the_missing_verb_and_resource() {
         let log = "Error: INSTALLATION FAILED: failed to create ClusterRole \"cilium\": clusterroles.rbac.authorization.k8s.io is forbidden: User \"system:serviceaccount:kube-system:talosboot-x\" cannot create resource \"clusterroles\" in API group \"rbac.authorization.k8s.io\" at the cluster scope";
         let d = diagnose([log]).expect("known");
-        assert!(d.cause.contains("`create` resource `clusterroles`"), "{}", d.cause);
+        assert!(
+            d.cause.contains("`create` resource `clusterroles`"),
+            "{}",
+            d.cause
+        );
         assert!(d.cause.contains("at the cluster scope"), "{}", d.cause);
-        assert!(d.fix.contains("verb `create` on resource `clusterroles`"), "{}", d.fix);
+        assert!(
+            d.fix.contains("verb `create` on resource `clusterroles`"),
+            "{}",
+            d.fix
+        );
         let f = parse_forbidden("secrets is forbidden: User \"system:serviceaccount:a:b\" cannot list resource \"secrets\" in API group \"\" in the namespace \"kube-system\"").expect("parses");
         assert_eq!(
-            (f.verb.as_str(), f.resource.as_str(), f.group.as_str(), f.namespace.as_deref()),
+            (
+                f.verb.as_str(),
+                f.resource.as_str(),
+                f.group.as_str(),
+                f.namespace.as_deref()
+            ),
             ("list", "secrets", "", Some("kube-system"))
         );
         let e = diagnose(["clusterroles.rbac.authorization.k8s.io \"cilium\" is forbidden: user \"u\" (groups=[\"g\"]) is attempting to grant RBAC permissions not currently held:"]).expect("known");

@@ -531,7 +531,11 @@ where
 
 /// Namespaced objects matching `selector` in every namespace (the Roles and RoleBindings of
 /// [`Rbac::Minimal`] live in the namespaces their rules are limited to).
-async fn delete_labelled_everywhere<K>(client: &kube::Client, selector: &str, what: &str) -> Vec<String>
+async fn delete_labelled_everywhere<K>(
+    client: &kube::Client,
+    selector: &str,
+    what: &str,
+) -> Vec<String>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -554,7 +558,9 @@ where
         match retry("delete", || api.delete(&name, &params)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => warnings.push(format!("failed to delete the bootstrap {what} {ns}/{name}: {e}")),
+            Err(e) => warnings.push(format!(
+                "failed to delete the bootstrap {what} {ns}/{name}: {e}"
+            )),
         }
     }
     warnings
@@ -573,9 +579,8 @@ async fn delete_run_objects(clients: &Clients, spec: &RunSpec, selector: &str) -
         )
         .await,
     );
-    warnings.extend(
-        delete_labelled(Api::<ClusterRole>::all(c.clone()), selector, "ClusterRole").await,
-    );
+    warnings
+        .extend(delete_labelled(Api::<ClusterRole>::all(c.clone()), selector, "ClusterRole").await);
     warnings.extend(delete_labelled_everywhere::<RoleBinding>(c, selector, "RoleBinding").await);
     warnings.extend(delete_labelled_everywhere::<Role>(c, selector, "Role").await);
     warnings.extend(
@@ -671,8 +676,20 @@ async fn run_job(
     }
     for (role, binding) in objects::namespaced_rbac(spec, names) {
         let role_ns = role.metadata.namespace.clone().unwrap_or_default();
-        create(clients, &Api::namespaced(c.clone(), &role_ns), &role, Step::Objects).await?;
-        create(clients, &Api::namespaced(c.clone(), &role_ns), &binding, Step::Objects).await?;
+        create(
+            clients,
+            &Api::namespaced(c.clone(), &role_ns),
+            &role,
+            Step::Objects,
+        )
+        .await?;
+        create(
+            clients,
+            &Api::namespaced(c.clone(), &role_ns),
+            &binding,
+            Step::Objects,
+        )
+        .await?;
     }
     if let Some(binding) = objects::cluster_role_binding(spec, names) {
         create(clients, &Api::all(c.clone()), &binding, Step::Objects).await?;

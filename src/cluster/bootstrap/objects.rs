@@ -81,7 +81,11 @@ pub fn cluster_role_binding(spec: &RunSpec, names: &RunNames) -> Option<ClusterR
         Rbac::ClusterAdmin => "cluster-admin",
         Rbac::Minimal(_) => names.object.as_str(),
     };
-    Some(rbac::cluster_role_binding(names, &spec.namespace.name, role))
+    Some(rbac::cluster_role_binding(
+        names,
+        &spec.namespace.name,
+        role,
+    ))
 }
 
 /// The run's own ClusterRole ([`Rbac::Minimal`] only): exactly the cluster-wide rules.

@@ -101,7 +101,12 @@ pub const HELM_OBJECT_VERBS: &[&str] = &[
 ];
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
-const RBAC_KINDS: &[&str] = &["roles", "clusterroles", "rolebindings", "clusterrolebindings"];
+const RBAC_KINDS: &[&str] = &[
+    "roles",
+    "clusterroles",
+    "rolebindings",
+    "clusterrolebindings",
+];
 
 /// The rules a `helm upgrade --install` (and `helm uninstall`) of a chart rendering `kinds` into
 /// `release_namespace` needs: [`HELM_OBJECT_VERBS`] on every kind (cluster-wide: charts put
@@ -120,13 +125,17 @@ pub fn helm_install_rules(release_namespace: &str, kinds: &[Kind]) -> Vec<Rule> 
         .iter()
         .map(|(group, resources)| Rule::new(&[group], resources, HELM_OBJECT_VERBS))
         .collect();
-    let chart_writes_secrets = kinds.iter().any(|k| k.group.is_empty() && k.resource == "secrets");
+    let chart_writes_secrets = kinds
+        .iter()
+        .any(|k| k.group.is_empty() && k.resource == "secrets");
     if !chart_writes_secrets {
         rules.push(
             Rule::new(
                 &[""],
                 &["secrets"],
-                &["get", "list", "watch", "create", "update", "patch", "delete"],
+                &[
+                    "get", "list", "watch", "create", "update", "patch", "delete",
+                ],
             )
             .in_namespace(release_namespace),
         );
@@ -188,7 +197,11 @@ pub fn cluster_role(names: &RunNames, rules: &[Rule]) -> ClusterRole {
 }
 
 /// The binding of the run's ServiceAccount (in `sa_namespace`) to the ClusterRole `role`.
-pub fn cluster_role_binding(names: &RunNames, sa_namespace: &str, role: &str) -> ClusterRoleBinding {
+pub fn cluster_role_binding(
+    names: &RunNames,
+    sa_namespace: &str,
+    role: &str,
+) -> ClusterRoleBinding {
     typed(json!({
         "metadata": {"name": names.object, "labels": names.labels()},
         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": role},
@@ -197,7 +210,11 @@ pub fn cluster_role_binding(names: &RunNames, sa_namespace: &str, role: &str) ->
 }
 
 /// One Role and RoleBinding per namespace that rules are limited to.
-pub fn namespaced(names: &RunNames, sa_namespace: &str, rules: &[Rule]) -> Vec<(Role, RoleBinding)> {
+pub fn namespaced(
+    names: &RunNames,
+    sa_namespace: &str,
+    rules: &[Rule],
+) -> Vec<(Role, RoleBinding)> {
     let mut by_ns: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
     for r in rules {
         if let Some(ns) = &r.namespace {
@@ -237,13 +254,26 @@ mod tests {
     fn a_chart_without_rbac_gets_its_kinds_and_its_release_records_only() {
         let rules = helm_install_rules(
             "apps-ns",
-            &[Kind::new("", "configmaps"), Kind::new("apps", "deployments")],
+            &[
+                Kind::new("", "configmaps"),
+                Kind::new("apps", "deployments"),
+            ],
         );
         assert_eq!(rules.len(), 3, "{rules:?}");
-        let secrets = rules.iter().find(|r| r.resources == ["secrets"]).expect("records");
+        let secrets = rules
+            .iter()
+            .find(|r| r.resources == ["secrets"])
+            .expect("records");
         assert_eq!(secrets.namespace.as_deref(), Some("apps-ns"));
-        assert!(!rules.iter().any(|r| r.verbs.contains(&"escalate".to_owned())));
-        let deployments = rules.iter().find(|r| r.api_groups == ["apps"]).expect("apps");
+        assert!(
+            !rules
+                .iter()
+                .any(|r| r.verbs.contains(&"escalate".to_owned()))
+        );
+        let deployments = rules
+            .iter()
+            .find(|r| r.api_groups == ["apps"])
+            .expect("apps");
         assert_eq!(deployments.verbs, strings(HELM_OBJECT_VERBS));
     }
 
@@ -255,9 +285,18 @@ mod tests {
             .find(|r| r.verbs == ["escalate", "bind"])
             .expect("escalate/bind");
         assert_eq!(special.resources, ["clusterroles", "roles"]);
-        assert!(rules.iter().all(|r| r.namespace.is_none()), "secrets are a chart kind");
+        assert!(
+            rules.iter().all(|r| r.namespace.is_none()),
+            "secrets are a chart kind"
+        );
         let core = rules.iter().find(|r| r.api_groups == [""]).expect("core");
-        for r in ["secrets", "serviceaccounts", "configmaps", "services", "namespaces"] {
+        for r in [
+            "secrets",
+            "serviceaccounts",
+            "configmaps",
+            "services",
+            "namespaces",
+        ] {
             assert!(core.resources.contains(&r.to_owned()), "{r}");
         }
     }
