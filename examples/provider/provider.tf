@@ -1,3 +1,12 @@
+terraform {
+  required_providers {
+    talosboot = {
+      source  = "talosboot/talosboot" # registry.opentofu.org / registry.terraform.io
+      version = "0.1.0"
+    }
+  }
+}
+
 # Wire the Talos provider's outputs straight in: they may be unknown at the first plan,
 # talosboot only connects when an operation needs the cluster.
 provider "talosboot" {

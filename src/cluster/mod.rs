@@ -5,6 +5,7 @@
 pub mod bootstrap;
 mod client;
 mod config;
+pub mod flux;
 pub mod helm_install;
 pub mod helm_release;
 pub mod helm_values;

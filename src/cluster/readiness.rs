@@ -271,6 +271,7 @@ struct State {
     inspected: BTreeSet<(String, String, i32)>,
     log_tail: Vec<String>,
     events: Vec<String>,
+    started: Instant,
 }
 
 impl State {
@@ -367,17 +368,18 @@ fn describe_pod(pod: &Pod) -> String {
 
 /// Signatures that end the wait at once: the configuration is wrong, waiting will not help.
 fn permanent(d: &Diagnosis) -> bool {
-    [
-        "SYS_MODULE",
-        "cgroup2",
-        "Service IP",
-        "KubePrism",
-        "pod network",
-        "pulled",
-    ]
-    .iter()
-    .any(|w| d.cause.contains(w))
+    ["SYS_MODULE", "cgroup2", "Service IP", "KubePrism", "pulled"]
+        .iter()
+        .any(|w| d.cause.contains(w))
 }
+
+/// No CNI yet (no pod network, nodes not Ready): permanent unless a CNI is being installed right
+/// now, so it ends the wait only once it has lasted [`NO_CNI_GRACE`].
+fn no_cni(d: &Diagnosis) -> bool {
+    d.cause.contains("pod network") || d.cause.contains("not-ready taint")
+}
+
+const NO_CNI_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Warning events of the pods that are not ready (one LIST); a permanent diagnosis if they show one
 /// (a pod waiting for a pod network before the CNI, an image that cannot be pulled).
@@ -420,7 +422,8 @@ async fn inspect_events(
     lines.dedup();
     let skip = lines.len().saturating_sub(8);
     state.events = lines.into_iter().skip(skip).collect();
-    diagnose(state.events.iter().map(String::as_str)).filter(permanent)
+    diagnose(state.events.iter().map(String::as_str))
+        .filter(|d| permanent(d) || (no_cni(d) && state.started.elapsed() >= NO_CNI_GRACE))
 }
 
 /// Looks at crashed containers of not-ready pods: their state messages and (once per attempt)
@@ -526,6 +529,7 @@ pub async fn wait_ready(
         inspected: BTreeSet::new(),
         log_tail: Vec::new(),
         events: Vec::new(),
+        started: Instant::now(),
     };
     let deadline = tokio::time::Instant::from_std(deadline);
     let mut synced = [false; 6];

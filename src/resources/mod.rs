@@ -10,6 +10,7 @@ use crate::values::Value;
 pub mod cilium;
 pub mod duration;
 pub mod engine_report;
+pub mod flux_bootstrap;
 pub mod helm_release;
 pub mod private;
 pub mod release;
@@ -21,6 +22,7 @@ pub fn resources(include_test_resources: bool) -> Vec<Arc<dyn Resource>> {
     let mut out: Vec<Arc<dyn Resource>> = vec![
         Arc::new(cilium::CiliumResource::default()),
         Arc::new(helm_release::HelmReleaseResource::default()),
+        Arc::new(flux_bootstrap::FluxBootstrap),
     ];
     if include_test_resources {
         out.push(Arc::new(test_object::TestObject));

@@ -695,3 +695,84 @@ async fn an_interrupt_during_apply_deletes_the_job_and_frees_the_lease() {
     );
     assert_no_leftovers(&client).await;
 }
+
+/// `helm_release.cilium` as hashicorp/helm v3 writes it (schema version 2: `set`/`set_sensitive`
+/// lists of `{name, value, type}`, `metadata` an object with the release's values as JSON).
+fn helm_release_state(tfstate: &str) -> String {
+    let mut s: serde_json::Value = serde_json::from_str(tfstate).expect("state json");
+    let resource = &mut s["resources"][0];
+    resource["type"] = json!("helm_release");
+    resource["name"] = json!("cilium");
+    resource["provider"] = json!("provider[\"registry.opentofu.org/hashicorp/helm\"]");
+    let instance = &mut resource["instances"][0];
+    instance["schema_version"] = json!(2);
+    instance
+        .as_object_mut()
+        .expect("instance")
+        .remove("private");
+    instance["attributes"] = json!({
+        "id": "cilium", "name": "cilium", "namespace": NS, "chart": "cilium",
+        "repository": "https://helm.cilium.io", "version": "1.18.4", "values": [], "set": [],
+        "set_list": [], "set_sensitive": [], "status": "deployed", "wait": true, "timeout": 300,
+        "atomic": false, "create_namespace": false, "max_history": 0,
+        "metadata": {"name": "cilium", "revision": 1, "namespace": NS, "chart": "cilium", "version": "1.18.4",
+                     "app_version": "1.18.4", "values": "{}", "first_deployed": 0, "last_deployed": 0, "notes": ""},
+    });
+    s.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_helm_release_moves_to_talosboot_cilium_without_touching_the_cluster() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let ws = workspace(&cluster, &cilium(""));
+    ws.apply();
+    let revisions = release_history(&client, "cilium").await;
+    // The state a helm_release root has today.
+    ws.write("terraform.tfstate", &helm_release_state(&ws.state_text()));
+    // hashicorp/helm cannot be installed here (no registry): a cross-type move needs the source
+    // provider present, not its schema, so the Go null provider's binary stands in for it.
+    let stand_in = crate::harness::repo_root()
+        .join(".tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4");
+    let dir = ws
+        .path()
+        .join("mirror/registry.opentofu.org/hashicorp/helm/3.0.2/linux_amd64");
+    std::fs::create_dir_all(&dir).expect("mirror dir");
+    std::fs::copy(&stand_in, dir.join("terraform-provider-helm_v3.0.2")).expect("stand-in");
+    let rc = ws.read("cli.tfrc").replacen(
+        "include = [",
+        "include = [\"registry.opentofu.org/hashicorp/helm\", ",
+        1,
+    );
+    ws.write("cli.tfrc", &rc);
+    ws.write(
+        "main.tf",
+        &root(
+            &cluster,
+            &format!(
+                "{}\nmoved {{\n  from = helm_release.cilium\n  to   = talosboot_cilium.this\n}}\n",
+                cilium("")
+            ),
+        ),
+    );
+    ws.ok(&["init", "-no-color", "-upgrade"]);
+    let plan = ws.ok(&["plan", "-no-color"]);
+    assert!(
+        plan.stdout
+            .contains("helm_release.cilium has moved to talosboot_cilium.this"),
+        "{}",
+        plan.text()
+    );
+    assert!(
+        plan.flat().contains("0 to add, 0 to change, 0 to destroy"),
+        "{}",
+        plan.text()
+    );
+    ws.apply();
+    assert!(!ws.plan_has_changes(), "empty plan after the move");
+    assert_eq!(
+        release_history(&client, "cilium").await,
+        revisions,
+        "the cluster was not touched"
+    );
+}

@@ -18,6 +18,9 @@
 //! - `chaos`: seeded random faults during repeated applies; state stays truthful, applies converge
 //!   (`TALOSBOOT_CHAOS_SEED`, `TALOSBOOT_CHAOS_LONG=1`).
 //! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
+//! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module).
+//! - `examples`: every HCL file under `examples/` is formatted, validated, and the full roots planned.
+//! - `release` (both): `scripts/release` output installs from a packed filesystem mirror; lock hash.
 
 #[macro_use]
 mod harness;
@@ -25,9 +28,13 @@ mod harness;
 mod chaos;
 mod checks;
 mod cilium;
+mod examples;
+mod flux_bootstrap;
 mod functions;
+mod helm_release_resource;
 mod import_and_removed;
 mod lifecycle;
+mod release;
 mod secrets_scan;
 mod unknown_provider_config;
 mod write_only;

@@ -75,6 +75,12 @@ const TABLE: &[Row] = &[
         detail: None,
     },
     Row {
+        all: &["untolerated taint {node.kubernetes.io/not-ready"],
+        cause: "no node is Ready: nodes carry the not-ready taint until the CNI (Cilium) runs, so ordinary pods cannot be scheduled yet",
+        fix: "install Cilium first: make this resource `depends_on` the `talosboot_cilium` resource",
+        detail: None,
+    },
+    Row {
         all: &["cannot re-use a name that is still in use"],
         cause: "a Helm release of this name exists (possibly stuck in `pending-install` after a killed run)",
         fix: "apply again (talosboot unlocks a stuck release before it installs), or import the existing release",

@@ -23,11 +23,15 @@ use crate::cluster::helm_release::HelmRelease;
 use crate::cluster::helm_values::{SetValue, apply_set, merge, parse_values};
 use crate::cluster::readiness::{Kind, WorkloadRef};
 use crate::framework::model::{Unknowns, decode};
-use crate::framework::{Attribute, Block, Diagnostics, Nesting, PlanRequest, PlanResponse, Schema};
+use crate::framework::{
+    Attribute, Block, Diagnostics, MoveRequest, Nesting, PlanRequest, PlanResponse, Schema,
+};
 use crate::resources::duration::parse_go_duration;
+use crate::resources::private::Private;
 use crate::resources::release::inputs::{
     CommonInputs, JobInput, job_attributes, job_settings, set_item, validate_common,
 };
+use crate::resources::release::moved::read_helm_state;
 use crate::resources::release::plan::{PlanSpec, plan};
 use crate::resources::release::resource::{ReleaseModel, ReleaseResource};
 use crate::resources::release::{Observed, Readiness, Release, ReleaseFields};
@@ -400,6 +404,32 @@ impl ReleaseModel for ChartRelease {
             namespace: Some(namespace.into()),
             ..Default::default()
         }
+    }
+    fn moved(req: &MoveRequest, d: &mut Diagnostics) -> Option<(Self, Private)> {
+        let (h, private) = read_helm_state(req, TYPE_NAME, d)?;
+        let mut state = ChartRelease {
+            name: h.name,
+            namespace: h.namespace,
+            chart: Some(h.chart),
+            repository: h.repository,
+            version: h.version,
+            values: h.values,
+            set: h.set,
+            set_sensitive: h.set_sensitive,
+            wait: h.wait,
+            create_namespace: h.create_namespace,
+            atomic: h.atomic,
+            max_history: h.max_history,
+            description: h.description,
+            status: h.status,
+            revision: h.revision,
+            chart_version: h.chart_version,
+            app_version: h.app_version,
+            ..Default::default()
+        }
+        .with_defaults();
+        state.values_sha256 = h.values_sha256;
+        Some((state, private))
     }
 }
 

@@ -6,6 +6,7 @@
 //! its own through [`Release`]: its values, its job, and what "ready" means.
 
 pub mod inputs;
+pub mod moved;
 pub mod plan;
 pub mod resource;
 

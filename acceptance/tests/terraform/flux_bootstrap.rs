@@ -1,0 +1,568 @@
+//! `talosboot_flux_bootstrap` with the real CLI against the simulated cluster, through the
+//! Kubernetes API only.
+//!
+//! Index:
+//! - `bootstrap_repairs_drift_and_never_fights_flux`: Cilium first, apply → FluxInstance Ready,
+//!   second plan empty; runtime info edited or the FluxInstance deleted → the plan names it → apply
+//!   repairs; a Flux-adopted object is never drift; awkward `sync` values survive substitution;
+//!   destroy with `keep` leaves Flux running.
+//! - `bad_inputs_are_rejected_at_plan_with_paths`: no cluster needed.
+//! - `plan_needs_no_cluster`: unknown provider settings at plan.
+//! - `failures::pre_cni_order_mistake_is_diagnosed`: no CNI → "depends_on the talosboot_cilium".
+//! - `failures::operator_install_failure_is_relayed_with_diagnosis`: KubePrism off → the Job's error and
+//!   the diagnosis reach the apply's diagnostic.
+//! - `uninstall_policy_removes_flux`: `deletion_policy = "uninstall"`, with seed 000's own `job`
+//!   (host network, KubePrism env) as existing roots write it.
+//! - `adoption::module_leftovers_are_adopted_without_restart`: the module's inventory is honoured (a
+//!   retired Secret is deleted), nothing restarts.
+//! - `failures::api_faults_during_apply_fail_cleanly_and_the_next_apply_converges`.
+//! - `adoption::import_by_the_flux_instance_namespace`: import, then an in-place update that recreates nothing.
+//! - `failures::a_failing_flux_instance_names_its_reason`: `Ready=False` (`ArtifactFailed`).
+//! - `adoption::prerequisites_are_applied_until_flux_adopts_them`: manifests and a chart, `common_metadata`
+//!   on every namespace created, re-applied until adopted.
+//! - `secrets::write_only_secrets_never_leak`: needs a client with write-only support (1.11+; the
+//!   default OpenTofu has it); older ones test the refusal. Protocol-level tests: beside the resource.
+
+use std::time::Duration;
+
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::{Value as Json, json};
+
+use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace};
+
+mod adoption;
+mod failures;
+mod secrets;
+
+/// The CLI's version as (major, minor).
+pub(super) fn client_version(ws: &Workspace) -> (u32, u32) {
+    let version = ws.run(&["version", "-json"]);
+    let v: Json = serde_json::from_str(&version.stdout).unwrap_or_default();
+    let text = v["terraform_version"].as_str().unwrap_or("0.0");
+    let mut parts = text.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+pub(super) const INSTANCE: &str = r#"apiVersion: fluxcd.controlplane.io/v1
+kind: FluxInstance
+metadata:
+  name: flux
+  namespace: flux-system
+spec:
+  distribution:
+    version: "2.7.x"
+    registry: ghcr.io/fluxcd
+  components: [source-controller, kustomize-controller, helm-controller]
+  sync:
+    kind: GitRepository
+    url: https://github.com/example/infra.git
+    ref: refs/heads/main
+    path: ${FLUX_SYNC_PATH}
+"#;
+
+pub(super) fn resource(kind: (&str, &str, &str), plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(kind.0, kind.1, kind.2), plural)
+}
+
+pub(super) fn api(
+    client: &kube::Client,
+    kind: (&str, &str, &str),
+    plural: &str,
+    ns: Option<&str>,
+) -> Api<DynamicObject> {
+    let ar = resource(kind, plural);
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+pub(super) const FLUX_INSTANCE: (&str, &str, &str) =
+    ("fluxcd.controlplane.io", "v1", "FluxInstance");
+pub(super) const CONFIGMAP: (&str, &str, &str) = ("", "v1", "ConfigMap");
+pub(super) const SECRET: (&str, &str, &str) = ("", "v1", "Secret");
+pub(super) const NAMESPACE: (&str, &str, &str) = ("", "v1", "Namespace");
+pub(super) const DEPLOYMENT: (&str, &str, &str) = ("apps", "v1", "Deployment");
+
+pub(super) fn instances(c: &kube::Client) -> Api<DynamicObject> {
+    api(c, FLUX_INSTANCE, "fluxinstances", Some("flux-system"))
+}
+pub(super) fn configmaps(c: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    api(c, CONFIGMAP, "configmaps", Some(ns))
+}
+
+pub(super) async fn get(api: &Api<DynamicObject>, name: &str) -> Option<Json> {
+    api.get_opt(name)
+        .await
+        .expect("get")
+        .map(|o| serde_json::to_value(o).expect("json"))
+}
+
+/// The pre-CNI Cilium install of the quickstart (a bootstrap Job over KubePrism), which the tests
+/// use to give the cluster a pod network before the Flux bootstrap runs.
+const CILIUM_BOOTSTRAP_JOB: &str = r#"apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: cilium-bootstrap
+  namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: cilium-bootstrap
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: cluster-admin
+subjects:
+  - kind: ServiceAccount
+    name: cilium-bootstrap
+    namespace: kube-system
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: cilium-bootstrap
+  namespace: kube-system
+spec:
+  backoffLimit: 0
+  activeDeadlineSeconds: 600
+  template:
+    spec:
+      serviceAccountName: cilium-bootstrap
+      restartPolicy: Never
+      # No pod network exists yet, and the Service IP routes nowhere without kube-proxy:
+      # host networking plus KubePrism (localhost:7445 on every Talos node).
+      hostNetwork: true
+      dnsPolicy: Default
+      tolerations:
+        - operator: Exists
+      containers:
+        - name: cilium-install
+          image: quay.io/cilium/cilium-cli:v0.18.7
+          env:
+            - name: KUBERNETES_SERVICE_HOST
+              value: localhost
+            - name: KUBERNETES_SERVICE_PORT
+              value: "7445"
+          command:
+            - cilium
+            - install
+            - --version=1.18.4
+            - --set=ipam.mode=kubernetes
+            - --set=kubeProxyReplacement=true
+            - --set=k8sServiceHost=localhost
+            - --set=k8sServicePort=7445
+            - --set=cgroup.autoMount.enabled=false
+            - --set=cgroup.hostRoot=/sys/fs/cgroup
+            - --set=securityContext.capabilities.ciliumAgent={CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID}
+            - --set=securityContext.capabilities.cleanCiliumState={NET_ADMIN,SYS_ADMIN,SYS_RESOURCE}
+"#;
+
+/// Cilium installed the way today's bootstrap Job does it, through the Kubernetes API, then every
+/// node Ready.
+pub(super) async fn install_cilium(client: &kube::Client) {
+    let docs: Vec<Json> = serde_saphyr::from_multiple(CILIUM_BOOTSTRAP_JOB).expect("yaml");
+    for doc in docs.into_iter().filter(|d| d.is_object()) {
+        let (kind, plural, group, version) = match doc["kind"].as_str() {
+            Some("ServiceAccount") => ("ServiceAccount", "serviceaccounts", "", "v1"),
+            Some("ClusterRoleBinding") => (
+                "ClusterRoleBinding",
+                "clusterrolebindings",
+                "rbac.authorization.k8s.io",
+                "v1",
+            ),
+            Some("Job") => ("Job", "jobs", "batch", "v1"),
+            other => panic!("unexpected kind {other:?}"),
+        };
+        let ns = doc.pointer("/metadata/namespace").and_then(Json::as_str);
+        let api = api(client, (group, version, kind), plural, ns);
+        let object: DynamicObject = serde_json::from_value(doc).expect("object");
+        api.create(&PostParams::default(), &object)
+            .await
+            .expect("create cilium bootstrap object");
+    }
+    wait_for("every node Ready", Duration::from_secs(90), || async {
+        let nodes = api(client, ("", "v1", "Node"), "nodes", None)
+            .list(&Default::default())
+            .await
+            .ok()?;
+        let ready = nodes.items.iter().all(|n| {
+            n.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+        });
+        (ready && !nodes.items.is_empty()).then_some(())
+    })
+    .await;
+}
+
+pub(super) async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub(super) fn condition(object: &Json, type_: &str) -> Option<String> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .and_then(|c| c["status"].as_str().map(str::to_owned))
+}
+
+/// A root with the resource; `extra` goes inside the resource block.
+pub(super) fn root(cluster: &TestCluster, extra: &str) -> String {
+    root_with_provider(&cluster.provider_block(), extra)
+}
+
+pub(super) fn root_with_provider(provider: &str, extra: &str) -> String {
+    format!(
+        r#"{REQUIRED_PROVIDERS}
+{provider}
+resource "talosboot_flux_bootstrap" "flux_operator_bootstrap" {{
+  revision = 1
+  gitops_resources = {{
+    instance_yaml  = <<-EOT
+{instance}
+    EOT
+    operator_chart = {{ version = "0.33.0" }}
+  }}
+{extra}
+}}
+
+output "namespace" {{ value = talosboot_flux_bootstrap.flux_operator_bootstrap.namespace }}
+"#,
+        instance = INSTANCE
+            .lines()
+            .map(|l| format!("      {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace("${", "$${"),
+    )
+}
+
+pub(super) const APPLY: &[&str] = &["apply", "-auto-approve", "-no-color", "-input=false"];
+pub(super) const PLAN: &[&str] = &["plan", "-no-color", "-input=false", "-detailed-exitcode"];
+
+/// `plan -detailed-exitcode` exits 0 for no changes, 2 for changes.
+pub(super) fn assert_no_changes(ws: &Workspace) {
+    let plan = ws.run(PLAN);
+    assert!(plan.success, "expected an empty plan:\n{}", plan.text());
+}
+
+pub(super) fn assert_plans(ws: &Workspace, needle: &str) -> TfOutput {
+    let plan = ws.run(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        plan.stdout.contains(needle) && plan.stdout.contains("1 to change"),
+        "plan should name {needle:?}:\n{}",
+        plan.text()
+    );
+    plan
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bootstrap_repairs_drift_and_never_fights_flux() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    install_cilium(&client).await;
+    let awkward = r#"kubernetes/clusters/staging "quoted" it's $HOME ${NOT_A_VAR}"#;
+    let ws = Workspace::new(&root(
+        &cluster,
+        &format!(
+            "  sync = {{ url = \"https://github.com/example/infra.git\", path = {path} }}\n  suspend_applications = true\n  timeout = \"2m\"\n",
+            path = serde_json::to_string(awkward)
+                .expect("quote")
+                .replace("${", "$${"),
+        ),
+    ));
+    ws.init();
+    let apply = ws.ok(APPLY);
+    assert!(
+        apply.stdout.contains("namespace = \"flux-system\""),
+        "{}",
+        apply.text()
+    );
+
+    let fi = get(&instances(&client), "flux")
+        .await
+        .expect("FluxInstance");
+    assert_eq!(condition(&fi, "Ready").as_deref(), Some("True"), "{fi}");
+    assert_eq!(
+        fi["spec"]["sync"]["path"], awkward,
+        "the awkward value survives substitution"
+    );
+    let cm = get(&configmaps(&client, "flux-system"), "flux-runtime-info")
+        .await
+        .expect("runtime info");
+    assert_eq!(cm["data"]["FLUX_SYNC_PATH"], awkward);
+    assert_eq!(cm["data"]["FLUX_SUSPEND_APPLICATIONS"], "true");
+    let bootstrap_ns = get(
+        &api(&client, NAMESPACE, "namespaces", None),
+        "flux-operator-bootstrap",
+    )
+    .await
+    .expect("bootstrap ns");
+    assert_eq!(
+        bootstrap_ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "privileged"
+    );
+    let flux_ns = get(&api(&client, NAMESPACE, "namespaces", None), "flux-system")
+        .await
+        .expect("flux-system");
+    assert!(
+        flux_ns["metadata"]["labels"]
+            .get("pod-security.kubernetes.io/enforce")
+            .is_none(),
+        "never the FluxInstance's namespace"
+    );
+    let inventory = get(&configmaps(&client, "flux-operator-bootstrap"), "inventory")
+        .await
+        .expect("inventory");
+    assert_eq!(
+        inventory["data"]["entries"],
+        "- ConfigMap/flux-system/flux-runtime-info\n"
+    );
+
+    assert_no_changes(&ws);
+
+    // Edited runtime info: drift named on plan, repaired by apply.
+    let patch = json!({"data": {"FLUX_SYNC_PATH": "edited"}});
+    configmaps(&client, "flux-system")
+        .patch(
+            "flux-runtime-info",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("edit");
+    assert_plans(&ws, "ConfigMap/flux-system/flux-runtime-info: changed");
+    ws.ok(APPLY);
+    let cm = get(&configmaps(&client, "flux-system"), "flux-runtime-info")
+        .await
+        .expect("runtime info");
+    assert_eq!(cm["data"]["FLUX_SYNC_PATH"], awkward);
+    assert_no_changes(&ws);
+
+    // Deleted FluxInstance: same.
+    instances(&client)
+        .delete("flux", &DeleteParams::default())
+        .await
+        .expect("delete FluxInstance");
+    assert_plans(&ws, "FluxInstance/flux-system/flux: deleted");
+    ws.ok(APPLY);
+    let fi = get(&instances(&client), "flux")
+        .await
+        .expect("FluxInstance back");
+    assert_eq!(condition(&fi, "Ready").as_deref(), Some("True"));
+    assert_no_changes(&ws);
+
+    // Adopted by Flux: an edit is Flux's business, never drift, never reverted.
+    let adopt = json!({"metadata": {"labels": {"kustomize.toolkit.fluxcd.io/name": "flux-system"}}, "data": {"FLUX_SYNC_PATH": "from-git"}});
+    configmaps(&client, "flux-system")
+        .patch(
+            "flux-runtime-info",
+            &PatchParams::default(),
+            &Patch::Merge(&adopt),
+        )
+        .await
+        .expect("adopt");
+    let fi_adopt =
+        json!({"metadata": {"labels": {"kustomize.toolkit.fluxcd.io/name": "flux-system"}}});
+    instances(&client)
+        .patch("flux", &PatchParams::default(), &Patch::Merge(&fi_adopt))
+        .await
+        .expect("adopt instance");
+    assert_no_changes(&ws);
+    let bumped = std::fs::read_to_string(ws.path().join("main.tf"))
+        .expect("main.tf")
+        .replace("revision = 1", "revision = 2");
+    ws.write("main.tf", &bumped);
+    ws.ok(APPLY);
+    let cm = get(&configmaps(&client, "flux-system"), "flux-runtime-info")
+        .await
+        .expect("runtime info");
+    assert_eq!(
+        cm["data"]["FLUX_SYNC_PATH"], "from-git",
+        "a Flux-adopted object is never touched, even on a revision bump"
+    );
+
+    // Destroy with `keep`: the bootstrap namespace goes, Flux stays.
+    ws.ok(&["destroy", "-auto-approve", "-no-color", "-input=false"]);
+    wait_for(
+        "the bootstrap namespace to go",
+        Duration::from_secs(30),
+        || async {
+            get(
+                &api(&client, NAMESPACE, "namespaces", None),
+                "flux-operator-bootstrap",
+            )
+            .await
+            .is_none()
+            .then_some(())
+        },
+    )
+    .await;
+    assert!(
+        get(&instances(&client), "flux").await.is_some(),
+        "keep leaves the FluxInstance"
+    );
+    let operator = api(&client, DEPLOYMENT, "deployments", Some("flux-system"));
+    assert!(
+        get(&operator, "flux-operator").await.is_some(),
+        "keep leaves the operator"
+    );
+}
+
+#[test]
+fn bad_inputs_are_rejected_at_plan_with_paths() {
+    let provider = "provider \"talosboot\" {}\n";
+    let cases = [
+        (
+            "instance_yaml",
+            INSTANCE.replace("name: flux\n", "name: main\n"),
+            "",
+            "must be named `flux`",
+        ),
+        (
+            "kind",
+            INSTANCE.replace("kind: FluxInstance", "kind: Kustomization"),
+            "",
+            "FluxInstance",
+        ),
+        (
+            "timeout",
+            INSTANCE.to_owned(),
+            "  timeout = \"ten minutes\"\n",
+            "is not a duration",
+        ),
+        (
+            "policy",
+            INSTANCE.to_owned(),
+            "  deletion_policy = \"purge\"\n",
+            "is not one of keep, uninstall",
+        ),
+        (
+            "bootstrap ns",
+            INSTANCE.to_owned(),
+            "  bootstrap_namespace = \"flux-system\"\n",
+            "Bootstrap namespace is the FluxInstance's namespace",
+        ),
+    ];
+    for (name, instance, extra, expected) in cases {
+        let text = root_with_provider(provider, extra).replace(
+            &INSTANCE
+                .lines()
+                .map(|l| format!("      {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+                .replace("${", "$${"),
+            &instance
+                .lines()
+                .map(|l| format!("      {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+                .replace("${", "$${"),
+        );
+        let ws = Workspace::new(&text);
+        ws.init();
+        let out = ws.run(&["validate", "-no-color"]);
+        assert!(!out.success, "{name}: validate must fail:\n{}", out.text());
+        assert!(
+            out.flat().contains(expected),
+            "{name}: expected {expected:?}:\n{}",
+            out.text()
+        );
+    }
+    // A chart repository that is not an OCI path, with the attribute's source line.
+    let text = root_with_provider(provider, "").replace(
+        "operator_chart = { version = \"0.33.0\" }",
+        "operator_chart = { repository = \"https://charts.example.com\" }",
+    );
+    let ws = Workspace::new(&text);
+    ws.init();
+    let out = ws.run(&["validate", "-no-color"]);
+    assert!(
+        !out.success && out.flat().contains("is not an OCI chart path"),
+        "{}",
+        out.text()
+    );
+    assert!(
+        out.flat()
+            .contains("`gitops_resources.operator_chart.repository`:"),
+        "the diagnostic names the attribute:\n{}",
+        out.text()
+    );
+}
+
+#[test]
+fn plan_needs_no_cluster() {
+    let provider = r#"resource "null_resource" "cluster" {}
+provider "talosboot" {
+  host  = "https://${null_resource.cluster.id}.cluster.invalid:6443"
+  token = null_resource.cluster.id
+}
+"#;
+    let ws = Workspace::new(&root_with_provider(provider, ""));
+    ws.init();
+    let plan = ws.ok(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        plan.stdout
+            .contains("talosboot_flux_bootstrap.flux_operator_bootstrap will be created"),
+        "{}",
+        plan.text()
+    );
+    assert!(
+        plan.flat().contains("+ namespace = \"flux-system\""),
+        "the namespace is known at plan:\n{}",
+        plan.text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn uninstall_policy_removes_flux() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    install_cilium(&client).await;
+    let ws = Workspace::new(&root(
+        &cluster,
+        "  deletion_policy = \"uninstall\"\n  job = { host_network = true, env = { KUBERNETES_SERVICE_HOST = \"localhost\", KUBERNETES_SERVICE_PORT = \"7445\" } }\n  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
+    ));
+    ws.init();
+    ws.ok(APPLY);
+    assert!(get(&instances(&client), "flux").await.is_some());
+    ws.ok(&["destroy", "-auto-approve", "-no-color", "-input=false"]);
+    assert!(
+        get(&instances(&client), "flux").await.is_none(),
+        "uninstall removes the FluxInstance"
+    );
+    let operator = api(&client, DEPLOYMENT, "deployments", Some("flux-system"));
+    wait_for("the operator to go", Duration::from_secs(30), || async {
+        get(&operator, "flux-operator")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        get(&configmaps(&client, "flux-system"), "flux-runtime-info")
+            .await
+            .is_none(),
+        "managed objects go too"
+    );
+}

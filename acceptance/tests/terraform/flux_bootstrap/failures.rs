@@ -1,0 +1,137 @@
+//! Failures of `talosboot_flux_bootstrap`: what the diagnostic says, and that the state tells the
+//! truth afterwards.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pre_cni_order_mistake_is_diagnosed() {
+    let cluster = TestCluster::start().await;
+    let ws = Workspace::new(&root(
+        &cluster,
+        "  timeout = \"20s\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
+    ));
+    ws.init();
+    let out = ws.run(APPLY);
+    assert!(!out.success, "{}", out.text());
+    let text = out.flat();
+    assert!(
+        text.contains("Flux bootstrap ran before the CNI"),
+        "{}",
+        out.text()
+    );
+    assert!(text.contains("depends_on"), "{}", out.text());
+    // The failed create stays in state (tainted): state tells the truth.
+    assert!(
+        ws.state_text().contains("talosboot_flux_bootstrap"),
+        "{}",
+        ws.state_text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn operator_install_failure_is_relayed_with_diagnosis() {
+    // KubePrism off (Talos before 1.6): the installer's API endpoint refuses connections.
+    let config = talos_sim::SimConfig {
+        kubeprism_port: None,
+        ..Default::default()
+    };
+    let sim = talos_sim::SimCluster::start(config)
+        .await
+        .expect("simulator");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let provider = format!(
+        "provider \"talosboot\" {{\n  config_path = \"{}\"\n}}\n",
+        kubeconfig.display()
+    );
+    let ws = Workspace::new(&root_with_provider(
+        &provider,
+        "  timeout = \"30s\"\n  debug_on_failure = true\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
+    ));
+    ws.init();
+    let out = ws.run(APPLY);
+    assert!(!out.success, "{}", out.text());
+    let text = out.flat();
+    assert!(text.contains("Failed to install chart oci://ghcr.io/controlplaneio-fluxcd/charts/flux-operator 0.33.0"), "{}", out.text());
+    assert!(
+        text.contains("connection refused"),
+        "the Job's log is relayed:\n{}",
+        out.text()
+    );
+    assert!(
+        text.contains("Diagnosis:") && text.contains("KubePrism"),
+        "{}",
+        out.text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn api_faults_during_apply_fail_cleanly_and_the_next_apply_converges() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    install_cilium(&client).await;
+    let ws = Workspace::new(&root(
+        &cluster,
+        "  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
+    ));
+    ws.init();
+    let Some(sim) = cluster.simulator() else {
+        return;
+    };
+    // A 500 is not retried by the client (429/503/504 are, with back-off).
+    sim.faults().fail_requests(
+        500,
+        2,
+        talos_sim::faults::Matcher::path("/configmaps/flux-runtime-info"),
+    );
+    let out = ws.run(APPLY);
+    assert!(!out.success, "{}", out.text());
+    assert!(
+        out.flat().contains("flux-runtime-info"),
+        "the error names what failed:\n{}",
+        out.text()
+    );
+    sim.faults().clear();
+    ws.ok(APPLY);
+    assert_eq!(
+        condition(
+            &get(&instances(&client), "flux").await.expect("fi"),
+            "Ready"
+        )
+        .as_deref(),
+        Some("True")
+    );
+    assert_no_changes(&ws);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_flux_instance_names_its_reason() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    install_cilium(&client).await;
+    let extra = "  timeout = \"1m\"\n  debug_on_failure = true\n  sync = { url = \"https://unreachable.example/infra.git\", path = \"clusters/staging\" }\n";
+    let ws = Workspace::new(&root(&cluster, extra));
+    ws.init();
+    let out = ws.run(APPLY);
+    assert!(!out.success, "{}", out.text());
+    let text = out.flat();
+    assert!(text.contains("FluxInstance failed"), "{}", out.text());
+    assert!(
+        text.contains("ArtifactFailed"),
+        "the reason is named:\n{}",
+        out.text()
+    );
+    assert!(
+        text.contains("FluxInstance conditions:"),
+        "debug_on_failure adds the conditions:\n{}",
+        out.text()
+    );
+    // The failed run shows as drift, so the next plan retries it.
+    let plan = ws.run(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        plan.flat().contains("bootstrap run: failed") || plan.flat().contains("must be replaced"),
+        "{}",
+        plan.text()
+    );
+}

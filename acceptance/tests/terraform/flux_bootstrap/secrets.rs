@@ -1,0 +1,104 @@
+//! Write-only `managed_resources` with a client that supports them: secret material in no state
+//! file, plan file, provider log (`TF_LOG=trace`) or diagnostic; deleted Secrets are drift; a
+//! Secret retired from the input is deleted. Older clients: the refusal naming the versions.
+
+use kube::api::DeleteParams;
+
+use super::*;
+
+/// True when the CLI under test supports write-only attributes (Terraform/OpenTofu 1.11+).
+fn supports_write_only(ws: &Workspace) -> bool {
+    client_version(ws) >= (1, 11)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn write_only_secrets_never_leak() {
+    let cluster = TestCluster::start().await;
+    let secret = "hunter2-deploy-key-must-not-leak";
+    let managed = format!(
+        "  timeout = \"2m\"\n  managed_resources = {{\n    secrets_yaml = yamlencode({{ apiVersion = \"v1\", kind = \"Secret\", metadata = {{ name = \"flux-system\" }}, stringData = {{ identity = \"{secret}\" }} }})\n    runtime_info = {{ data = {{ FLUX_SYNC_PATH = \"clusters/staging\" }} }}\n  }}\n"
+    );
+    let mut ws = Workspace::new(&root(&cluster, &managed));
+    ws.init();
+    if !supports_write_only(&ws) {
+        // Older clients get a clear error naming the versions that have write-only attributes.
+        let out = ws.run(&["plan", "-no-color", "-input=false"]);
+        assert!(
+            !out.success && out.flat().contains("1.11"),
+            "{}",
+            out.text()
+        );
+        eprintln!(
+            "write_only_secrets_never_leak: the client has no write-only support; only the refusal was tested"
+        );
+        return;
+    }
+    let client = cluster.client().await;
+    install_cilium(&client).await;
+    let plan = ws.run(&["plan", "-no-color", "-input=false", "-out=tfplan"]);
+    let apply = ws.ok(&[
+        "apply",
+        "-auto-approve",
+        "-no-color",
+        "-input=false",
+        "tfplan",
+    ]);
+    // The plan file is a zip: read what it holds through the CLI.
+    let plan_file = ws.ok(&["show", "-json", "tfplan"]);
+    for (what, text) in [
+        ("plan output", plan.text()),
+        ("plan file", plan_file.stdout),
+        ("apply output", apply.text()),
+        ("state", ws.state_text()),
+    ] {
+        assert!(!text.contains(secret), "secret material in {what}");
+    }
+    let secrets = api(&client, SECRET, "secrets", Some("flux-system"));
+    assert!(get(&secrets, "flux-system").await.is_some());
+    // Deleted: drift named on plan, repaired by apply.
+    secrets
+        .delete("flux-system", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let drift = assert_plans(&ws, "Secret/flux-system/flux-system: deleted");
+    assert!(!drift.text().contains(secret));
+    // The repair with the provider's most verbose logging: nothing secret in the log either.
+    ws.set_env("TF_LOG", "trace");
+    let traced = ws.ok(APPLY);
+    ws.set_env("TF_LOG", "off");
+    assert!(
+        traced.stderr.contains("talosboot"),
+        "TF_LOG=trace should log"
+    );
+    assert!(
+        !traced.text().contains(secret),
+        "secret material in the trace log"
+    );
+    assert!(get(&secrets, "flux-system").await.is_some());
+    // A Secret outside the FluxInstance's namespace: rejected at plan, the value not echoed.
+    let elsewhere = managed.replace(
+        "name = \"flux-system\" }",
+        "name = \"flux-system\", namespace = \"default\" }",
+    );
+    ws.write("main.tf", &root(&cluster, &elsewhere));
+    let rejected = ws.run(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        !rejected.success
+            && rejected
+                .flat()
+                .contains("managed Secrets live in the FluxInstance's namespace"),
+        "{}",
+        rejected.text()
+    );
+    assert!(
+        !rejected.text().contains(secret),
+        "secret material in a diagnostic"
+    );
+    // Retired from the input: deleted.
+    ws.write("main.tf", &root(&cluster, "  timeout = \"2m\"\n  managed_resources = { runtime_info = { data = { FLUX_SYNC_PATH = \"clusters/staging\" } } }\n"));
+    ws.ok(APPLY);
+    assert!(
+        get(&secrets, "flux-system").await.is_none(),
+        "a Secret retired from the input is deleted"
+    );
+}

@@ -1,0 +1,45 @@
+# Seed 003's 02-kubernetes layer: Cilium was first an inline manifest of the Talos machine config and
+# moves under a Helm release owned by OpenTofu. `adopt_existing` takes the running objects over in
+# place (no `helm template | kubectl annotate/label` beforehand, no object recreated); afterwards,
+# remove Cilium from `cluster.inlineManifests` so Talos does not apply it again.
+
+provider "talosboot" {
+  config_path = var.kubeconfig_path
+}
+
+resource "talosboot_cilium" "this" {
+  version        = "1.16.3" # the version the inline manifest runs: adopt first, upgrade later
+  adopt_existing = true
+
+  # The seed's Talos settings. `talos_defaults = true` (the default) already sets exactly these
+  # (plus KubePrism as k8sServiceHost/Port and kube-proxy replacement); they are kept here because
+  # the seed's root had them, and the user's values always win.
+  values = [yamlencode({
+    cgroup = {
+      autoMount = { enabled = false }
+      hostRoot  = "/sys/fs/cgroup"
+    }
+    securityContext = {
+      capabilities = {
+        ciliumAgent = ["CHOWN", "KILL", "NET_ADMIN", "NET_RAW", "IPC_LOCK",
+          "SYS_ADMIN", "SYS_RESOURCE", "DAC_OVERRIDE", "FOWNER",
+        "SETGID", "SETUID"]
+        cleanCiliumState = ["NET_ADMIN", "SYS_ADMIN", "SYS_RESOURCE"]
+      }
+    }
+  })]
+}
+
+# The release as Helm records it, for other roots and for a check that warns when it is not deployed.
+data "talosboot_helm_release" "cilium" {
+  name       = "cilium"
+  namespace  = "kube-system"
+  depends_on = [talosboot_cilium.this]
+}
+
+check "cilium_deployed" {
+  assert {
+    condition     = data.talosboot_helm_release.cilium.status == "deployed"
+    error_message = "Cilium is ${coalesce(data.talosboot_helm_release.cilium.status, "absent")}, not deployed."
+  }
+}

@@ -1,0 +1,8 @@
+terraform {
+  required_providers {
+    talosboot = {
+      source  = "talosboot/talosboot"
+      version = "0.1.0"
+    }
+  }
+}

@@ -1,0 +1,11 @@
+terraform {
+  # Write-only `managed_resources` fed from ephemeral variables: OpenTofu 1.11+ or Terraform 1.11+.
+  required_version = ">= 1.11.0"
+
+  required_providers {
+    talosboot = {
+      source  = "talosboot/talosboot"
+      version = "0.1.0"
+    }
+  }
+}

@@ -1,0 +1,266 @@
+//! Namespaces, the FluxInstance CRD wait, the FluxInstance itself (applied until Flux adopts it) and
+//! the wait for it to be Ready. Waits poll a pure condition (see [`super::ownership`]) against a
+//! caller-owned deadline and stop on cancellation.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use serde_json::{Value as Json, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::manifest::Manifest;
+pub use super::objects::Outcome;
+use super::objects::{self, crds, flux_instances, namespaces};
+use super::ownership::{
+    InstanceStatus, adopted_by_flux, crd_established, instance_status, namespace_adopted_by_flux,
+};
+use super::{FLUXINSTANCE_CRD, FluxError, Kube};
+
+const POLL: Duration = Duration::from_millis(500);
+
+/// Creates or updates namespace `name` with the given metadata (present at creation, so admission
+/// policies that require it accept the namespace), unless Flux has adopted it.
+pub async fn ensure_namespace(
+    kube: &Kube,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) -> Result<Outcome, FluxError> {
+    let api = objects::api(kube, &namespaces(), None);
+    let mut metadata = json!({"name": name});
+    if !labels.is_empty() {
+        metadata["labels"] = json!(labels);
+    }
+    if !annotations.is_empty() {
+        metadata["annotations"] = json!(annotations);
+    }
+    let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata});
+    let what = format!("namespace {name}");
+    objects::apply_unless_adopted(kube, &api, &object, &what, namespace_adopted_by_flux).await
+}
+
+/// Waits while namespace `name` is being deleted (a destroy right before a create, e.g. when a
+/// tainted resource is replaced): applying into a terminating namespace fails.
+pub async fn wait_not_terminating(
+    kube: &Kube,
+    name: &str,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<(), FluxError> {
+    let api = objects::api(kube, &namespaces(), None);
+    let what = format!("namespace {name} to finish terminating");
+    poll(&what, deadline, timeout, cancel, || async {
+        Ok(
+            match objects::get(kube, &api, name, &format!("namespace {name}")).await? {
+                Some(ns) if ns.pointer("/metadata/deletionTimestamp").is_some() => {
+                    (None, "still terminating".to_owned())
+                }
+                _ => (Some(()), String::new()),
+            },
+        )
+    })
+    .await
+}
+
+/// Deletes namespace `name` and waits until it is gone.
+pub async fn delete_namespace(
+    kube: &Kube,
+    name: &str,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<(), FluxError> {
+    let api = objects::api(kube, &namespaces(), None);
+    let what = format!("namespace {name}");
+    if !objects::delete(kube, &api, name, &what).await? {
+        return Ok(());
+    }
+    poll(
+        &format!("{what} to be deleted"),
+        deadline,
+        timeout,
+        cancel,
+        || async {
+            Ok(match objects::get(kube, &api, name, &what).await? {
+                None => (Some(()), String::new()),
+                Some(_) => (None, "still terminating".to_owned()),
+            })
+        },
+    )
+    .await
+}
+
+/// Polls `check` until it answers `Some`, the deadline passes or the token is cancelled. `check`
+/// returns `Ok(None)` to keep waiting and updates `last` with what it saw.
+pub(super) async fn poll<T, F, Fut>(
+    what: &str,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: &CancellationToken,
+    mut check: F,
+) -> Result<T, FluxError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(Option<T>, String), FluxError>>,
+{
+    let mut last = String::from("nothing yet");
+    loop {
+        let (done, seen) = check().await?;
+        if let Some(value) = done {
+            return Ok(value);
+        }
+        last = if seen.is_empty() { last } else { seen };
+        if Instant::now() >= deadline {
+            return Err(FluxError::Timeout {
+                what: what.to_owned(),
+                after: timeout,
+                last,
+            });
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = cancel.cancelled() => return Err(FluxError::Cancelled { what: what.to_owned() }),
+        }
+    }
+}
+
+/// Waits until CRD `fluxinstances.fluxcd.controlplane.io` exists and is Established.
+pub async fn wait_crd_established(
+    kube: &Kube,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<(), FluxError> {
+    let api = objects::api(kube, &crds(), None);
+    let what = format!("CRD {FLUXINSTANCE_CRD} to be Established");
+    poll(&what, deadline, timeout, cancel, || async {
+        Ok(
+            match objects::get(kube, &api, FLUXINSTANCE_CRD, "the FluxInstance CRD").await? {
+                Some(crd) if crd_established(&crd) => (Some(()), String::new()),
+                Some(_) => (None, "the CRD exists, not Established yet".into()),
+                None => (None, "the CRD does not exist yet".into()),
+            },
+        )
+    })
+    .await
+}
+
+/// Creates the FluxInstance, or applies it again while Flux has not adopted it.
+pub async fn apply_instance(kube: &Kube, manifest: &Manifest) -> Result<Outcome, FluxError> {
+    let api = objects::api(kube, &flux_instances(), Some(manifest.namespace()));
+    let what = format!("FluxInstance {}/{}", manifest.namespace(), manifest.name());
+    objects::apply_unless_adopted(kube, &api, &manifest.object, &what, adopted_by_flux).await
+}
+
+/// Reads the FluxInstance (`None` when absent).
+pub async fn read_instance(
+    kube: &Kube,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Json>, FluxError> {
+    let api = objects::api(kube, &flux_instances(), Some(namespace));
+    match objects::get(
+        kube,
+        &api,
+        name,
+        &format!("FluxInstance {namespace}/{name}"),
+    )
+    .await
+    {
+        // Before the operator is installed the kind does not exist: the instance does not either.
+        Err(FluxError::Cluster {
+            source: crate::cluster::ClusterError::Rejected { code: 404, .. },
+            ..
+        }) => Ok(None),
+        other => other,
+    }
+}
+
+/// Waits for `Ready=True`; fails at once on `Ready=False` with a failure reason or `Stalled=True`.
+pub async fn wait_ready(
+    kube: &Kube,
+    namespace: &str,
+    name: &str,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<(), FluxError> {
+    let what = format!("FluxInstance {namespace}/{name} to be Ready");
+    poll(&what, deadline, timeout, cancel, || async {
+        let Some(fi) = read_instance(kube, namespace, name).await? else {
+            return Ok((None, "the FluxInstance does not exist".into()));
+        };
+        match instance_status(&fi) {
+            InstanceStatus::Ready => Ok((Some(()), String::new())),
+            InstanceStatus::Progressing(seen) => Ok((None, seen)),
+            InstanceStatus::Failed { reason, message } => Err(FluxError::InstanceFailed {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                reason,
+                message,
+            }),
+        }
+    })
+    .await
+}
+
+/// The FluxInstance's conditions as `Type=Status (Reason): message` lines, for diagnostics.
+pub fn conditions_text(instance: &Json) -> String {
+    let conditions = instance
+        .pointer("/status/conditions")
+        .and_then(Json::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let field = |c: &Json, k: &str| {
+        c.get(k)
+            .and_then(Json::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    conditions
+        .iter()
+        .map(|c| {
+            format!(
+                "{}={} ({}): {}",
+                field(c, "type"),
+                field(c, "status"),
+                field(c, "reason"),
+                field(c, "message")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Deletes the FluxInstance and waits until it is gone (the operator's finalizer uninstalls Flux).
+pub async fn delete_instance(
+    kube: &Kube,
+    namespace: &str,
+    name: &str,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<(), FluxError> {
+    if read_instance(kube, namespace, name).await?.is_none() {
+        return Ok(());
+    }
+    let api = objects::api(kube, &flux_instances(), Some(namespace));
+    let what = format!("FluxInstance {namespace}/{name}");
+    objects::delete(kube, &api, name, &what).await?;
+    poll(
+        &format!("{what} to be deleted"),
+        deadline,
+        timeout,
+        cancel,
+        || async {
+            Ok(match read_instance(kube, namespace, name).await? {
+                None => (Some(()), String::new()),
+                Some(_) => (None, "still terminating".into()),
+            })
+        },
+    )
+    .await
+}

@@ -1,0 +1,170 @@
+//! When Flux owns an object (so the bootstrap must never touch it again), and the pure readiness
+//! conditions the waits classify: CRD `Established`, FluxInstance `Ready` / `Stalled`.
+
+use serde_json::Value as Json;
+
+/// Labels kustomize-controller and helm-controller put on what they apply.
+pub const OBJECT_OWNER_LABELS: [&str; 2] = [
+    "kustomize.toolkit.fluxcd.io/name",
+    "helm.toolkit.fluxcd.io/name",
+];
+/// Namespaces are also taken over by the operator's FluxInstance and ResourceSet.
+pub const NAMESPACE_OWNER_LABELS: [&str; 4] = [
+    "kustomize.toolkit.fluxcd.io/name",
+    "helm.toolkit.fluxcd.io/name",
+    "resourceset.fluxcd.controlplane.io/name",
+    "fluxcd.controlplane.io/name",
+];
+
+fn has_any_label(object: &Json, keys: &[&str]) -> bool {
+    object
+        .pointer("/metadata/labels")
+        .and_then(Json::as_object)
+        .is_some_and(|labels| keys.iter().any(|k| labels.contains_key(*k)))
+}
+
+/// True when kustomize-controller or helm-controller has adopted the object.
+pub fn adopted_by_flux(object: &Json) -> bool {
+    has_any_label(object, &OBJECT_OWNER_LABELS)
+}
+
+/// True when Flux (or the operator) has adopted the namespace.
+pub fn namespace_adopted_by_flux(namespace: &Json) -> bool {
+    has_any_label(namespace, &NAMESPACE_OWNER_LABELS)
+}
+
+fn condition<'a>(object: &'a Json, type_: &str) -> Option<&'a Json> {
+    object
+        .pointer("/status/conditions")
+        .and_then(Json::as_array)?
+        .iter()
+        .find(|c| c.get("type").and_then(Json::as_str) == Some(type_))
+}
+
+fn text<'a>(c: &'a Json, key: &str) -> &'a str {
+    c.get(key).and_then(Json::as_str).unwrap_or_default()
+}
+
+/// CRD condition `Established=True`.
+pub fn crd_established(crd: &Json) -> bool {
+    condition(crd, "Established").is_some_and(|c| text(c, "status") == "True")
+}
+
+/// Where a FluxInstance stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InstanceStatus {
+    Ready,
+    /// Still reconciling (or not observed yet); carries a short description for timeouts.
+    Progressing(String),
+    /// `Ready=False` with a terminal reason, or `Stalled=True`.
+    Failed {
+        reason: String,
+        message: String,
+    },
+}
+
+/// Reasons with which `Ready=False` is a failure rather than progress.
+const FAILURE_REASONS: [&str; 4] = [
+    "ArtifactFailed",
+    "BuildFailed",
+    "HealthCheckFailed",
+    "ReconciliationFailed",
+];
+
+/// Classifies a FluxInstance by its conditions. A status older than the spec (observedGeneration
+/// behind generation) is progress, never success.
+pub fn instance_status(instance: &Json) -> InstanceStatus {
+    if let Some(stalled) = condition(instance, "Stalled").filter(|c| text(c, "status") == "True") {
+        return InstanceStatus::Failed {
+            reason: text(stalled, "reason").to_owned(),
+            message: text(stalled, "message").to_owned(),
+        };
+    }
+    let Some(ready) = condition(instance, "Ready") else {
+        return InstanceStatus::Progressing("no Ready condition yet".into());
+    };
+    let generation = instance
+        .pointer("/metadata/generation")
+        .and_then(Json::as_i64);
+    let observed = ready.get("observedGeneration").and_then(Json::as_i64);
+    let current = match (generation, observed) {
+        (Some(g), Some(o)) => o >= g,
+        _ => true,
+    };
+    let (status, reason, message) = (
+        text(ready, "status"),
+        text(ready, "reason"),
+        text(ready, "message"),
+    );
+    match status {
+        "True" if current => InstanceStatus::Ready,
+        "False" if current && FAILURE_REASONS.contains(&reason) => InstanceStatus::Failed {
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+        },
+        _ => InstanceStatus::Progressing(format!("Ready={status} ({reason}) {message}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn flux_ownership_labels() {
+        let adopted =
+            json!({"metadata": {"labels": {"kustomize.toolkit.fluxcd.io/name": "flux-system"}}});
+        assert!(adopted_by_flux(&adopted));
+        assert!(!adopted_by_flux(&json!({"metadata": {}})));
+        let ns = json!({"metadata": {"labels": {"fluxcd.controlplane.io/name": "flux"}}});
+        assert!(namespace_adopted_by_flux(&ns));
+        assert!(
+            !adopted_by_flux(&ns),
+            "only namespaces count the operator's label"
+        );
+    }
+
+    #[test]
+    fn instance_conditions_classify() {
+        let with =
+            |conds: Json| json!({"metadata": {"generation": 2}, "status": {"conditions": conds}});
+        assert_eq!(
+            instance_status(&with(
+                json!([{"type": "Ready", "status": "True", "observedGeneration": 2}])
+            )),
+            InstanceStatus::Ready
+        );
+        assert!(matches!(
+            instance_status(&with(
+                json!([{"type": "Ready", "status": "True", "observedGeneration": 1}])
+            )),
+            InstanceStatus::Progressing(_)
+        ));
+        assert_eq!(
+            instance_status(&with(
+                json!([{"type": "Ready", "status": "False", "reason": "ArtifactFailed", "message": "unable to clone"}])
+            )),
+            InstanceStatus::Failed {
+                reason: "ArtifactFailed".into(),
+                message: "unable to clone".into()
+            }
+        );
+        assert!(matches!(
+            instance_status(&with(
+                json!([{"type": "Ready", "status": "False", "reason": "Progressing"}])
+            )),
+            InstanceStatus::Progressing(_)
+        ));
+        assert!(matches!(
+            instance_status(&with(
+                json!([{"type": "Stalled", "status": "True", "reason": "InvalidSpec"}])
+            )),
+            InstanceStatus::Failed { .. }
+        ));
+        assert!(crd_established(
+            &json!({"status": {"conditions": [{"type": "Established", "status": "True"}]}})
+        ));
+    }
+}

@@ -1,0 +1,221 @@
+//! Apply: create and update run the bootstrap (see [`super::run`]); destroy keeps Flux running
+//! (`deletion_policy = "keep"`: only the bootstrap namespace goes) or uninstalls it. A failed run
+//! returns the state that tells the truth, and marks the private state so that the next plan
+//! shows the failed run as drift and tries again.
+
+use tokio::time::Instant;
+
+use super::inputs::{Inputs, bootstrap_namespace, job_settings, timeout};
+use super::model::Config;
+use super::private::{Private, managed_hash};
+use super::report::run_diagnostic;
+use super::run::{RunError, Runner, Scope};
+use crate::cluster::bootstrap::Clients;
+use crate::cluster::flux::instance::{
+    conditions_text, delete_instance, delete_namespace, read_instance,
+};
+use crate::cluster::flux::manifest::ObjectRef;
+use crate::cluster::flux::objects::{self, configmaps, secrets};
+use crate::cluster::flux::ownership::adopted_by_flux;
+use crate::cluster::flux::{FluxError, Kube, OPERATOR_RELEASE, operator};
+use crate::cluster::helm_install;
+use crate::framework::model::{Unknowns, decode};
+use crate::framework::plan::same_value;
+use crate::framework::{ApplyRequest, ApplyResponse, Ctx, Diagnostic, Diagnostics};
+use crate::values::Value;
+
+/// Inputs whose change means a full run (chart installs included), besides `revision`.
+const FULL_RUN_INPUTS: [&str; 4] = ["revision", "gitops_resources", "job", "bootstrap_namespace"];
+
+fn failed(diagnostic: Diagnostic) -> ApplyResponse {
+    ApplyResponse {
+        diagnostics: diagnostic.into(),
+        ..Default::default()
+    }
+}
+
+/// Connects both clients the run uses.
+async fn connect(ctx: &Ctx) -> Result<(Kube, Clients), RunError> {
+    let clients = Clients::connect(&crate::resources::cluster(ctx))
+        .await
+        .map_err(RunError::engine("connect to the cluster".into()))?;
+    let kube = Kube {
+        client: clients.client.clone(),
+        endpoint: clients.endpoint.clone(),
+    };
+    Ok((kube, clients))
+}
+
+fn scope(prior: &Value, planned: &Value, private: &Private) -> Scope {
+    let changed = FULL_RUN_INPUTS
+        .iter()
+        .any(|name| !same_value(prior.attr(name), planned.attr(name)));
+    let drift: Vec<&str> = match prior.attr("drift") {
+        Some(Value::List(items)) => items.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let operator_drift = drift
+        .iter()
+        .any(|d| d.contains(&format!("/{OPERATOR_RELEASE}:")));
+    Scope {
+        full: prior.is_null() || changed || private.last_run_failed,
+        operator: operator_drift,
+    }
+}
+
+pub async fn apply(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
+    if req.planned_state.is_null() {
+        return destroy(ctx, req).await;
+    }
+    let config: Config = match decode(&req.config, Unknowns::Reject) {
+        Ok(c) => c,
+        Err(e) => return failed(e.diagnostic("configuration")),
+    };
+    let inputs = match Inputs::resolve(&config) {
+        Ok(i) => i,
+        Err(message) => return failed(Diagnostic::error("Invalid Flux bootstrap input", message)),
+    };
+    let mut private = Private::decode(&req.planned_private);
+    private.ensure_salt();
+    let scope = scope(&req.prior_state, &req.planned_state, &private);
+    let mut state = req.planned_state;
+    if let Some(attrs) = state.attrs_mut() {
+        let hash = managed_hash(&private.salt, req.config.attr("managed_resources"));
+        attrs.insert("managed_resources_hash".into(), hash.unwrap_or_default());
+        attrs.insert("id".into(), Value::from(inputs.namespace.as_str()));
+        attrs.insert("namespace".into(), Value::from(inputs.namespace.as_str()));
+        attrs.insert("drift".into(), Value::List(Vec::new()));
+    }
+    let mut diagnostics = Diagnostics::new();
+    match run(ctx, &inputs, scope, &private).await {
+        Ok(tracked) => {
+            private.tracked = tracked;
+            private.last_run_failed = false;
+        }
+        Err((err, conditions)) => {
+            private.last_run_failed = true;
+            diagnostics.push(run_diagnostic(&err, inputs.debug, conditions.as_deref()));
+        }
+    }
+    ApplyResponse {
+        new_state: state,
+        private: Some(private.encode()),
+        diagnostics,
+    }
+}
+
+/// Runs the bootstrap; on failure also returns the FluxInstance's conditions (for the diagnostic).
+async fn run(
+    ctx: &Ctx,
+    inputs: &Inputs,
+    scope: Scope,
+    private: &Private,
+) -> Result<Vec<crate::cluster::flux::managed::Tracked>, (RunError, Option<String>)> {
+    let (kube, clients) = connect(ctx).await.map_err(|e| (e, None))?;
+    let runner = Runner {
+        kube: &kube,
+        clients: &clients,
+        inputs,
+        cancel: &ctx.cancel,
+        deadline: Instant::now() + inputs.timeout,
+    };
+    match runner.run(scope, private.salt_bytes()).await {
+        Ok(tracked) => Ok(tracked),
+        Err(err) => {
+            let fi = &inputs.instance;
+            let conditions = match read_instance(&kube, fi.namespace(), fi.name()).await {
+                Ok(Some(object)) => Some(conditions_text(&object)),
+                _ => None,
+            };
+            Err((err, conditions))
+        }
+    }
+}
+
+// --- destroy ----------------------------------------------------------------------------------
+
+async fn destroy(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
+    let config: Config = decode(&req.prior_state, Unknowns::AsNull).unwrap_or_default();
+    let private = Private::decode(&req.planned_private);
+    let uninstall = config.deletion_policy.as_deref() == Some("uninstall");
+    let namespace = req
+        .prior_state
+        .attr("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let result = async {
+        let (kube, clients) = connect(ctx).await?;
+        if uninstall && !namespace.is_empty() {
+            uninstall_flux(ctx, &kube, &clients, &config, &namespace, &private).await?;
+        }
+        let bootstrap = bootstrap_namespace(&config);
+        let limit = timeout(&config);
+        let deadline = Instant::now() + limit;
+        delete_namespace(&kube, &bootstrap.name, deadline, limit, &ctx.cancel).await?;
+        Ok::<(), RunError>(())
+    }
+    .await;
+    let mut diagnostics = Diagnostics::new();
+    if let Err(e) = result {
+        diagnostics.push(run_diagnostic(&e, true, None));
+    }
+    ApplyResponse {
+        diagnostics,
+        ..Default::default()
+    }
+}
+
+/// `deletion_policy = "uninstall"`: the FluxInstance (the operator's finalizer removes Flux), the
+/// managed objects, then the operator's release. Objects Flux adopted stay.
+async fn uninstall_flux(
+    ctx: &Ctx,
+    kube: &Kube,
+    clients: &Clients,
+    config: &Config,
+    namespace: &str,
+    private: &Private,
+) -> Result<(), RunError> {
+    let limit = timeout(config);
+    let deadline = Instant::now() + limit;
+    delete_instance(kube, namespace, "flux", deadline, limit, &ctx.cancel).await?;
+    for tracked in &private.tracked {
+        delete_managed(kube, &tracked.object).await?;
+    }
+    if !operator::adopted(kube, namespace).await? {
+        let job = job_settings(config.job.as_ref());
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        helm_install::uninstall(
+            clients,
+            &bootstrap_namespace(config),
+            &job,
+            namespace,
+            OPERATOR_RELEASE,
+            remaining,
+            &ctx.cancel,
+        )
+        .await
+        .map_err(RunError::engine(format!(
+            "uninstall the Flux Operator ({namespace}/{OPERATOR_RELEASE})"
+        )))?;
+    }
+    Ok(())
+}
+
+async fn delete_managed(kube: &Kube, object: &str) -> Result<(), FluxError> {
+    let Some(r) = ObjectRef::parse(object) else {
+        return Ok(());
+    };
+    let resource = if r.kind == "Secret" {
+        secrets()
+    } else {
+        configmaps()
+    };
+    let api = objects::api(kube, &resource, Some(&r.namespace));
+    match objects::get(kube, &api, &r.name, object).await? {
+        Some(live) if !adopted_by_flux(&live) => objects::delete(kube, &api, &r.name, object)
+            .await
+            .map(|_| ()),
+        _ => Ok(()),
+    }
+}

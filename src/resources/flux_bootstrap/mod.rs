@@ -1,0 +1,69 @@
+//! `talosboot_flux_bootstrap`: the flux-operator-bootstrap module as a native resource, with the
+//! module's arguments. Reading order: [`schema`], [`model`] (decoding, defaults, validation),
+//! [`inputs`] (one run's resolved inputs), [`plan`], [`apply`] (with [`run`], the steps, and
+//! [`report`], the diagnostics), [`read`] (drift), [`import`]; [`private`] holds the salt and
+//! fingerprints.
+
+mod apply;
+mod import;
+mod inputs;
+mod model;
+mod plan;
+mod private;
+mod read;
+mod report;
+mod run;
+mod schema;
+
+use async_trait::async_trait;
+
+use crate::framework::model::{Unknowns, decode};
+use crate::framework::*;
+use crate::values::Value;
+
+pub struct FluxBootstrap;
+
+#[async_trait]
+impl Resource for FluxBootstrap {
+    fn type_name(&self) -> &'static str {
+        "talosboot_flux_bootstrap"
+    }
+
+    fn schema(&self) -> Schema {
+        schema::schema()
+    }
+
+    fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
+        let mut found = Diagnostics::new();
+        match decode::<model::Config>(config, Unknowns::AsNull) {
+            Ok(model) => model.validate(&mut found),
+            Err(e) => found.push(e.diagnostic("configuration")),
+        }
+        // Clients that cannot point at a nested attribute's source line still show which one.
+        for mut d in found {
+            if let Some(path) = &d.attribute {
+                d.detail = format!("`{path}`: {}", d.detail);
+            }
+            diagnostics.push(d);
+        }
+    }
+
+    async fn plan(&self, _ctx: &Ctx, req: PlanRequest) -> PlanResponse {
+        plan::plan(req)
+    }
+
+    async fn apply(&self, ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
+        apply::apply(ctx, req).await
+    }
+
+    async fn read(&self, ctx: &Ctx, req: ReadRequest) -> ReadResponse {
+        read::read(ctx, req).await
+    }
+
+    async fn import(&self, ctx: &Ctx, req: ImportRequest) -> ImportResponse {
+        import::import(ctx, req, &self.schema().value_type()).await
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,462 @@
+//! The plain structs config and state decode into (field names are the module's variable names),
+//! the defaults the module documents, and validation without I/O, with attribute paths.
+
+use serde::Deserialize;
+use serde_json::Value as Json;
+use std::collections::BTreeMap;
+
+use crate::cluster::flux::manifest::{Manifest, parse_documents};
+use crate::framework::Diagnostics;
+use crate::framework::model::Maybe;
+pub use crate::resources::duration::parse_go_duration;
+use crate::values::AttributePath;
+
+pub const DEFAULT_BOOTSTRAP_NAMESPACE: &str = "flux-operator-bootstrap";
+pub const DEFAULT_OPERATOR_REPOSITORY: &str = "ghcr.io/controlplaneio-fluxcd/charts/flux-operator";
+pub const DEFAULT_TIMEOUT: &str = "10m";
+pub const INSTANCE_API_VERSION: &str = "fluxcd.controlplane.io/v1";
+pub const INSTANCE_NAME: &str = "flux";
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Config {
+    #[serde(default)]
+    pub gitops_resources: GitopsResources,
+    pub managed_resources: Option<ManagedResources>,
+    pub bootstrap_namespace: Option<String>,
+    #[serde(default)]
+    pub common_metadata: Metadata,
+    pub job: Option<Job>,
+    pub timeout: Option<String>,
+    pub debug_on_failure: Option<bool>,
+    pub deletion_policy: Option<String>,
+    pub sync: Option<Sync>,
+    pub suspend_applications: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct GitopsResources {
+    #[serde(default)]
+    pub instance_yaml: Maybe<String>,
+    #[serde(default)]
+    pub prerequisites: Prerequisites,
+    #[serde(default)]
+    pub operator_chart: OperatorChart,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Prerequisites {
+    #[serde(default)]
+    pub yamls: Vec<Option<String>>,
+    #[serde(default)]
+    pub charts: Vec<Chart>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Chart {
+    pub name: Option<String>,
+    pub repository: Option<String>,
+    pub namespace: Option<String>,
+    pub version: Option<String>,
+    pub create_namespace: Option<bool>,
+    pub values_yaml: Option<String>,
+    pub flux_adoption_check: Option<AdoptionCheck>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct AdoptionCheck {
+    pub resource: Option<String>,
+    pub api_group: Option<String>,
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct OperatorChart {
+    pub repository: Option<String>,
+    pub version: Option<String>,
+    pub values_yaml: Option<String>,
+}
+
+/// Write-only: never in state, plan or logs (no `Debug` of values).
+#[derive(Default, Deserialize)]
+pub struct ManagedResources {
+    pub secrets_yaml: Option<String>,
+    pub runtime_info: Option<RuntimeInfo>,
+}
+
+impl std::fmt::Debug for ManagedResources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ManagedResources(..)")
+    }
+}
+
+#[derive(Default, Deserialize)]
+pub struct RuntimeInfo {
+    #[serde(default)]
+    pub data: BTreeMap<String, String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Metadata {
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Job {
+    #[serde(default)]
+    pub image: Image,
+    pub affinity: Option<Json>,
+    pub tolerations: Option<Json>,
+    pub host_network: Option<bool>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Image {
+    pub repository: Option<String>,
+    pub pull_policy: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+pub struct Sync {
+    pub kind: Option<String>,
+    pub url: Option<String>,
+    pub r#ref: Option<String>,
+    pub path: Option<String>,
+    pub pull_secret: Option<String>,
+}
+
+/// The FluxInstance manifest of `instance_yaml`, validated (one document, the operator's kind,
+/// named `flux`, with a namespace). Errors are `(attribute path, message)`.
+pub fn parse_instance(text: &str) -> Result<Manifest, String> {
+    let what = "gitops_resources.instance_yaml";
+    let mut docs = parse_documents(text, what).map_err(|e| e.to_string())?;
+    if docs.len() != 1 {
+        return Err(format!(
+            "{what} must hold exactly one FluxInstance, found {} documents",
+            docs.len()
+        ));
+    }
+    let instance = docs.remove(0);
+    if instance.api_version() != INSTANCE_API_VERSION || instance.kind() != "FluxInstance" {
+        return Err(format!(
+            "{what} must be a `{INSTANCE_API_VERSION}` FluxInstance, not `{}` {}",
+            instance.api_version(),
+            instance.kind()
+        ));
+    }
+    if instance.name() != INSTANCE_NAME {
+        return Err(format!(
+            "the FluxInstance must be named `{INSTANCE_NAME}` (the operator reconciles only that name), not {:?}",
+            instance.name()
+        ));
+    }
+    if instance.namespace().is_empty() {
+        return Err("the FluxInstance needs metadata.namespace (e.g. `flux-system`)".into());
+    }
+    Ok(instance)
+}
+
+/// The managed Secrets of `secrets_yaml`: only `v1` Secrets, in the FluxInstance's namespace (or
+/// none, which means that namespace). Never echoes content.
+pub fn parse_secrets(text: &str, namespace: &str) -> Result<Vec<Manifest>, String> {
+    let what = "managed_resources.secrets_yaml";
+    let mut docs = parse_documents(text, what).map_err(|e| e.to_string())?;
+    for (i, doc) in docs.iter_mut().enumerate() {
+        if doc.kind() != "Secret" || doc.api_version() != "v1" {
+            return Err(format!(
+                "document {} of {what} is a {} {}: only `v1` Secrets may be managed",
+                i + 1,
+                doc.api_version(),
+                doc.kind()
+            ));
+        }
+        if !doc.namespace().is_empty() && doc.namespace() != namespace {
+            return Err(format!(
+                "Secret {:?} is in namespace {:?}: managed Secrets live in the FluxInstance's namespace {namespace:?} (leave metadata.namespace out, or set it to that)",
+                doc.name(),
+                doc.namespace()
+            ));
+        }
+        doc.set_namespace(namespace);
+    }
+    Ok(docs)
+}
+
+/// An OCI chart path as the module takes it (`ghcr.io/org/charts/name`, `oci://` optional), as a
+/// full `oci://` reference.
+pub fn oci_reference(repository: &str) -> Result<String, String> {
+    let path = repository.strip_prefix("oci://").unwrap_or(repository);
+    if path.contains("://") || path.is_empty() || !path.contains('/') || path.contains(' ') {
+        return Err(format!(
+            "{repository:?} is not an OCI chart path like `ghcr.io/controlplaneio-fluxcd/charts/flux-operator` (classic HTTP chart repositories are not supported, as in the module)"
+        ));
+    }
+    Ok(format!("oci://{}", path.trim_end_matches('/')))
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn one_of(
+    diagnostics: &mut Diagnostics,
+    path: AttributePath,
+    value: Option<&String>,
+    allowed: &[&str],
+) {
+    if let Some(v) = value.filter(|v| !allowed.contains(&v.as_str())) {
+        diagnostics.error_at(
+            path,
+            "Invalid value",
+            format!("{v:?} is not one of {}.", allowed.join(", ")),
+        );
+    }
+}
+
+impl Config {
+    /// Every check that needs no cluster; unknown values are skipped.
+    pub fn validate(&self, diagnostics: &mut Diagnostics) {
+        let gitops = AttributePath::attr("gitops_resources");
+        let instance = self
+            .gitops_resources
+            .instance_yaml
+            .known()
+            .map(|t| parse_instance(t));
+        let namespace = match &instance {
+            Some(Ok(m)) => Some(m.namespace().to_owned()),
+            Some(Err(message)) => {
+                diagnostics.error_at(
+                    gitops.clone().then_attr("instance_yaml"),
+                    "Invalid FluxInstance",
+                    message.clone(),
+                );
+                None
+            }
+            None => None,
+        };
+        self.validate_prerequisites(diagnostics, &gitops);
+        if let Some(repo) = &self.gitops_resources.operator_chart.repository {
+            if let Err(message) = oci_reference(repo) {
+                let path = gitops.then_attr("operator_chart").then_attr("repository");
+                diagnostics.error_at(path, "Invalid chart repository", message);
+            }
+        }
+        self.validate_managed(diagnostics, namespace.as_deref());
+        self.validate_settings(diagnostics, namespace.as_deref());
+    }
+
+    fn validate_prerequisites(&self, diagnostics: &mut Diagnostics, gitops: &AttributePath) {
+        let prereqs = gitops.clone().then_attr("prerequisites");
+        for (i, yaml) in self.gitops_resources.prerequisites.yamls.iter().enumerate() {
+            let what = format!("gitops_resources.prerequisites.yamls[{i}]");
+            if let Some(Err(e)) = yaml.as_deref().map(|y| parse_documents(y, &what)) {
+                let path = prereqs.clone().then_attr("yamls").then_index(i as i64);
+                diagnostics.error_at(path, "Invalid prerequisite manifest", e.to_string());
+            }
+        }
+        for (i, chart) in self
+            .gitops_resources
+            .prerequisites
+            .charts
+            .iter()
+            .enumerate()
+        {
+            let path = prereqs.clone().then_attr("charts").then_index(i as i64);
+            if let Some(Err(message)) = chart.repository.as_deref().map(oci_reference) {
+                diagnostics.error_at(
+                    path.clone().then_attr("repository"),
+                    "Invalid chart repository",
+                    message,
+                );
+            }
+            if let Some(ns) = chart.namespace.as_deref().filter(|n| !is_dns_label(n)) {
+                diagnostics.error_at(
+                    path.then_attr("namespace"),
+                    "Invalid namespace",
+                    format!("{ns:?} is not a valid namespace name."),
+                );
+            }
+        }
+    }
+
+    fn validate_managed(&self, diagnostics: &mut Diagnostics, namespace: Option<&str>) {
+        let Some(managed) = &self.managed_resources else {
+            return;
+        };
+        let path = AttributePath::attr("managed_resources");
+        if let (Some(text), Some(ns)) = (&managed.secrets_yaml, namespace) {
+            if let Err(message) = parse_secrets(text, ns) {
+                diagnostics.error_at(
+                    path.clone().then_attr("secrets_yaml"),
+                    "Invalid managed Secrets",
+                    message,
+                );
+            }
+        }
+        if let Some(info) = &managed.runtime_info {
+            for key in info.data.keys().filter(|k| !is_config_key(k)) {
+                diagnostics.error_at(
+                    path.clone()
+                        .then_attr("runtime_info")
+                        .then_attr("data")
+                        .then_key(key.as_str()),
+                    "Invalid runtime variable name",
+                    format!(
+                        "{key:?} cannot be a ConfigMap key: use letters, digits, `-`, `_` and `.`."
+                    ),
+                );
+            }
+        }
+    }
+
+    fn validate_settings(&self, diagnostics: &mut Diagnostics, namespace: Option<&str>) {
+        if let Some(t) = &self.timeout {
+            match parse_go_duration(t) {
+                Ok(d) if d.is_zero() => diagnostics.error_at(
+                    AttributePath::attr("timeout"),
+                    "Invalid timeout",
+                    "`timeout` must be longer than zero.",
+                ),
+                Ok(_) => {}
+                Err(message) => {
+                    diagnostics.error_at(AttributePath::attr("timeout"), "Invalid timeout", message)
+                }
+            }
+        }
+        if let Some(ns) = &self.bootstrap_namespace {
+            let path = AttributePath::attr("bootstrap_namespace");
+            if !is_dns_label(ns) {
+                diagnostics.error_at(
+                    path,
+                    "Invalid namespace",
+                    format!("{ns:?} is not a valid namespace name."),
+                );
+            } else if Some(ns.as_str()) == namespace {
+                diagnostics.error_at(path, "Bootstrap namespace is the FluxInstance's namespace", format!("The bootstrap namespace gets the `privileged` Pod Security level for its host-network Job; {ns:?} is where Flux runs. Use a namespace of its own (default `{DEFAULT_BOOTSTRAP_NAMESPACE}`)."));
+            }
+        }
+        let policy = AttributePath::attr("deletion_policy");
+        one_of(
+            diagnostics,
+            policy,
+            self.deletion_policy.as_ref(),
+            &["keep", "uninstall"],
+        );
+        if let Some(sync) = &self.sync {
+            let kinds = ["GitRepository", "OCIRepository", "Bucket"];
+            one_of(
+                diagnostics,
+                AttributePath::attr("sync").then_attr("kind"),
+                sync.kind.as_ref(),
+                &kinds,
+            );
+        }
+        if let Some(job) = &self.job {
+            let path = AttributePath::attr("job");
+            let policies = ["Always", "IfNotPresent", "Never"];
+            one_of(
+                diagnostics,
+                path.clone().then_attr("image").then_attr("pull_policy"),
+                job.image.pull_policy.as_ref(),
+                &policies,
+            );
+            if job
+                .tolerations
+                .as_ref()
+                .is_some_and(|t| !t.is_array() && !t.is_null())
+            {
+                diagnostics.error_at(
+                    path.clone().then_attr("tolerations"),
+                    "Invalid tolerations",
+                    "`tolerations` must be a list of Kubernetes tolerations.",
+                );
+            }
+            if job
+                .affinity
+                .as_ref()
+                .is_some_and(|a| !a.is_object() && !a.is_null())
+            {
+                diagnostics.error_at(
+                    path.then_attr("affinity"),
+                    "Invalid affinity",
+                    "`affinity` must be a Kubernetes affinity object.",
+                );
+            }
+        }
+    }
+}
+
+fn is_config_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.len() <= 253
+        && k.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_instance_must_be_one_flux_instance_named_flux() {
+        let ok = "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\n";
+        assert_eq!(
+            parse_instance(ok).map(|m| m.namespace().to_owned()),
+            Ok("flux-system".into())
+        );
+        let named = ok.replace("name: flux\n", "name: other\n");
+        assert!(parse_instance(&named).unwrap_err().contains("named `flux`"));
+        let kind = ok.replace("FluxInstance", "Kustomization");
+        assert!(parse_instance(&kind).unwrap_err().contains("FluxInstance"));
+        assert!(
+            parse_instance(&format!("{ok}---\n{ok}"))
+                .unwrap_err()
+                .contains("exactly one")
+        );
+        let no_ns = ok.replace("  namespace: flux-system\n", "");
+        assert!(parse_instance(&no_ns).unwrap_err().contains("namespace"));
+    }
+
+    #[test]
+    fn managed_secrets_are_secrets_in_the_instance_namespace() {
+        let s = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: flux-system\nstringData:\n  password: hunter2\n";
+        let docs = parse_secrets(s, "flux-system").expect("valid");
+        assert_eq!(docs[0].namespace(), "flux-system");
+        let elsewhere = s.replace("name: flux-system\n", "name: x\n  namespace: default\n");
+        let err = parse_secrets(&elsewhere, "flux-system").unwrap_err();
+        assert!(
+            err.contains("FluxInstance's namespace") && !err.contains("hunter2"),
+            "{err}"
+        );
+        let cm = s.replace("kind: Secret", "kind: ConfigMap");
+        assert!(
+            parse_secrets(&cm, "flux-system")
+                .unwrap_err()
+                .contains("only `v1` Secrets")
+        );
+    }
+
+    #[test]
+    fn chart_repositories_are_oci_paths() {
+        assert_eq!(
+            oci_reference(DEFAULT_OPERATOR_REPOSITORY).as_deref(),
+            Ok("oci://ghcr.io/controlplaneio-fluxcd/charts/flux-operator")
+        );
+        assert!(oci_reference("oci://ghcr.io/x/y").is_ok());
+        assert!(oci_reference("https://charts.example.com").is_err());
+    }
+}

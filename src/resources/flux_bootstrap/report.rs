@@ -1,0 +1,52 @@
+//! Failures as diagnostics: engine failures through the shared reporter (step, pod state, log
+//! tail, events, the known signature and its fix); native steps with the cluster's answer and what
+//! to do; with `debug_on_failure` also the FluxInstance's conditions. Never a secret value: inputs
+//! are not quoted.
+
+use std::fmt::Write;
+
+use super::run::RunError;
+use crate::cluster::flux::FluxError;
+use crate::framework::Diagnostic;
+use crate::resources::engine_report::engine_diagnostic;
+
+fn flux_detail(e: &FluxError, out: &mut String) {
+    let _ = writeln!(out, "{e}.");
+    if let Some(hint) = e
+        .cluster_error()
+        .map(|c| c.hint())
+        .filter(|h| !h.is_empty())
+    {
+        let _ = writeln!(out, "\n{hint}");
+    }
+    if let FluxError::Timeout { .. } = e {
+        let _ = writeln!(
+            out,
+            "\nRaise `timeout` if the cluster is just slow; `debug_on_failure = true` adds the FluxInstance's conditions."
+        );
+    }
+}
+
+/// The diagnostic of a failed run; `conditions` are the FluxInstance's, shown with `debug`.
+pub fn run_diagnostic(err: &RunError, debug: bool, conditions: Option<&str>) -> Diagnostic {
+    let mut detail = String::new();
+    let summary = match err {
+        RunError::Engine { what, source } => {
+            let d = engine_diagnostic(what, source);
+            detail = d.detail;
+            d.summary
+        }
+        RunError::Flux(e) => {
+            flux_detail(e, &mut detail);
+            match e {
+                FluxError::NoPodNetwork { .. } => "Flux bootstrap ran before the CNI".to_owned(),
+                FluxError::InstanceFailed { .. } => "FluxInstance failed".to_owned(),
+                _ => "Flux bootstrap failed".to_owned(),
+            }
+        }
+    };
+    if let Some(c) = conditions.filter(|c| debug && !c.is_empty()) {
+        let _ = writeln!(detail, "\nFluxInstance conditions:\n{c}");
+    }
+    Diagnostic::error(summary, detail.trim_end().to_owned())
+}
