@@ -23,7 +23,9 @@ use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
-use talosboot::cluster::bootstrap::{self, BootstrapNamespace, Clients, JobSettings, Rbac, RunSpec};
+use talosboot::cluster::bootstrap::{
+    self, BootstrapNamespace, Clients, JobSettings, Rbac, RunSpec,
+};
 use talosboot::cluster::{ClusterHandle, ConfigSource, ProviderConfig};
 use talosboot::resources::cilium::model::Cilium;
 use talosboot::resources::private::Private;
@@ -89,14 +91,26 @@ async fn by_hand(client: &kube::Client, n: usize) {
     let ns = "kube-system";
     let name = format!("by-hand-{n}");
     let pp = PostParams::default();
-    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": name}})).expect("sa");
-    Api::<ServiceAccount>::namespaced(client.clone(), ns).create(&pp, &sa).await.expect("sa");
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": name}})).expect("sa");
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&pp, &sa)
+        .await
+        .expect("sa");
     let crb: ClusterRoleBinding = serde_json::from_value(json!({"metadata": {"name": name},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]})).expect("crb");
-    Api::<ClusterRoleBinding>::all(client.clone()).create(&pp, &crb).await.expect("crb");
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}, "data": {"values.yaml": "{}"}})).expect("cm");
-    Api::<ConfigMap>::namespaced(client.clone(), ns).create(&pp, &cm).await.expect("cm");
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&pp, &crb)
+        .await
+        .expect("crb");
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"values.yaml": "{}"}}))
+            .expect("cm");
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(&pp, &cm)
+        .await
+        .expect("cm");
     let job: Job = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"backoffLimit": 0, "template": {"spec": {
         "serviceAccountName": name, "restartPolicy": "Never", "hostNetwork": true, "dnsPolicy": "Default",
         "tolerations": [{"operator": "Exists"}],
@@ -108,15 +122,24 @@ async fn by_hand(client: &kube::Client, n: usize) {
     loop {
         let j = jobs.get(&name).await.expect("get");
         let done = j.status.and_then(|s| s.conditions).unwrap_or_default();
-        if done.iter().any(|c| c.type_ == "Complete" && c.status == "True") {
+        if done
+            .iter()
+            .any(|c| c.type_ == "Complete" && c.status == "True")
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let _ = jobs.delete(&name, &DeleteParams::background()).await;
-    let _ = Api::<ConfigMap>::namespaced(client.clone(), ns).delete(&name, &DeleteParams::default()).await;
-    let _ = Api::<ServiceAccount>::namespaced(client.clone(), ns).delete(&name, &DeleteParams::default()).await;
-    let _ = Api::<ClusterRoleBinding>::all(client.clone()).delete(&name, &DeleteParams::default()).await;
+    let _ = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .delete(&name, &DeleteParams::default())
+        .await;
+    let _ = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .delete(&name, &DeleteParams::default())
+        .await;
+    let _ = Api::<ClusterRoleBinding>::all(client.clone())
+        .delete(&name, &DeleteParams::default())
+        .await;
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -127,7 +150,11 @@ fn median(mut v: Vec<Duration>) -> Duration {
 fn main() {
     let counter = Arc::new(RequestCounter::default());
     tracing::subscriber::set_global_default(Counting(counter.clone())).expect("subscriber");
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("kubeconfig");
     let sim = rt
@@ -142,28 +169,43 @@ fn main() {
     let cancel = CancellationToken::new();
 
     // A Cilium apply (once: it installs Cilium), timed.
-    let cilium = Cilium { version: Some("1.18.4".into()), ..Default::default() }.with_defaults();
+    let cilium = Cilium {
+        version: Some("1.18.4".into()),
+        ..Default::default()
+    }
+    .with_defaults();
     let mut private = Private::fresh();
     let started = Instant::now();
-    let applied = rt.block_on(release::install(&clients, cilium.clone(), None, &mut private, &cancel));
+    let applied = rt.block_on(release::install(
+        &clients,
+        cilium.clone(),
+        None,
+        &mut private,
+        &cancel,
+    ));
     let cilium_apply = started.elapsed();
     assert!(!applied.diagnostics.has_errors(), "cilium installs");
 
     // Requests per refresh.
     counter.count.store(0, Ordering::SeqCst);
     counter.paths.lock().expect("lock").clear();
-    rt.block_on(release::observe(&clients, &cilium)).expect("observe");
+    rt.block_on(release::observe(&clients, &cilium))
+        .expect("observe");
     let refresh_requests = counter.count.load(Ordering::SeqCst);
     let refresh_paths = counter.paths.lock().expect("lock").clone();
 
-    let mut c = Criterion::default().sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(8));
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(8));
     let engine_times = Arc::new(Mutex::new(Vec::new()));
     let hand_times = Arc::new(Mutex::new(Vec::new()));
     let mut group = c.benchmark_group("bootstrap run (helm version)");
     group.bench_function("engine", |b| {
         b.iter(|| {
             let t = Instant::now();
-            rt.block_on(bootstrap::run(&clients, &spec(), &cancel)).expect("run");
+            rt.block_on(bootstrap::run(&clients, &spec(), &cancel))
+                .expect("run");
             engine_times.lock().expect("lock").push(t.elapsed());
         })
     });
@@ -179,14 +221,23 @@ fn main() {
     let engine = median(engine_times.lock().expect("lock").clone());
     let hand = median(hand_times.lock().expect("lock").clone());
     println!("\nsummary (fast-paced simulated cluster, medians):");
-    println!("  bootstrap run through the engine   {:>8.1} ms", engine.as_secs_f64() * 1e3);
-    println!("  the same in-cluster work by hand   {:>8.1} ms", hand.as_secs_f64() * 1e3);
+    println!(
+        "  bootstrap run through the engine   {:>8.1} ms",
+        engine.as_secs_f64() * 1e3
+    );
+    println!(
+        "  the same in-cluster work by hand   {:>8.1} ms",
+        hand.as_secs_f64() * 1e3
+    );
     println!(
         "  engine overhead                    {:>8.1} ms  (ratio {:.2})",
         (engine.as_secs_f64() - hand.as_secs_f64()) * 1e3,
         engine.as_secs_f64() / hand.as_secs_f64()
     );
-    println!("  talosboot_cilium install (once)    {:>8.1} ms", cilium_apply.as_secs_f64() * 1e3);
+    println!(
+        "  talosboot_cilium install (once)    {:>8.1} ms",
+        cilium_apply.as_secs_f64() * 1e3
+    );
     println!("  API requests per Cilium refresh    {refresh_requests:>8}");
     for p in refresh_paths {
         println!("    {p}");

@@ -164,7 +164,7 @@ resource "talosboot_flux_bootstrap" "this" {
       kind       = "FluxInstance"
       metadata   = { name = "flux", namespace = "flux-system" }
       spec = {
-        distribution = { version = "2.x", registry = "ghcr.io/fluxcd" }
+        distribution = { version = "2.7.x", registry = "ghcr.io/fluxcd" }
         components   = ["source-controller", "kustomize-controller"]
         sync         = { kind = "GitRepository", url = "https://example.com/infra.git", ref = "refs/heads/main", path = "clusters/chaos" }
       }

@@ -151,38 +151,43 @@ fn cilium(marker: &str, hang: bool) -> String {
     )
 }
 
-fn flux(marker: &str) -> String {
-    format!(
-        r#"
-resource "talosboot_flux_bootstrap" "this" {{
+/// The Flux bootstrap with its write-only `managed_resources` fed from an ephemeral variable
+/// (`TF_VAR_scan_secret`), as users feed secrets: never in a plan file, not even in the
+/// configuration snapshot a plan file carries.
+const FLUX: &str = r#"
+variable "scan_secret" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}
+
+resource "talosboot_flux_bootstrap" "this" {
   revision = 1
-  gitops_resources = {{
-    instance_yaml = yamlencode({{
+  gitops_resources = {
+    instance_yaml = yamlencode({
       apiVersion = "fluxcd.controlplane.io/v1"
       kind       = "FluxInstance"
-      metadata   = {{ name = "flux", namespace = "flux-system" }}
-      spec = {{
-        distribution = {{ version = "2.x", registry = "ghcr.io/fluxcd" }}
+      metadata   = { name = "flux", namespace = "flux-system" }
+      spec = {
+        distribution = { version = "2.7.x", registry = "ghcr.io/fluxcd" }
         components   = ["source-controller", "kustomize-controller"]
-        sync         = {{ kind = "GitRepository", url = "https://example.com/infra.git", ref = "refs/heads/main", path = "clusters/scan" }}
-      }}
-    }})
-    operator_chart = {{ version = "0.33.0" }}
-  }}
-  managed_resources = {{
-    secrets_yaml = yamlencode({{
+        sync         = { kind = "GitRepository", url = "https://example.com/infra.git", ref = "refs/heads/main", path = "clusters/scan" }
+      }
+    })
+    operator_chart = { version = "0.33.0" }
+  }
+  managed_resources = {
+    secrets_yaml = yamlencode({
       apiVersion = "v1"
       kind       = "Secret"
-      metadata   = {{ name = "flux-system" }}
-      stringData = {{ password = "{marker}" }}
-    }})
-  }}
-  timeout    = "60s"
+      metadata   = { name = "flux-system" }
+      stringData = { password = var.scan_secret }
+    })
+  }
+  timeout    = "2m"
   depends_on = [talosboot_cilium.this]
-}}
-"#
-    )
 }
+"#;
 
 /// Runs `args` with `TF_LOG=trace` into `log`; scans its stdout/stderr and the log.
 fn traced(ws: &Workspace, args: &[&str], log: &str, markers: &Markers, f: &mut Findings) -> bool {
@@ -316,10 +321,11 @@ async fn marker_secrets_appear_nowhere_a_user_or_attacker_can_read() {
     let markers = Markers::new();
     let mut f = Findings::default();
     let head = format!("{REQUIRED_PROVIDERS}\n{}\n", cluster.provider_block());
-    let ws = Workspace::new(&format!(
+    let mut ws = Workspace::new(&format!(
         "{head}{}",
         cilium(markers.get("set_sensitive"), false)
     ));
+    ws.set_env("TF_VAR_scan_secret", markers.get("managed_resources"));
     ws.init();
     let with_flux = flux_in_schema(&ws);
     eprintln!(
@@ -331,7 +337,7 @@ async fn marker_secrets_appear_nowhere_a_user_or_attacker_can_read() {
             &format!(
                 "{head}{}{}",
                 cilium(markers.get("set_sensitive"), false),
-                flux(markers.get("managed_resources"))
+                FLUX
             ),
         );
     }
@@ -385,8 +391,9 @@ async fn marker_secrets_appear_nowhere_a_user_or_attacker_can_read() {
     ws.write(
         "main.tf",
         &format!(
-            "{head}{}",
-            cilium(markers.get("set_sensitive (failing run)"), true)
+            "{head}{}{}",
+            cilium(markers.get("set_sensitive (failing run)"), true),
+            if with_flux { FLUX } else { "" }
         ),
     );
     assert!(
@@ -421,6 +428,20 @@ async fn marker_secrets_appear_nowhere_a_user_or_attacker_can_read() {
         "`show -json` of the state (set_sensitive itself removed)",
         &show.stdout,
     );
+    if with_flux {
+        // Positive control: the write-only value did reach the cluster, in the intended Secret.
+        let secret = Api::<Secret>::namespaced(client.clone(), "flux-system")
+            .get("flux-system")
+            .await
+            .expect("the managed Secret");
+        let text = serde_json::to_string(&secret).unwrap_or_default();
+        assert!(
+            forms(markers.get("managed_resources"))
+                .iter()
+                .any(|f| text.contains(f.as_str())),
+            "the managed Secret should hold the marker: the scan would be blind"
+        );
+    }
     // Positive control: the scanner sees what the CLI stores by design (the configured value).
     assert!(
         ws.read("terraform.tfstate")
