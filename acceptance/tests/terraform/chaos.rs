@@ -310,6 +310,35 @@ fn cilium_in_state(ws: &Workspace) -> Option<(bool, Value)> {
     ))
 }
 
+/// Whether the state holds an instance of `resource_type`.
+fn in_state(ws: &Workspace, resource_type: &str) -> bool {
+    serde_json::from_str::<Value>(&ws.state_text())
+        .ok()
+        .and_then(|s| s["resources"].as_array().cloned())
+        .is_some_and(|r| {
+            r.iter().any(|r| {
+                r["type"] == resource_type
+                    && r["instances"].as_array().is_some_and(|i| !i.is_empty())
+            })
+        })
+}
+
+/// Flux versus state: a Flux Operator release in the cluster (installed by the bootstrap) is
+/// never forgotten by the state.
+async fn check_flux_state(ws: &Workspace, client: &kube::Client) -> Result<(), String> {
+    let secrets: Api<Secret> = Api::all(client.clone());
+    let records = secrets
+        .list_metadata(&ListParams::default().labels("owner=helm,name=flux-operator"))
+        .await
+        .map_err(|e| format!("list flux-operator records: {e}"))?;
+    if !records.items.is_empty() && !in_state(ws, "talosboot_flux_bootstrap") {
+        return Err(
+            "the Flux Operator release exists but the state lost talosboot_flux_bootstrap".into(),
+        );
+    }
+    Ok(())
+}
+
 /// State versus cluster: nothing claimed that is not there, nothing there that is forgotten.
 async fn check_state(ws: &Workspace, client: &kube::Client) -> Result<(), String> {
     let records = release_records(client).await;
@@ -682,6 +711,9 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
                 out.text()
             ));
         }
+        if let Err(p) = check_flux_state(&ws, &client).await {
+            problems.push(format!("step {i} ({fault:?}): {p}"));
+        }
         let held = eventually_empty(10, || held_leases(&client)).await;
         if !held.is_empty() {
             problems.push(format!("step {i} ({fault:?}): Leases left held: {held:?}"));
@@ -702,6 +734,9 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
     }
     if let Err(p) = check_state(&ws, &client).await {
         problems.push(format!("after convergence: {p}"));
+    }
+    if flux && !in_state(&ws, "talosboot_flux_bootstrap") {
+        problems.push("after convergence: talosboot_flux_bootstrap is not in the state".into());
     }
     let left = eventually_empty(20, || leftovers(&client)).await;
     if !left.is_empty() {
