@@ -1,4 +1,4 @@
-# Quickstart: a fresh Talos cluster (API up, no CNI) to Cilium running, from one `tofu apply`.
+# Quickstart: a fresh Talos cluster (API up, no CNI) to Cilium and Flux running, from one `tofu apply`.
 # scripts/demo runs this against the simulated Talos cluster (or a real one: TALOSBOOT_KUBECONFIG).
 terraform {
   required_providers {
@@ -12,6 +12,14 @@ terraform {
 variable "kubeconfig_path" {
   type        = string
   description = "Path to the cluster's kubeconfig (e.g. `tofu output -raw talos_kubeconfig > kubeconfig`)."
+}
+
+variable "deploy_key" {
+  type        = string
+  description = "The Git deploy key Flux pulls with (in real roots: from a secret store)."
+  sensitive   = true
+  ephemeral   = true
+  default     = "-----BEGIN OPENSSH PRIVATE KEY-----\ndemo-only-key\n-----END OPENSSH PRIVATE KEY-----\n"
 }
 
 provider "talosboot" {
@@ -28,6 +36,47 @@ resource "talosboot_cilium" "this" {
   })]
 }
 
+# Then the Flux Operator and the FluxInstance, after which Flux owns the cluster from Git. The deploy
+# key is write-only: never in state or plan files; the state keeps a salted hash, and a deleted or
+# edited Secret shows up as drift on the next plan.
+resource "talosboot_flux_bootstrap" "flux" {
+  revision = 1
+
+  gitops_resources = {
+    instance_yaml = yamlencode({
+      apiVersion = "fluxcd.controlplane.io/v1"
+      kind       = "FluxInstance"
+      metadata   = { name = "flux", namespace = "flux-system" }
+      spec = {
+        distribution = { version = "2.7.x", registry = "ghcr.io/fluxcd" }
+        components   = ["source-controller", "kustomize-controller", "helm-controller"]
+        sync = {
+          kind       = "GitRepository"
+          url        = "ssh://git@github.com/example/infra.git"
+          ref        = "refs/heads/main"
+          path       = "kubernetes/clusters/demo"
+          pullSecret = "flux-system"
+        }
+      }
+    })
+    operator_chart = { version = "0.33.0" }
+  }
+
+  managed_resources = {
+    secrets_yaml = yamlencode({
+      apiVersion = "v1"
+      kind       = "Secret"
+      metadata   = { name = "flux-system", namespace = "flux-system" }
+      stringData = {
+        identity    = var.deploy_key
+        known_hosts = "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+      }
+    })
+  }
+
+  depends_on = [talosboot_cilium.this] # the operator's pods need the pod network
+}
+
 # The release record, read natively: handy in `check` blocks and for other roots.
 data "talosboot_helm_release" "cni" {
   name       = "cilium"
@@ -39,6 +88,14 @@ check "cilium_deployed" {
   assert {
     condition     = data.talosboot_helm_release.cni.status == "deployed"
     error_message = "The Cilium release is not deployed."
+  }
+}
+
+output "flux" {
+  description = "What the Flux bootstrap found drifted at the last refresh (empty: nothing)."
+  value = {
+    namespace = talosboot_flux_bootstrap.flux.namespace
+    drift     = talosboot_flux_bootstrap.flux.drift
   }
 }
 

@@ -18,7 +18,7 @@ use super::bootstrap::objects::{INPUTS_DIR, SECRETS_DIR};
 use super::bootstrap::{
     self, BootstrapNamespace, Clients, EngineError, JobSettings, Rbac, RunOutcome, RunSpec, Step,
 };
-use super::helm_release::{HelmRelease, current_release};
+use super::helm_release::{HelmRelease, current_release, release_from_revision};
 use super::retry::{RETRY_BUDGET, retry};
 
 /// The installer image: Helm 3.18 (`--take-ownership` needs 3.17+). Pinned; air-gapped users
@@ -123,10 +123,36 @@ pub async fn release(
     namespace: &str,
     name: &str,
 ) -> Result<Option<HelmRelease>, EngineError> {
+    release_after(clients, namespace, name, None).await
+}
+
+/// Like [`release`]; with the revision the caller last saw, a refresh that finds it still newest
+/// costs two concurrent GETs.
+pub async fn release_after(
+    clients: &Clients,
+    namespace: &str,
+    name: &str,
+    known_revision: Option<i64>,
+) -> Result<Option<HelmRelease>, EngineError> {
     let started = std::time::Instant::now();
     let mut delay = Duration::from_millis(100);
     loop {
-        match current_release(clients.client.clone(), &clients.endpoint, namespace, name).await {
+        let read = match known_revision {
+            Some(r) => {
+                release_from_revision(
+                    clients.client.clone(),
+                    &clients.endpoint,
+                    namespace,
+                    name,
+                    r,
+                )
+                .await
+            }
+            None => {
+                current_release(clients.client.clone(), &clients.endpoint, namespace, name).await
+            }
+        };
+        match read {
             Err(e) if e.is_transient() && started.elapsed() < RETRY_BUDGET => {
                 tracing::debug!(error = %e, "transient error reading the release; retrying");
                 tokio::time::sleep(delay).await;

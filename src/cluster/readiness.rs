@@ -272,6 +272,9 @@ struct State {
     log_tail: Vec<String>,
     events: Vec<String>,
     started: Instant,
+    /// The wait is for the CNI itself (nodes must turn Ready): its own pods may wait for the
+    /// network for a while, that is not a mistake.
+    installing_cni: bool,
 }
 
 impl State {
@@ -422,8 +425,10 @@ async fn inspect_events(
     lines.dedup();
     let skip = lines.len().saturating_sub(8);
     state.events = lines.into_iter().skip(skip).collect();
-    diagnose(state.events.iter().map(String::as_str))
-        .filter(|d| permanent(d) || (no_cni(d) && state.started.elapsed() >= NO_CNI_GRACE))
+    diagnose(state.events.iter().map(String::as_str)).filter(|d| {
+        permanent(d)
+            || (!state.installing_cni && no_cni(d) && state.started.elapsed() >= NO_CNI_GRACE)
+    })
 }
 
 /// Looks at crashed containers of not-ready pods: their state messages and (once per attempt)
@@ -530,6 +535,7 @@ pub async fn wait_ready(
         log_tail: Vec::new(),
         events: Vec::new(),
         started: Instant::now(),
+        installing_cni: nodes,
     };
     let deadline = tokio::time::Instant::from_std(deadline);
     let mut synced = [false; 6];

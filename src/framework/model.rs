@@ -331,7 +331,9 @@ where
         &mut self,
         seed: T,
     ) -> Result<Option<T::Value>, ModelError> {
-        let Some((i, item)) = self.items.next() else {
+        // Lenient decoding drops elements not known yet: a check cannot judge them.
+        let lenient = self.parent.unknowns == Unknowns::AsNull;
+        let Some((i, item)) = self.items.find(|(_, v)| !(lenient && v.is_unknown())) else {
             return Ok(None);
         };
         let path = self.parent.path.clone().then_index(i as i64);
@@ -354,7 +356,10 @@ where
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, ModelError> {
-        let Some((k, v)) = self.entries.next() else {
+        // In a map (not an object) lenient decoding drops entries whose value is not known yet.
+        let lenient = self.parent.unknowns == Unknowns::AsNull
+            && matches!(self.parent.unwrapped(), Value::Map(_));
+        let Some((k, v)) = self.entries.find(|(_, v)| !(lenient && v.is_unknown())) else {
             return Ok(None);
         };
         self.pending = Some((k, v));
@@ -588,6 +593,38 @@ mod tests {
         assert_eq!(err.path, AttributePath::attr("job").then_attr("image"));
         let m: Model = decode(&v, Unknowns::AsNull).expect("lenient");
         assert_eq!(m.job.and_then(|j| j.image), None);
+    }
+
+    #[test]
+    fn unknown_map_values_and_list_elements_are_dropped_when_lenient() {
+        let mut v = sample();
+        v.attrs_mut().expect("object").insert(
+            "job".into(),
+            obj(&[
+                ("image", "x".into()),
+                (
+                    "env",
+                    Value::Map(
+                        [
+                            ("A".to_string(), Value::from("1")),
+                            ("B".to_string(), Value::unknown()),
+                        ]
+                        .into(),
+                    ),
+                ),
+            ]),
+        );
+        v.attrs_mut().expect("object").insert(
+            "values".into(),
+            Value::List(vec![Value::unknown(), "b: 2".into()]),
+        );
+        let m: Model = decode(&v, Unknowns::AsNull).expect("lenient decode");
+        assert_eq!(m.job.expect("job").env.len(), 1);
+        assert_eq!(m.values, vec!["b: 2"]);
+        assert!(
+            decode::<Model>(&v, Unknowns::Reject).is_err(),
+            "strict decode refuses unknowns"
+        );
     }
 
     #[test]

@@ -47,7 +47,7 @@ const TABLE: &[Row] = &[
     Row {
         all: &["dial tcp 10.96.0.1:443", "i/o timeout"],
         cause: "the pod used the `kubernetes` Service IP, which routes nowhere before Cilium's service dataplane exists (kube-proxy is disabled on Talos)",
-        fix: "point the client at an API endpoint outside the Service CIDR: `api_endpoint` (KubePrism `localhost:7445` on Talos, or a control-plane address), which sets KUBERNETES_SERVICE_HOST/PORT and Cilium's k8sServiceHost/Port",
+        fix: "point the client at an API endpoint outside the Service CIDR: `api_endpoint` (KubePrism `localhost:7445` on Talos, or a control-plane address), or for the flux bootstrap `job.env` KUBERNETES_SERVICE_HOST/PORT; for Cilium's agents `k8sServiceHost`/`k8sServicePort` (set by `talos_defaults`)",
         detail: None,
     },
     Row {

@@ -66,8 +66,19 @@ impl Release for Cilium {
             nodes: true,
         }
     }
+    /// A refresh reads the agents only: a node's agent Ready means its CNI is up (the node lost the
+    /// not-ready taint), so `nodes_ready` follows from them; the operator counts at apply.
+    fn refresh_readiness(&self, _release: Option<&HelmRelease>) -> Readiness {
+        let mut r = self.readiness(None);
+        r.workloads.retain(|w| w.kind == Kind::DaemonSet);
+        r.nodes = false;
+        r
+    }
     fn readiness_is_fixed(&self) -> bool {
         true
+    }
+    fn revision(&self) -> Option<i64> {
+        self.revision
     }
     fn status(&self) -> Option<&str> {
         self.status.as_deref()
@@ -90,6 +101,9 @@ impl Release for Cilium {
             ready: agents.map_or(0, |r| r.ready),
             desired: agents.map_or(0, |r| r.desired),
         });
-        self.nodes_ready = o.nodes_ready;
+        // Read at apply; a refresh infers it from the agents (one per node, tolerating everything).
+        self.nodes_ready = o
+            .nodes_ready
+            .or_else(|| agents.map(|r| r.desired > 0 && r.ready == r.desired));
     }
 }

@@ -267,6 +267,9 @@ impl Release for ChartRelease {
     fn status(&self) -> Option<&str> {
         self.status.as_deref()
     }
+    fn revision(&self) -> Option<i64> {
+        self.revision
+    }
     fn version(&self) -> Option<&str> {
         self.version.as_deref()
     }

@@ -49,7 +49,14 @@ pub trait Release: Clone + Send + Sync {
     fn readiness(&self, release: Option<&HelmRelease>) -> Readiness;
     /// Readiness does not depend on the record: reads fetch everything concurrently.
     fn readiness_is_fixed(&self) -> bool;
+    /// What a refresh reads beside the record (default: what `wait` waits for). A resource may
+    /// read less to keep a refresh cheap.
+    fn refresh_readiness(&self, release: Option<&HelmRelease>) -> Readiness {
+        self.readiness(release)
+    }
     fn status(&self) -> Option<&str>;
+    /// The revision last seen (from state): lets a refresh read the record with two GETs.
+    fn revision(&self) -> Option<i64>;
     fn version(&self) -> Option<&str>;
     fn values_sha256(&self) -> Option<&str>;
     /// Writes what was observed into the model's computed attributes.
