@@ -50,7 +50,7 @@ impl std::str::FromStr for Pace {
 }
 
 /// Shape of the simulated cluster. `Default` gives 1 control plane, 1 worker, KubePrism on 7445,
-/// no kube-proxy, fast pace, an ephemeral port on 127.0.0.1, Pod Security on, no CNI.
+/// no kube-proxy, fast pace, an ephemeral port on 127.0.0.1, Pod Security on, RBAC on, no CNI.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
     pub control_planes: usize,
@@ -66,6 +66,9 @@ pub struct SimConfig {
     /// Pod Security admission as Talos configures it (`enforce: baseline`, `warn: restricted`,
     /// `kube-system` exempt, namespace labels honoured). Default on.
     pub pod_security: bool,
+    /// RBAC for pod identities: programs act as their pod's ServiceAccount and are authorized
+    /// by the stored Roles and bindings (see `store::rbac`). Default on; the admin always is admin.
+    pub rbac: bool,
     /// A Cilium version (e.g. `"1.16.3"`) Talos installed from the machine config's
     /// `inlineManifests` before the cluster started: the chart's objects with the Talos values,
     /// applied without Helm (no ownership metadata, no release record). `None` = no CNI.
@@ -82,6 +85,7 @@ impl Default for SimConfig {
             pace: Pace::Fast,
             listen: None,
             pod_security: true,
+            rbac: true,
             inline_cilium: None,
         }
     }

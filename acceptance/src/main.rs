@@ -1,12 +1,12 @@
 //! `talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism]
-//! [--kube-proxy] [--pace fast|human] [--listen ADDR] [--inline-cilium VERSION] [--no-pod-security]`: runs a simulated cluster until
+//! [--kube-proxy] [--pace fast|human] [--listen ADDR] [--inline-cilium VERSION] [--no-pod-security] [--no-rbac]`: runs a simulated cluster until
 //! SIGINT/SIGTERM, after writing an admin kubeconfig to PATH.
 
 use std::path::PathBuf;
 
 use talos_sim::{Pace, SimCluster, SimConfig};
 
-const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--pace fast|human] [--listen ADDR] [--inline-cilium VERSION] [--no-pod-security]";
+const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--pace fast|human] [--listen ADDR] [--inline-cilium VERSION] [--no-pod-security] [--no-rbac]";
 
 fn parse(args: &[String]) -> anyhow::Result<(SimConfig, PathBuf)> {
     let mut config = SimConfig {
@@ -35,6 +35,7 @@ fn parse(args: &[String]) -> anyhow::Result<(SimConfig, PathBuf)> {
             "--listen" => config.listen = Some(value()?.parse()?),
             "--inline-cilium" => config.inline_cilium = Some(value()?),
             "--no-pod-security" => config.pod_security = false,
+            "--no-rbac" => config.rbac = false,
             "-h" | "--help" => anyhow::bail!("{USAGE}"),
             other => anyhow::bail!("unknown argument {other:?}\n{USAGE}"),
         }

@@ -101,7 +101,12 @@ pub fn seed_inline_cilium(store: &Store, version: &str) -> Result<(), ApiError> 
     let opts = WriteOptions::manager("talos");
     for o in chart.render("cilium", "kube-system", &charts::talos_cilium_values()) {
         let kind = o.get("kind").and_then(Value::as_str).unwrap_or("");
+        let api_version = o.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         let gr = match kind {
+            "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" => store
+                .find_type(api_version, kind)
+                .map(|t| t.group_resource())
+                .ok_or_else(|| ApiError::bad_request(format!("no type for {kind}")))?,
             "ServiceAccount" => GroupResource::core("serviceaccounts"),
             "ConfigMap" => GroupResource::core("configmaps"),
             "DaemonSet" => GroupResource::new("apps", "daemonsets"),

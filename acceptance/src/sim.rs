@@ -55,12 +55,13 @@ impl SimCluster {
         let addr = listener.local_addr()?;
         let store = Store::new(config.pace);
         store.set_pod_security(config.pod_security);
+        store.set_rbac(config.rbac);
         crate::seed::seed(&store, &config, addr)
             .map_err(|e| anyhow::anyhow!("failed to seed the cluster: {e}"))?;
         let state = Arc::new(ServerState {
             store: store.clone(),
             faults: Faults::default(),
-            pki,
+            pki: std::sync::Arc::new(pki),
             shutdown: CancellationToken::new(),
         });
         let mut tasks = vec![tokio::spawn(server::serve(listener, state.clone()))];
@@ -133,6 +134,22 @@ impl SimCluster {
             "    client-certificate-data: {}\n    client-key-data: {}\n",
             b64(self.admin_cert_pem()),
             b64(self.admin_key_pem())
+        ))
+    }
+
+    /// A bearer token of ServiceAccount `namespace/name` (valid while the ServiceAccount
+    /// exists): requests with it are authorized by RBAC as
+    /// `system:serviceaccount:NAMESPACE:NAME`, like a projected token on a real cluster.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        crate::server::service_account_token(&self.state.pki, namespace, name)
+    }
+
+    /// Kubeconfig authenticating as ServiceAccount `namespace/name` (same cluster and context
+    /// names as [`SimCluster::kubeconfig_yaml`]).
+    pub fn service_account_kubeconfig_yaml(&self, namespace: &str, name: &str) -> String {
+        self.kubeconfig(&format!(
+            "    token: {}\n",
+            self.service_account_token(namespace, name)
         ))
     }
 

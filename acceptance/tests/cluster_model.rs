@@ -21,6 +21,11 @@
 //! - `tools`: unknown flags fail like the real helm/cilium/kubectl; `failed` release replaced;
 //!   the restricted `alpine/helm` installer reading values from a ConfigMap and a Secret.
 //! - `inline_cilium`: Cilium from Talos inline manifests; adoption with `helm --take-ownership`.
+//! - `engine_rbac`: talosboot's bootstrap engine with `Rbac::Minimal` (Cilium with
+//!   `cilium_install_rules()`, missing permissions diagnosed, no roles left behind).
+//! - `rbac`: programs act as their pod's ServiceAccount; helm and kubectl print the API server's
+//!   Forbidden like the real tools (`common::start` binds cluster-admin to all ServiceAccounts,
+//!   `common::start_strict` does not).
 
 #[path = "cluster_model/bootstrap.rs"]
 mod bootstrap;
@@ -28,6 +33,8 @@ mod bootstrap;
 mod cilium_talos;
 #[path = "cluster_model/common.rs"]
 mod common;
+#[path = "cluster_model/engine_rbac.rs"]
+mod engine_rbac;
 #[path = "cluster_model/flux.rs"]
 mod flux;
 #[path = "cluster_model/helm.rs"]
@@ -46,6 +53,8 @@ mod kubectl;
 mod pod_security;
 #[path = "cluster_model/pre_cni.rs"]
 mod pre_cni;
+#[path = "cluster_model/rbac.rs"]
+mod rbac;
 #[path = "cluster_model/tools.rs"]
 mod tools;
 #[path = "cluster_model/workloads.rs"]

@@ -201,7 +201,107 @@ fn cilium(chart: &Chart, ns: &str, v: &Value) -> Vec<Value> {
                         "command": ["cilium-operator-generic"], "args": ["--config-dir=/tmp/cilium/config-map"], "env": api_env(v),
                         "readinessProbe": probe("/healthz")}]}}}});
     let sa = |name: &str| json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}});
-    vec![sa("cilium"), sa("cilium-operator"), config, ds, operator]
+    let mut objects = vec![sa("cilium"), sa("cilium-operator"), config];
+    objects.extend(cilium_rbac(ns));
+    objects.extend([ds, operator]);
+    objects
+}
+
+/// The chart's RBAC (a representative subset of the real rules): ClusterRoles and
+/// ClusterRoleBindings `cilium` and `cilium-operator`, Role and RoleBinding `cilium-config-agent`
+/// in the release namespace. Installing them needs `escalate`/`bind` on RBAC objects (or every
+/// permission they grant), as on a real cluster.
+fn cilium_rbac(ns: &str) -> Vec<Value> {
+    let rbac = "rbac.authorization.k8s.io/v1";
+    let rule = |groups: &[&str], resources: &[&str], verbs: &[&str]| json!({"apiGroups": groups, "resources": resources, "verbs": verbs});
+    let agent = vec![
+        rule(
+            &["networking.k8s.io"],
+            &["networkpolicies"],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &["discovery.k8s.io"],
+            &["endpointslices"],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &[""],
+            &["namespaces", "services", "pods", "endpoints", "nodes"],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &["apiextensions.k8s.io"],
+            &["customresourcedefinitions"],
+            &["list", "watch", "get"],
+        ),
+        rule(
+            &["cilium.io"],
+            &[
+                "ciliumnodes",
+                "ciliumendpoints",
+                "ciliumidentities",
+                "ciliumnetworkpolicies",
+            ],
+            &["*"],
+        ),
+    ];
+    let operator = vec![
+        rule(&[""], &["pods"], &["get", "list", "watch", "delete"]),
+        rule(
+            &[""],
+            &["nodes", "services", "endpoints", "namespaces"],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &["create", "get", "update"],
+        ),
+        rule(
+            &["apiextensions.k8s.io"],
+            &["customresourcedefinitions"],
+            &["create", "get", "list", "update", "watch"],
+        ),
+        rule(
+            &["cilium.io"],
+            &["ciliumnodes", "ciliumendpoints", "ciliumidentities"],
+            &["*"],
+        ),
+    ];
+    let role = |kind: &str, name: &str, rules: Vec<Value>| {
+        let mut meta = json!({"name": name});
+        if kind == "Role" {
+            meta["namespace"] = json!(ns);
+        }
+        json!({"apiVersion": rbac, "kind": kind, "metadata": meta, "rules": rules})
+    };
+    let binding = |kind: &str, role_kind: &str, name: &str| {
+        let mut meta = json!({"name": name});
+        if kind == "RoleBinding" {
+            meta["namespace"] = json!(ns);
+        }
+        let sa = if name == "cilium-config-agent" {
+            "cilium"
+        } else {
+            name
+        };
+        json!({"apiVersion": rbac, "kind": kind, "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
+    };
+    vec![
+        role("ClusterRole", "cilium", agent),
+        role("ClusterRole", "cilium-operator", operator),
+        binding("ClusterRoleBinding", "ClusterRole", "cilium"),
+        binding("ClusterRoleBinding", "ClusterRole", "cilium-operator"),
+        role(
+            "Role",
+            "cilium-config-agent",
+            vec![rule(&[""], &["configmaps"], &["get", "list", "watch"])],
+        ),
+        binding("RoleBinding", "Role", "cilium-config-agent"),
+    ]
 }
 
 fn crd(plural: &str, kind: &str, short: &[&str]) -> Value {

@@ -17,7 +17,8 @@ use crate::store::Store;
 /// The running container, as its program sees it. Cheap to clone.
 #[derive(Clone)]
 pub struct ProgramContext {
-    /// The in-process API: programs that reached the API server act through it.
+    /// The in-process API: programs that reached the API server act through it, authorized as
+    /// their pod's ServiceAccount (see [`crate::store::rbac`]); `store.system()` is the node's view.
     pub store: Store,
     pub config: SimConfig,
     /// All programs (a shell runs other commands of its image through it).
@@ -117,7 +118,8 @@ impl ProgramContext {
             node: self.node().to_string(),
             host_network: self.host_network(),
         };
-        let result = network::check_api(&self.store, &self.config, &from, &self.endpoint());
+        let result =
+            network::check_api(&self.store.system(), &self.config, &from, &self.endpoint());
         if let Err(e) = &result {
             if e.is_timeout() {
                 tokio::time::sleep(network::dial_timeout(self.config.pace)).await;
@@ -129,6 +131,6 @@ impl ProgramContext {
     /// Reads a file of the container: volume mounts of ConfigMaps, Secrets and projected
     /// volumes are read from the store at the time of the call.
     pub fn read_file(&self, path: &str) -> Result<Vec<u8>, files::FileError> {
-        files::read(&self.store, &self.pod, &self.container, path)
+        files::read(&self.store.system(), &self.pod, &self.container, path)
     }
 }

@@ -30,6 +30,17 @@ pub enum ManifestError {
         namespace: String,
         detail: String,
     },
+    #[error(
+        "Unable to continue with {action}: could not get information about the resource {kind} \"{name}\" in namespace \"{namespace}\": {source}"
+    )]
+    Lookup {
+        action: &'static str,
+        kind: String,
+        name: String,
+        namespace: String,
+        #[source]
+        source: Box<ApiError>,
+    },
     #[error("failed to {verb} {kind} \"{name}\": {source}")]
     Api {
         verb: &'static str,
@@ -103,7 +114,21 @@ pub fn check_conflicts(
     for o in objects.iter().filter(|o| !owned.iter().any(|w| same(o, w))) {
         let ty = type_of(store, o, ns)?;
         let target_ns = if ty.namespaced { ns } else { "" };
-        if let Ok(live) = store.get(&ty.group_resource(), target_ns, obj::name(o)) {
+        let live = match store.get(&ty.group_resource(), target_ns, obj::name(o)) {
+            Ok(live) => Some(live),
+            Err(e) if e.code == 404 => None,
+            Err(e) => {
+                // Helm's wording when it cannot look the object up (e.g. RBAC forbids `get`).
+                return Err(ManifestError::Lookup {
+                    action: if upgrade { "update" } else { "install" },
+                    kind: obj::s(o, "/kind").into(),
+                    name: obj::name(o).into(),
+                    namespace: target_ns.into(),
+                    source: Box::new(e),
+                });
+            }
+        };
+        if let Some(live) = live {
             if let Err(mut e) = check_ownership(&live, release, ns) {
                 if let ManifestError::Ownership { action, .. } = &mut e {
                     *action = if upgrade { "update" } else { "install" };

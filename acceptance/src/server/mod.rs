@@ -27,14 +27,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::faults::{Action, FaultSpec, Faults};
 use crate::pki::Pki;
-use crate::store::{ApiError, Store};
+use crate::store::{ApiError, GroupResource, Store, UserInfo};
 pub use response::Body;
 
 /// Everything request handlers need.
 pub(crate) struct ServerState {
     pub store: Store,
     pub faults: Faults,
-    pub pki: Pki,
+    pub pki: Arc<Pki>,
     pub shutdown: CancellationToken,
 }
 
@@ -206,8 +206,13 @@ async fn route(
     ) || path.starts_with("/healthz/")
         || path.starts_with("/livez/")
         || path.starts_with("/readyz/");
-    let authenticated = identity == Identity::Admin || bearer_ok(state, &req);
-    if !authenticated {
+    let admin = identity == Identity::Admin || bearer_ok(state, &req);
+    let service_account = if admin {
+        None
+    } else {
+        service_account_of(state, &req)
+    };
+    if !admin && service_account.is_none() {
         if public {
             return discovery::public(&path);
         }
@@ -216,6 +221,27 @@ async fn route(
     if public {
         return discovery::public(&path);
     }
+    // A ServiceAccount's requests go through a store handle authorized as it (RBAC).
+    let scoped;
+    let state = match service_account {
+        Some(user) => {
+            if path.starts_with("/talos-sim/") {
+                return response::error(&ApiError::new(
+                    403,
+                    "Forbidden",
+                    "forbidden: the fault API is for the admin",
+                ));
+            }
+            scoped = Arc::new(ServerState {
+                store: state.store.as_user(user),
+                faults: state.faults.clone(),
+                pki: state.pki.clone(),
+                shutdown: state.shutdown.clone(),
+            });
+            &scoped
+        }
+        None => state,
+    };
     if path == "/talos-sim/faults" {
         return admin_faults(state, req).await;
     }
@@ -242,6 +268,51 @@ async fn route(
         }
         _ => response::error(&ApiError::no_route()),
     }
+}
+
+const SA_TOKEN_PREFIX: &str = "talos-sim-sa.";
+
+/// A bearer token for ServiceAccount `namespace/name`: `talos-sim-sa.<base64url(ns/name)>.<mac>`,
+/// the mac keyed with the cluster's secret (so tokens cannot be forged from another one).
+pub(crate) fn service_account_token(pki: &Pki, namespace: &str, name: &str) -> String {
+    use base64::Engine;
+    let subject = format!("{namespace}/{name}");
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&subject);
+    format!("{SA_TOKEN_PREFIX}{b64}.{}", token_mac(pki, &subject))
+}
+
+fn token_mac(pki: &Pki, subject: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{}\n{subject}", pki.admin_token).as_bytes());
+    crate::util::hex(&digest[..16])
+}
+
+/// The ServiceAccount a bearer token names, if the token is valid and the ServiceAccount exists.
+fn service_account_of(state: &ServerState, req: &Request<Incoming>) -> Option<UserInfo> {
+    use base64::Engine;
+    let token = req
+        .headers()
+        .get(http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")?
+        .trim()
+        .strip_prefix(SA_TOKEN_PREFIX)?;
+    let (b64, mac) = token.split_once('.')?;
+    let subject = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(b64)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())?;
+    if token_mac(&state.pki, &subject) != mac {
+        return None;
+    }
+    let (ns, name) = subject.split_once('/')?;
+    state
+        .store
+        .system()
+        .get(&GroupResource::core("serviceaccounts"), ns, name)
+        .ok()?;
+    Some(UserInfo::service_account(ns, name))
 }
 
 fn bearer_ok(state: &ServerState, req: &Request<Incoming>) -> bool {

@@ -51,6 +51,8 @@ impl Store {
             .get(gr)
             .cloned()
             .ok_or_else(ApiError::no_route)?;
+        let ns = if ty.namespaced { namespace } else { "" };
+        self.authorize_locked(&st, &super::access("delete", gr, None, ns, name))?;
         self.delete_locked(&mut st, &ty, namespace, name, opts)
     }
 

@@ -82,6 +82,7 @@ mod logs;
 pub mod managed;
 mod patch;
 pub mod pod_security;
+pub mod rbac;
 pub mod selector;
 pub mod types;
 mod write;
@@ -98,6 +99,7 @@ use crate::config::Pace;
 pub use error::{ApiError, Cause};
 pub use logs::{LogView, PodLogs, tail_lines};
 pub use patch::Patch;
+pub use rbac::{Request as AccessRequest, UserInfo};
 use selector::{FieldSelector, LabelSelector};
 pub use types::{GroupResource, ResourceType};
 
@@ -230,6 +232,8 @@ struct Inner {
     pace: Pace,
     /// Whether the PodSecurity admission plugin runs (Talos' default configuration).
     pod_security: std::sync::atomic::AtomicBool,
+    /// Whether requests of handles with a user ([`Store::as_user`]) are authorized (RBAC).
+    rbac: std::sync::atomic::AtomicBool,
     /// Signalled on writes that may need housekeeping (deletions).
     housekeeping: Notify,
 }
@@ -238,6 +242,8 @@ struct Inner {
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
+    /// The user requests are authorized as (RBAC, see [`rbac`]); `None`: the system.
+    user: Option<Arc<rbac::UserInfo>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -270,8 +276,10 @@ impl Store {
                 logs: PodLogs::default(),
                 pace,
                 pod_security: std::sync::atomic::AtomicBool::new(true),
+                rbac: std::sync::atomic::AtomicBool::new(true),
                 housekeeping: Notify::new(),
             }),
+            user: None,
         }
     }
 
@@ -350,6 +358,7 @@ impl Store {
         let st = self.lock();
         let ty = st.registry.get(gr).ok_or_else(ApiError::no_route)?;
         let ns = if ty.namespaced { namespace } else { "" };
+        self.authorize_locked(&st, &access("get", gr, None, ns, name))?;
         st.objects
             .get(gr)
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
@@ -373,7 +382,13 @@ impl Store {
             _ => None,
         };
         let st = self.lock();
-        st.registry.get(gr).ok_or_else(ApiError::no_route)?;
+        let ty = st.registry.get(gr).ok_or_else(ApiError::no_route)?;
+        let scope = if ty.namespaced {
+            namespace.unwrap_or("")
+        } else {
+            ""
+        };
+        self.authorize_locked(&st, &access("list", gr, None, scope, ""))?;
         let mut items = Vec::new();
         let mut last_key = None;
         let mut remaining = 0u64;
@@ -418,7 +433,13 @@ impl Store {
         since: Option<u64>,
     ) -> Result<WatchStart, ApiError> {
         let st = self.lock();
-        st.registry.get(gr).ok_or_else(ApiError::no_route)?;
+        let ty = st.registry.get(gr).ok_or_else(ApiError::no_route)?;
+        let scope = if ty.namespaced {
+            namespace.unwrap_or("")
+        } else {
+            ""
+        };
+        self.authorize_locked(&st, &access("watch", gr, None, scope, ""))?;
         let rx = self.inner.events.subscribe();
         let in_ns = |ns: &str| namespace.is_none_or(|n| n == ns);
         let initial = match since {
@@ -493,6 +514,24 @@ fn approx_size(v: &Value) -> usize {
                 .map(|(k, x)| k.len() + 4 + approx_size(x))
                 .sum::<usize>()
         }
+    }
+}
+
+/// The authorizer's attributes of a request on `gr`.
+pub(crate) fn access<'a>(
+    verb: &'a str,
+    gr: &'a GroupResource,
+    sub: Option<&'a str>,
+    namespace: &'a str,
+    name: &'a str,
+) -> rbac::Request<'a> {
+    rbac::Request {
+        verb,
+        group: &gr.group,
+        resource: &gr.resource,
+        subresource: sub,
+        namespace,
+        name,
     }
 }
 

@@ -10,7 +10,7 @@ use super::managed::Managers;
 use super::patch::{Patch, apply_patch};
 use super::pod_security;
 use super::types::{GroupResource, ResourceType};
-use super::{EventKind, State, Store, WriteOptions, meta_str};
+use super::{EventKind, State, Store, WriteOptions, access, meta_str};
 use crate::util::{name_suffix, new_uid, now_rfc3339};
 
 const STATUS: Option<&str> = Some("status");
@@ -36,6 +36,13 @@ impl Store {
             .get(gr)
             .cloned()
             .ok_or_else(ApiError::no_route)?;
+        let body_ns = meta_str(&obj, "namespace").unwrap_or("");
+        let ns = match (ty.namespaced, namespace.is_empty()) {
+            (false, _) => "",
+            (true, false) => namespace,
+            (true, true) => body_ns,
+        };
+        self.authorize_locked(&st, &access("create", gr, None, ns, ""))?;
         self.create_locked(&mut st, &ty, namespace, obj, opts, false)
     }
 
@@ -117,7 +124,12 @@ impl Store {
             .ok_or_else(ApiError::no_route)?;
         check_subresource(&ty, sub)?;
         let ns = if ty.namespaced { namespace } else { "" };
+        self.authorize_locked(&st, &access("update", gr, sub, ns, name))?;
         let missing = st.object(&ty.group_resource(), ns, name).is_none();
+        if missing && sub.is_none() && admission::allows_create_on_update(&ty) {
+            // Creating through an update needs `create` as well, like the real server.
+            self.authorize_locked(&st, &access("create", gr, None, ns, ""))?;
+        }
         if missing && sub.is_none() && admission::allows_create_on_update(&ty) {
             // Like the real server (AllowCreateOnUpdate: leases, endpoints, events, RBAC): a PUT
             // of a missing object creates it; the body's resourceVersion is ignored then.
@@ -170,7 +182,12 @@ impl Store {
             .ok_or_else(ApiError::no_route)?;
         check_subresource(&ty, sub)?;
         let ns = if ty.namespaced { namespace } else { "" };
+        self.authorize_locked(&st, &access("patch", gr, sub, ns, name))?;
         if let Patch::Apply(config) = patch {
+            if sub.is_none() && st.object(gr, ns, name).is_none() {
+                // Server-side apply of a missing object creates it: `create` is needed too.
+                self.authorize_locked(&st, &access("create", gr, None, ns, ""))?;
+            }
             return self.apply_locked(&mut st, &ty, ns, name, config, opts, sub);
         }
         if matches!(patch, Patch::Strategic(_)) && ty.custom {
@@ -327,6 +344,7 @@ impl Store {
         if gr == GroupResource::core("pods") {
             service_account_admission(st, &gr, &ns, &name, &mut obj)?;
         }
+        self.check_escalation_locked(st, &gr, &ns, &obj)?;
         admission::on_create(ty, &mut obj)?;
         self.pod_security_admission(st, &gr, &ns, &name, &obj)?;
         if !managed_done {
@@ -492,6 +510,9 @@ impl Store {
             }
         }
         admission::on_update(ty, &old, &mut result)?;
+        if sub.is_none() {
+            self.check_escalation_locked(st, &gr, ns, &result)?;
+        }
         if sub.is_none() && gr == GroupResource::core("namespaces") {
             self.pod_security_admission(st, &gr, "", name, &result)?;
         }

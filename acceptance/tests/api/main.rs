@@ -15,6 +15,9 @@
 //! - `faults`: 429 with Retry-After, unreachable period and recovery, dropped connections,
 //!   latency, the admin endpoint.
 //! - `auth`: client certificates, bearer tokens, rejections.
+//! - `authorization`: RBAC for ServiceAccounts (tokens from `SimCluster::service_account_token`):
+//!   real Forbidden wording, Roles and bindings, namespace scope, resourceNames, subresources,
+//!   aggregation, escalation prevention (`escalate`/`bind`), admin stays admin.
 //! - `kubectl`: Debian's kubectl 1.20 against the server (incl. Pod Security warnings and 403s).
 //! - `leases`: Lease updates need a resourceVersion, PUT creates, spec validation.
 //! - `rbac`: bootstrap ClusterRoles, roleRef required and immutable.
@@ -22,6 +25,7 @@
 
 mod apply;
 mod auth;
+mod authorization;
 mod common;
 mod crd;
 mod crud;

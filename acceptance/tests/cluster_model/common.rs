@@ -10,8 +10,27 @@ use kube::{Client, Config};
 use serde_json::{Value, json};
 use talos_sim::{SimCluster, SimConfig};
 
-/// A fresh cluster with `config` and an admin client.
+/// A fresh cluster with `config` and an admin client. Pods of these tests act as cluster-admin:
+/// a ClusterRoleBinding grants it to the group `system:serviceaccounts` (Kubernetes' documented
+/// "permissive binding"), so the tests of the cluster model need no RBAC of their own. Tests of RBAC
+/// itself use [`start_strict`].
 pub async fn start_with(config: SimConfig) -> (SimCluster, Client) {
+    let (sim, client) = start_strict(config).await;
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = from_json(json!({
+        "metadata": {"name": "talos-sim-tests-permissive"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "Group", "name": "system:serviceaccounts", "apiGroup": "rbac.authorization.k8s.io"}],
+    }));
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("permissive binding");
+    (sim, client)
+}
+
+/// A fresh cluster with `config` and an admin client, with RBAC as seeded (pods' ServiceAccounts
+/// may do nothing until bound).
+pub async fn start_strict(config: SimConfig) -> (SimCluster, Client) {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(

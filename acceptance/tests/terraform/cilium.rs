@@ -197,13 +197,28 @@ async fn fresh_cluster_gets_cilium_ready_and_the_next_plan_is_empty() {
 async fn helm_by_hand(client: &kube::Client, args: &[&str]) {
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     let name = format!("by-hand-{}", std::process::id());
+    // As on a real cluster, the operator's pod needs RBAC: a ServiceAccount bound to cluster-admin.
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": name}})).expect("sa");
+    let _ = Api::<ServiceAccount>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &sa)
+        .await;
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NS}],
+    }))
+    .expect("binding");
+    let _ = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await;
     let mut command = vec!["helm"];
     command.extend(args);
     let job: Job = serde_json::from_value(json!({
         "metadata": {"name": name},
         "spec": {"backoffLimit": 0, "template": {"spec": {
             "restartPolicy": "Never", "hostNetwork": true, "dnsPolicy": "Default",
-            "tolerations": [{"operator": "Exists"}],
+            "serviceAccountName": name, "tolerations": [{"operator": "Exists"}],
             "containers": [{"name": "helm", "image": "alpine/helm:3.18.4", "command": command,
                 "env": [{"name": "KUBERNETES_SERVICE_HOST", "value": "localhost"}, {"name": "KUBERNETES_SERVICE_PORT", "value": "7445"}]}]}}},
     }))

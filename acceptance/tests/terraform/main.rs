@@ -15,6 +15,9 @@
 //! - `checks`: `check` blocks and preconditions reading `data.talosboot_helm_release`.
 //! - `import_and_removed`: `import` blocks (and generated config), `removed` without destroy.
 //! - `functions`: `provider::talosboot::cilium_talos_values`.
+//! - `chaos`: seeded random faults during repeated applies; state stays truthful, applies converge
+//!   (`TALOSBOOT_CHAOS_SEED`, `TALOSBOOT_CHAOS_LONG=1`).
+//! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
 //! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module).
 //! - `examples`: every HCL file under `examples/` is formatted, validated, and the full roots planned.
 //! - `release` (both): `scripts/release` output installs from a packed filesystem mirror; lock hash.
@@ -22,6 +25,7 @@
 #[macro_use]
 mod harness;
 
+mod chaos;
 mod checks;
 mod cilium;
 mod examples;
@@ -31,6 +35,7 @@ mod helm_release_resource;
 mod import_and_removed;
 mod lifecycle;
 mod release;
+mod secrets_scan;
 mod unknown_provider_config;
 mod write_only;
 

@@ -8,15 +8,21 @@
 pub struct Diagnosis {
     /// The text that was recognised, as it appeared.
     pub signature: String,
-    pub cause: &'static str,
-    pub fix: &'static str,
+    pub cause: String,
+    pub fix: String,
 }
+
+/// Builds cause and fix from the matched line.
+type Detail = fn(&str) -> Option<(String, String)>;
 
 struct Row {
     /// All of these must appear (case-sensitive, as the tools print them).
     all: &'static [&'static str],
     cause: &'static str,
     fix: &'static str,
+    /// Cause and fix built from the matched line (e.g. the verb and resource of a refusal);
+    /// `None` from it falls back to `cause`/`fix`.
+    detail: Option<Detail>,
 }
 
 const TABLE: &[Row] = &[
@@ -24,91 +30,115 @@ const TABLE: &[Row] = &[
         all: &["violates PodSecurity"],
         cause: "the namespace's Pod Security level forbids the bootstrap pod (Talos enforces `baseline` everywhere but kube-system, and host networking needs `privileged`)",
         fix: "label the bootstrap namespace `pod-security.kubernetes.io/enforce=privileged`, or use a bootstrap namespace that talosboot creates (it labels it itself)",
+        detail: None,
     },
     Row {
         all: &["unable to apply caps: operation not permitted"],
         cause: "a container requested the SYS_MODULE capability, which Talos forbids for every process",
         fix: "remove SYS_MODULE from `securityContext.capabilities.ciliumAgent` and `cleanCiliumState` (leave `talos_defaults = true` and do not override those lists)",
+        detail: None,
     },
     Row {
         all: &["cilium-mount", "Permission denied"],
         cause: "Cilium tried to mount the cgroup2 filesystem itself, which Talos does not allow",
         fix: "set `cgroup.autoMount.enabled=false` and `cgroup.hostRoot=/sys/fs/cgroup` (the Talos defaults)",
+        detail: None,
     },
     Row {
         all: &["dial tcp 10.96.0.1:443", "i/o timeout"],
         cause: "the pod used the `kubernetes` Service IP, which routes nowhere before Cilium's service dataplane exists (kube-proxy is disabled on Talos)",
         fix: "point the client at an API endpoint outside the Service CIDR: `api_endpoint` (KubePrism `localhost:7445` on Talos, or a control-plane address), or for the flux bootstrap `job.env` KUBERNETES_SERVICE_HOST/PORT; for Cilium's agents `k8sServiceHost`/`k8sServicePort` (set by `talos_defaults`)",
+        detail: None,
     },
     Row {
         all: &[":7445: connect: connection refused"],
         cause: "nothing listens on the KubePrism port: KubePrism is disabled (Talos before 1.6, or `machine.features.kubePrism.enabled: false`) or runs on another port",
         fix: "enable KubePrism in the Talos machine config, or set `api_endpoint` to a control-plane address such as `<control-plane-ip>:6443`",
+        detail: None,
     },
     Row {
         all: &["i/o timeout"],
         cause: "the pod could not reach the API endpoint it was given",
         fix: "check `api_endpoint`: it must be reachable from the node's host network before any CNI runs (KubePrism `localhost:7445` on Talos)",
+        detail: None,
     },
     Row {
         all: &["network is not ready"],
         cause: "the pod needs the pod network, which does not exist before the CNI (Cilium) runs",
         fix: "run it with host networking, or make this resource `depends_on` the `talosboot_cilium` resource",
+        detail: None,
     },
     Row {
         all: &["cni plugin not initialized"],
         cause: "the pod needs the pod network, which does not exist before the CNI (Cilium) runs",
         fix: "run it with host networking, or make this resource `depends_on` the `talosboot_cilium` resource",
+        detail: None,
     },
     Row {
         all: &["untolerated taint {node.kubernetes.io/not-ready"],
         cause: "no node is Ready: nodes carry the not-ready taint until the CNI (Cilium) runs, so ordinary pods cannot be scheduled yet",
         fix: "install Cilium first: make this resource `depends_on` the `talosboot_cilium` resource",
+        detail: None,
     },
     Row {
         all: &["cannot re-use a name that is still in use"],
         cause: "a Helm release of this name exists (possibly stuck in `pending-install` after a killed run)",
         fix: "apply again (talosboot unlocks a stuck release before it installs), or import the existing release",
+        detail: None,
     },
     Row {
         all: &["another operation (install/upgrade/rollback) is in progress"],
         cause: "the release is locked by an operation that never finished (`pending-*`), or another Helm client is working on it right now",
         fix: "apply again once no other Helm client works on the release: talosboot unlocks stuck releases before upgrading",
+        detail: None,
     },
     Row {
         all: &["invalid ownership metadata"],
         cause: "objects of the chart exist without Helm's ownership labels (e.g. Cilium installed as Talos inline manifests)",
         fix: "set `adopt_existing = true` to take them under the release in place",
+        detail: None,
     },
     Row {
         all: &["exists and cannot be imported into the current release"],
         cause: "objects of the chart exist without Helm's ownership labels (e.g. Cilium installed as Talos inline manifests)",
         fix: "set `adopt_existing = true` to take them under the release in place",
+        detail: None,
     },
     Row {
         all: &["ImagePullBackOff"],
         cause: "the image cannot be pulled",
         fix: "check the image name and tag, or point `job.image` at a mirror the nodes can reach",
+        detail: None,
     },
     Row {
         all: &["ErrImagePull"],
         cause: "the image cannot be pulled",
         fix: "check the image name and tag, or point `job.image` at a mirror the nodes can reach",
+        detail: None,
     },
     Row {
         all: &["x509:"],
         cause: "TLS verification failed between the pod and the API endpoint",
         fix: "use an `api_endpoint` covered by the API server certificate (KubePrism `localhost:7445` is on Talos)",
+        detail: None,
+    },
+    Row {
+        all: &["is attempting to grant RBAC permissions not currently held"],
+        cause: "the bootstrap ServiceAccount may not create a role or binding that grants permissions it does not hold itself (the API server's escalation prevention)",
+        fix: "charts that ship RBAC need `escalate` and `bind` on `clusterroles` and `roles` (group rbac.authorization.k8s.io) in the run's rules, or `rbac = \"cluster-admin\"`",
+        detail: None,
     },
     Row {
         all: &["is forbidden: User"],
         cause: "the bootstrap ServiceAccount lacks a permission",
         fix: "the message names the verb and resource; keep `rbac = \"cluster-admin\"` or grant it",
+        detail: Some(forbidden_detail),
     },
     Row {
         all: &["DeadlineExceeded"],
         cause: "the bootstrap did not finish within `timeout` (the installer hung or waited for something that never came)",
         fix: "the log tail above shows where it stopped; fix that, or raise `timeout`",
+        detail: None,
     },
 ];
 
@@ -116,23 +146,92 @@ const TABLE: &[Row] = &[
 pub fn diagnose<'a>(texts: impl IntoIterator<Item = &'a str> + Clone) -> Option<Diagnosis> {
     TABLE.iter().find_map(|row| {
         texts.clone().into_iter().find_map(|text| {
-            row.all.iter().all(|s| text.contains(s)).then(|| Diagnosis {
-                signature: excerpt(text, row.all[0]),
-                cause: row.cause,
-                fix: row.fix,
+            row.all.iter().all(|s| text.contains(s)).then(|| {
+                let signature = excerpt(text, row.all[0]);
+                let (cause, fix) = row
+                    .detail
+                    .and_then(|f| f(line_of(text, row.all[0])))
+                    .unwrap_or_else(|| (row.cause.to_owned(), row.fix.to_owned()));
+                Diagnosis {
+                    signature,
+                    cause,
+                    fix,
+                }
             })
         })
     })
 }
 
-/// The line of `text` holding `needle`, at most 300 characters of it.
-fn excerpt(text: &str, needle: &str) -> String {
-    let line = text
-        .lines()
+/// The parts of the API server's refusal `User "U" cannot VERB resource "R" in API group "G"
+/// in the namespace "NS"` (or `at the cluster scope`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forbidden {
+    pub user: String,
+    pub verb: String,
+    pub resource: String,
+    pub group: String,
+    /// `None`: at the cluster scope.
+    pub namespace: Option<String>,
+}
+
+/// Parses a refusal out of `text` (see [`Forbidden`]).
+pub fn parse_forbidden(text: &str) -> Option<Forbidden> {
+    let quoted = |s: &str| -> Option<(String, usize)> {
+        let s_trim = s.strip_prefix('"')?;
+        let end = s_trim.find('"')?;
+        Some((s_trim[..end].to_owned(), end + 2))
+    };
+    let at = text.find("is forbidden: User ")? + "is forbidden: User ".len();
+    let rest = &text[at..];
+    let (user, used) = quoted(rest)?;
+    let rest = rest[used..].strip_prefix(" cannot ")?;
+    let (verb, rest) = rest.split_once(' ')?;
+    let rest = rest.strip_prefix("resource ")?;
+    let (resource, used) = quoted(rest)?;
+    let rest = rest[used..].strip_prefix(" in API group ")?;
+    let (group, used) = quoted(rest)?;
+    let rest = &rest[used..];
+    let namespace = match rest.strip_prefix(" in the namespace ") {
+        Some(ns) => Some(quoted(ns)?.0),
+        None => None,
+    };
+    Some(Forbidden {
+        user,
+        verb: verb.to_owned(),
+        resource,
+        group,
+        namespace,
+    })
+}
+
+fn forbidden_detail(line: &str) -> Option<(String, String)> {
+    let f = parse_forbidden(line)?;
+    let scope = match &f.namespace {
+        Some(ns) => format!("in namespace {ns}"),
+        None => "at the cluster scope".to_owned(),
+    };
+    let cause = format!(
+        "the bootstrap ServiceAccount ({}) lacks a permission: it may not `{}` resource `{}` in API group \"{}\" {scope}",
+        f.user, f.verb, f.resource, f.group
+    );
+    let fix = format!(
+        "grant verb `{}` on resource `{}` (apiGroups [\"{}\"]) in the run's rules, or use `rbac = \"cluster-admin\"`",
+        f.verb, f.resource, f.group
+    );
+    Some((cause, fix))
+}
+
+/// The line of `text` holding `needle`.
+fn line_of<'a>(text: &'a str, needle: &str) -> &'a str {
+    text.lines()
         .find(|l| l.contains(needle))
         .unwrap_or(text)
-        .trim();
-    line.chars().take(300).collect()
+        .trim()
+}
+
+/// The line of `text` holding `needle`, at most 300 characters of it.
+fn excerpt(text: &str, needle: &str) -> String {
+    line_of(text, needle).chars().take(300).collect()
 }
 
 #[cfg(test)]
@@ -203,5 +302,34 @@ mod tests {
             assert!(d.cause.contains(cause_word), "{text}: {}", d.cause);
         }
         assert_eq!(diagnose(["all good"]), None);
+    }
+
+    #[test]
+    fn a_refusal_names_the_missing_verb_and_resource() {
+        let log = "Error: INSTALLATION FAILED: failed to create ClusterRole \"cilium\": clusterroles.rbac.authorization.k8s.io is forbidden: User \"system:serviceaccount:kube-system:talosboot-x\" cannot create resource \"clusterroles\" in API group \"rbac.authorization.k8s.io\" at the cluster scope";
+        let d = diagnose([log]).expect("known");
+        assert!(
+            d.cause.contains("`create` resource `clusterroles`"),
+            "{}",
+            d.cause
+        );
+        assert!(d.cause.contains("at the cluster scope"), "{}", d.cause);
+        assert!(
+            d.fix.contains("verb `create` on resource `clusterroles`"),
+            "{}",
+            d.fix
+        );
+        let f = parse_forbidden("secrets is forbidden: User \"system:serviceaccount:a:b\" cannot list resource \"secrets\" in API group \"\" in the namespace \"kube-system\"").expect("parses");
+        assert_eq!(
+            (
+                f.verb.as_str(),
+                f.resource.as_str(),
+                f.group.as_str(),
+                f.namespace.as_deref()
+            ),
+            ("list", "secrets", "", Some("kube-system"))
+        );
+        let e = diagnose(["clusterroles.rbac.authorization.k8s.io \"cilium\" is forbidden: user \"u\" (groups=[\"g\"]) is attempting to grant RBAC permissions not currently held:"]).expect("known");
+        assert!(e.fix.contains("escalate"), "{}", e.fix);
     }
 }

@@ -5,15 +5,17 @@
 //! 1. the bootstrap namespace: created if missing (labels and annotations from the start, and the
 //!    Pod Security level a host-network pod needs); an existing one is used as it is;
 //! 2. the Lease of the target, held and renewed for the whole run ([`lease`]);
-//! 3. leftovers of earlier runs of the same target removed; a ServiceAccount, its binding, a
-//!    ConfigMap with the input files and a Secret with the sensitive ones ([`objects`]);
+//! 3. leftovers of earlier runs of the same target removed; a ServiceAccount, its binding (to
+//!    `cluster-admin`, or to the run's own ClusterRole/Roles with exactly the rules of
+//!    [`Rbac::Minimal`], see [`rbac`]), a ConfigMap with the input files and a Secret with the
+//!    sensitive ones ([`objects`]);
 //! 4. one Job, named per run (Jobs are immutable: never patched), on the host network with the API
 //!    endpoint outside the Service CIDR (KubePrism), deadline = what is left of the timeout;
 //! 5. a watch of the Job, its pod and their events until it succeeds, fails, cannot start or the
 //!    deadline passes ([`wait`]);
 //! 6. cleanup: after success everything goes; after a failure the Job and its pod stay for
-//!    `kubectl logs` until the next run; the ServiceAccount, binding, ConfigMap and Secret always
-//!    go. Cleanup problems are warnings, never a failed run.
+//!    `kubectl logs` until the next run; the ServiceAccount, bindings and roles, ConfigMap and
+//!    Secret always go. Cleanup problems are warnings, never a failed run.
 //!
 //! Interrupted (StopProvider): the Job is deleted, the Lease released. Killed outright: the Job's
 //! deadline and the Lease's expiry bound what is left.
@@ -21,6 +23,7 @@
 pub mod diagnosis;
 pub mod lease;
 pub mod objects;
+pub mod rbac;
 pub mod report;
 pub mod wait;
 
@@ -30,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
@@ -137,10 +140,17 @@ impl BootstrapNamespace {
     }
 }
 
-/// What the run's ServiceAccount may do. Pluggable so a least-privilege mode can come later.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the run's ServiceAccount may do (see [`rbac`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Rbac {
+    /// Bound to `cluster-admin` for the run.
+    #[default]
     ClusterAdmin,
+    /// Exactly these rules, granted for the run by its own ClusterRole (rules without a
+    /// namespace) and Roles (rules limited to a namespace), deleted after it. A run that lacks a
+    /// permission fails with a diagnosis naming the verb and resource. E.g.
+    /// [`rbac::cilium_install_rules`], or [`rbac::helm_install_rules`] for another chart.
+    Minimal(Vec<rbac::Rule>),
 }
 
 /// One run.
@@ -451,22 +461,46 @@ async fn remove_earlier_runs(
     names: &objects::RunNames,
 ) -> Vec<String> {
     let selector = format!("{}={}", objects::TARGET_LABEL, names.target_label);
-    let ns = &spec.namespace.name;
     let mut warnings = Vec::new();
+    warnings.extend(delete_target_jobs(clients, spec, names, None).await);
+    warnings.extend(delete_run_objects(clients, spec, &selector).await);
+    warnings
+}
+
+/// Deletes the Jobs of this target except `keep`. A failed list is a warning, never ignored.
+async fn delete_target_jobs(
+    clients: &Clients,
+    spec: &RunSpec,
+    names: &objects::RunNames,
+    keep: Option<&str>,
+) -> Vec<String> {
+    let selector = format!("{}={}", objects::TARGET_LABEL, names.target_label);
+    let ns = &spec.namespace.name;
     let jobs: Api<Job> = Api::namespaced(clients.client.clone(), ns);
     let params = ListParams::default().labels(&selector);
-    if let Ok(list) = retry("list jobs", || jobs.list(&params)).await {
-        for job in list.items {
-            let name = job.metadata.name.unwrap_or_default();
-            let background = DeleteParams::background();
-            if let Err(e) = retry("delete job", || jobs.delete(&name, &background)).await {
-                warnings.push(format!(
-                    "failed to delete the earlier bootstrap Job {ns}/{name}: {e}"
-                ));
-            }
+    let list = match retry("list jobs", || jobs.list_metadata(&params)).await {
+        Ok(list) => list,
+        Err(e) => {
+            return vec![format!(
+                "failed to list earlier bootstrap Jobs in {ns}: {e} (their ttlSecondsAfterFinished removes them later)"
+            )];
+        }
+    };
+    let mut warnings = Vec::new();
+    for job in list.items {
+        let name = job.metadata.name.unwrap_or_default();
+        if Some(name.as_str()) == keep || job.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let background = DeleteParams::background();
+        match retry("delete job", || jobs.delete(&name, &background)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => warnings.push(format!(
+                "failed to delete the earlier bootstrap Job {ns}/{name}: {e}"
+            )),
         }
     }
-    warnings.extend(delete_run_objects(clients, spec, &selector).await);
     warnings
 }
 
@@ -497,7 +531,44 @@ where
     warnings
 }
 
-/// ServiceAccounts, bindings, ConfigMaps and Secrets matching `selector`.
+/// Namespaced objects matching `selector` in every namespace (the Roles and RoleBindings of
+/// [`Rbac::Minimal`] live in the namespaces their rules are limited to).
+async fn delete_labelled_everywhere<K>(
+    client: &kube::Client,
+    selector: &str,
+    what: &str,
+) -> Vec<String>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + fmt::Debug
+        + serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let all: Api<K> = Api::all(client.clone());
+    let params = ListParams::default().labels(selector);
+    let list = match retry("list", || all.list_metadata(&params)).await {
+        Ok(list) => list,
+        Err(e) => return vec![format!("failed to list bootstrap {what}s: {e}")],
+    };
+    let mut warnings = Vec::new();
+    for item in list.items {
+        let ns = item.metadata.namespace.unwrap_or_default();
+        let name = item.metadata.name.unwrap_or_default();
+        let api: Api<K> = Api::namespaced(client.clone(), &ns);
+        let params = DeleteParams::default();
+        match retry("delete", || api.delete(&name, &params)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => warnings.push(format!(
+                "failed to delete the bootstrap {what} {ns}/{name}: {e}"
+            )),
+        }
+    }
+    warnings
+}
+
+/// ServiceAccounts, bindings and roles, ConfigMaps and Secrets matching `selector`.
 async fn delete_run_objects(clients: &Clients, spec: &RunSpec, selector: &str) -> Vec<String> {
     let ns = &spec.namespace.name;
     let c = &clients.client;
@@ -510,6 +581,10 @@ async fn delete_run_objects(clients: &Clients, spec: &RunSpec, selector: &str) -
         )
         .await,
     );
+    warnings
+        .extend(delete_labelled(Api::<ClusterRole>::all(c.clone()), selector, "ClusterRole").await);
+    warnings.extend(delete_labelled_everywhere::<RoleBinding>(c, selector, "RoleBinding").await);
+    warnings.extend(delete_labelled_everywhere::<Role>(c, selector, "Role").await);
     warnings.extend(
         delete_labelled(
             Api::<ServiceAccount>::namespaced(c.clone(), ns),
@@ -554,6 +629,11 @@ async fn cleanup(
             )),
         }
     }
+    if delete_job {
+        // After a success nothing of this target is left: also earlier failed Jobs the first
+        // sweep could not remove (e.g. the API was unreachable for a moment).
+        warnings.extend(delete_target_jobs(clients, spec, names, Some(&names.object)).await);
+    }
     warnings.extend(delete_run_objects(clients, spec, &selector).await);
     warnings
 }
@@ -593,6 +673,26 @@ async fn run_job(
         Step::Objects,
     )
     .await?;
+    if let Some(role) = objects::cluster_role(spec, names) {
+        create(clients, &Api::all(c.clone()), &role, Step::Objects).await?;
+    }
+    for (role, binding) in objects::namespaced_rbac(spec, names) {
+        let role_ns = role.metadata.namespace.clone().unwrap_or_default();
+        create(
+            clients,
+            &Api::namespaced(c.clone(), &role_ns),
+            &role,
+            Step::Objects,
+        )
+        .await?;
+        create(
+            clients,
+            &Api::namespaced(c.clone(), &role_ns),
+            &binding,
+            Step::Objects,
+        )
+        .await?;
+    }
     if let Some(binding) = objects::cluster_role_binding(spec, names) {
         create(clients, &Api::all(c.clone()), &binding, Step::Objects).await?;
     }

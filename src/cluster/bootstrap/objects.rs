@@ -1,5 +1,5 @@
 //! The objects one bootstrap run creates, built as plain values (no I/O): the namespace (only when
-//! missing), a ServiceAccount, the RBAC binding, a ConfigMap with the input files, a Secret with the
+//! missing), a ServiceAccount, the RBAC binding (and, for [`Rbac::Minimal`], the run's own roles), a ConfigMap with the input files, a Secret with the
 //! sensitive ones, and the Job.
 //!
 //! The pod is written to pass Pod Security `restricted` except for host networking: non-root, no
@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use serde_json::{Value, json};
 
-use super::{BootstrapNamespace, Rbac, RunSpec};
+use super::{BootstrapNamespace, Rbac, RunSpec, rbac};
 
 /// Label on everything the engine creates; `talosboot.dev/target` and `talosboot.dev/run` say
 /// for what and by which run.
@@ -74,15 +74,34 @@ pub fn service_account(spec: &RunSpec, names: &RunNames) -> ServiceAccount {
     }))
 }
 
+/// The binding of the run's ServiceAccount: to `cluster-admin`, or to the run's own ClusterRole
+/// ([`cluster_role`]) for [`Rbac::Minimal`].
 pub fn cluster_role_binding(spec: &RunSpec, names: &RunNames) -> Option<ClusterRoleBinding> {
     let role = match &spec.rbac {
         Rbac::ClusterAdmin => "cluster-admin",
+        Rbac::Minimal(_) => names.object.as_str(),
     };
-    Some(typed(json!({
-        "metadata": {"name": names.object, "labels": names.labels()},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-        "subjects": [{"kind": "ServiceAccount", "name": names.object, "namespace": spec.namespace.name}],
-    })))
+    Some(rbac::cluster_role_binding(
+        names,
+        &spec.namespace.name,
+        role,
+    ))
+}
+
+/// The run's own ClusterRole ([`Rbac::Minimal`] only): exactly the cluster-wide rules.
+pub fn cluster_role(spec: &RunSpec, names: &RunNames) -> Option<ClusterRole> {
+    match &spec.rbac {
+        Rbac::ClusterAdmin => None,
+        Rbac::Minimal(rules) => Some(rbac::cluster_role(names, rules)),
+    }
+}
+
+/// The run's Roles and RoleBindings for rules limited to a namespace ([`Rbac::Minimal`] only).
+pub fn namespaced_rbac(spec: &RunSpec, names: &RunNames) -> Vec<(Role, RoleBinding)> {
+    match &spec.rbac {
+        Rbac::ClusterAdmin => Vec::new(),
+        Rbac::Minimal(rules) => rbac::namespaced(names, &spec.namespace.name, rules),
+    }
 }
 
 pub fn config_map(spec: &RunSpec, names: &RunNames) -> ConfigMap {

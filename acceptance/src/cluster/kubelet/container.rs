@@ -15,6 +15,7 @@ use crate::cluster::events::{self, EventType};
 use crate::cluster::obj;
 use crate::config::Pace;
 use crate::programs::{Exit, Image, ProgramContext};
+use crate::store::UserInfo;
 use crate::util::{hex, now_rfc3339, random_bytes};
 
 /// How a container (with its restarts) ended.
@@ -69,8 +70,15 @@ impl Spec {
             (false, true) => {}
         }
         let argv = argv.iter().map(|a| env::expand(a, &env)).collect();
+        // Programs reach the API as their pod's ServiceAccount (RBAC applies to them).
+        let sa = self
+            .pod
+            .pointer("/spec/serviceAccountName")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let user = UserInfo::service_account(obj::namespace(&self.pod), sa);
         Ok(ProgramContext {
-            store: k.store.clone(),
+            store: k.store.as_user(user),
             config: k.config.clone(),
             registry: k.registry.clone(),
             image: self.image.clone(),
