@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::bootstrap::objects::{INPUTS_DIR, SECRETS_DIR};
 use super::bootstrap::{
-    self, BootstrapNamespace, Clients, EngineError, JobSettings, Rbac, RunOutcome, RunSpec, Step,
+    self, BootstrapNamespace, Clients, EngineError, JobSettings, RunOutcome, RunSpec, Step,
 };
 use super::helm_release::{HelmRelease, current_release, release_from_revision};
 use super::retry::{RETRY_BUDGET, retry};
@@ -327,7 +327,7 @@ pub async fn install_or_upgrade(
             .collect(),
         secret_files,
         timeout,
-        rbac: Rbac::ClusterAdmin,
+        rbac: job.rbac.clone(),
     };
     let run = bootstrap::run(clients, &spec, cancel).await?;
     let release = release(clients, &chart.namespace, &chart.release).await?;
@@ -372,7 +372,7 @@ pub async fn uninstall(
         binary_files: BTreeMap::new(),
         secret_files: BTreeMap::new(),
         timeout,
-        rbac: Rbac::ClusterAdmin,
+        rbac: job.rbac.clone(),
     };
     bootstrap::run(clients, &spec, cancel).await
 }

@@ -34,6 +34,7 @@ fn cilium_spec(rbac: Rbac) -> RunSpec {
         description: None,
         atomic: false,
         history_max: None,
+        chart_archive: None,
     };
     let timeout = Duration::from_secs(60);
     let (command, files, secret_files) = chart.command(timeout);
@@ -44,6 +45,7 @@ fn cilium_spec(rbac: Rbac) -> RunSpec {
         job: JobSettings::talos(DEFAULT_HELM_IMAGE),
         command,
         files,
+        binary_files: Default::default(),
         secret_files,
         timeout,
         rbac,

@@ -776,3 +776,19 @@ async fn a_helm_release_moves_to_talosboot_cilium_without_touching_the_cluster()
         "the cluster was not touched"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn least_privilege_installs_cilium_and_leaves_no_role_behind() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let ws = workspace(&cluster, &cilium("  rbac = \"minimal\""));
+    ws.apply();
+    assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
+    assert!(!ws.plan_has_changes());
+    let params = ListParams::default().labels(MANAGED);
+    let roles = Api::<ClusterRole>::all(client.clone()).list_metadata(&params).await.expect("roles");
+    let bindings = Api::<ClusterRoleBinding>::all(client.clone()).list_metadata(&params).await.expect("bindings");
+    assert!(roles.items.is_empty() && bindings.items.is_empty(), "the run's RBAC is gone");
+    assert_no_leftovers(&client).await;
+}

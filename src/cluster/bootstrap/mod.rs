@@ -102,6 +102,8 @@ pub struct JobSettings {
     pub env: BTreeMap<String, String>,
     /// Annotations of the pod (policy tools, sidecar injectors opting out, ...).
     pub annotations: BTreeMap<String, String>,
+    /// What the run's ServiceAccount may do (Helm installs take it from here).
+    pub rbac: Rbac,
 }
 
 impl JobSettings {
@@ -117,6 +119,7 @@ impl JobSettings {
             affinity: None,
             env: BTreeMap::new(),
             annotations: BTreeMap::new(),
+            rbac: Rbac::ClusterAdmin,
         }
     }
 }

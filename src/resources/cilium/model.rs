@@ -45,6 +45,7 @@ pub struct Cilium {
     pub api_endpoint: Option<String>,
     pub adopt_existing: Option<bool>,
     pub job: Option<JobInput>,
+    pub rbac: Option<String>,
     pub deletion_policy: Option<String>,
     pub status: Option<String>,
     pub revision: Option<i64>,
@@ -106,6 +107,7 @@ impl Cilium {
         self.adopt_existing.get_or_insert(false);
         self.deletion_policy
             .get_or_insert_with(|| "uninstall".into());
+        self.rbac.get_or_insert_with(|| "cluster-admin".into());
         self.id = Some(format!(
             "{}/{}",
             self.release_namespace(),
@@ -175,7 +177,14 @@ impl Cilium {
 
     /// The bootstrap pod: Talos defaults plus the user's `job`.
     pub fn job_settings(&self) -> JobSettings {
-        crate::resources::release::inputs::job_settings(self.job.as_ref(), self.endpoint())
+        let mut settings =
+            crate::resources::release::inputs::job_settings(self.job.as_ref(), self.endpoint());
+        if self.rbac.as_deref() == Some("minimal") {
+            settings.rbac = crate::cluster::bootstrap::Rbac::Minimal(
+                crate::cluster::bootstrap::rbac::cilium_install_rules(),
+            );
+        }
+        settings
     }
 
     /// Cilium's bootstrap Job runs in the release namespace (`kube-system` is exempt from Pod
@@ -212,6 +221,15 @@ fn exact_version(v: &str) -> bool {
 /// Checks without I/O; unknown values (decoded as absent) are skipped.
 pub fn validate(c: &Cilium, d: &mut Diagnostics) {
     let at = AttributePath::attr;
+    if let Some(r) = &c.rbac {
+        if r != "cluster-admin" && r != "minimal" {
+            d.error_at(
+                at("rbac"),
+                "Invalid rbac",
+                format!("{r:?}: use `cluster-admin` or `minimal`."),
+            );
+        }
+    }
     validate_common(
         &CommonInputs {
             name: c.name.as_deref(),

@@ -29,6 +29,7 @@ pub fn plan(req: PlanRequest) -> PlanResponse {
             ),
             ("adopt_existing", Value::from(false)),
             ("deletion_policy", Value::from("uninstall")),
+            ("rbac", Value::from("cluster-admin")),
         ],
         value_inputs: &[
             "values",

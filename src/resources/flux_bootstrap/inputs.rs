@@ -194,6 +194,7 @@ pub fn job_settings(job: Option<&Job>) -> JobSettings {
             .filter(|a| a.as_object().is_some_and(|o| !o.is_empty())),
         env: job.env.clone(),
         annotations: BTreeMap::new(),
+        rbac: crate::cluster::bootstrap::Rbac::ClusterAdmin,
     }
 }
 

@@ -127,7 +127,7 @@ fn schema() -> Schema {
                 oc("version", Type::String, "Chart version. When unset, the repository's latest at install time; the state then records the installed version."),
                 opt("values", Type::list(Type::String), "Values documents (YAML), merged in order; later ones win."),
                 opt("set", Type::Dynamic, "Single values, applied after `values`, as `helm --set`.").nested(Nesting::List, set_item(false)),
-                opt("set_sensitive", Type::Dynamic, "Like `set`, for secrets: hidden in plan output, never logged, passed to the installer through a Secret; state keeps only a salted hash of all values.").nested(Nesting::List, set_item(true)).sensitive(),
+                opt("set_sensitive", Type::Dynamic, "Like `set`, for secrets: hidden in plan output, never logged, passed to the installer through a Secret; the values are stored in state as configured (as with `helm_release`: keep the state encrypted), while `values_sha256` is a salted hash.").nested(Nesting::List, set_item(true)).sensitive(),
                 oc("create_namespace", Type::Bool, "Create the release namespace if it is missing. Default `false`."),
                 oc("timeout", Type::String, "How long the whole operation may take: seconds (`300`, as `helm_release`) or a Go duration (`10m`, `1h30m`). Default `300`."),
                 oc("wait", Type::Bool, "Wait until the workloads of the release manifest (Deployments, DaemonSets, StatefulSets, Jobs) are rolled out. Default `true`."),
