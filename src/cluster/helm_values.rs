@@ -10,7 +10,9 @@ use serde_json::{Value as Json, json};
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 pub struct SetValue {
     pub name: String,
-    pub value: String,
+    /// `None` in plans and state for write-only entries (`set_wo`), and while not known yet: only
+    /// the configuration at apply has it.
+    pub value: Option<String>,
     #[serde(rename = "type")]
     pub kind: Option<String>,
 }
@@ -51,8 +53,8 @@ pub fn parse_values(doc: &str) -> Result<Json, String> {
 /// One `--set` assignment: dotted path (`\.` escapes a dot, `[n]` indexes a list).
 pub fn apply_set(values: &mut Json, s: &SetValue) -> Result<(), String> {
     let value = match s.kind.as_deref().unwrap_or("auto") {
-        "string" => Json::String(s.value.clone()),
-        "auto" => typed_value(&s.value),
+        "string" => Json::String(s.value.clone().unwrap_or_default()),
+        "auto" => typed_value(s.value.as_deref().unwrap_or_default()),
         other => {
             return Err(format!(
                 "set {:?}: type must be `auto` or `string`, not {other:?}",
@@ -166,7 +168,7 @@ mod tests {
         let mut v = json!({});
         let set = |name: &str, value: &str, kind: Option<&str>| SetValue {
             name: name.into(),
-            value: value.into(),
+            value: Some(value.into()),
             kind: kind.map(Into::into),
         };
         apply_set(&mut v, &set("a.b", "true", None)).expect("set");

@@ -356,10 +356,13 @@ where
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, ModelError> {
-        // In a map (not an object) lenient decoding drops entries whose value is not known yet.
-        let lenient = self.parent.unknowns == Unknowns::AsNull
-            && matches!(self.parent.unwrapped(), Value::Map(_));
-        let Some((k, v)) = self.entries.find(|(_, v)| !(lenient && v.is_unknown())) else {
+        // Lenient decoding drops map entries whose value is not known yet (an object's unknown
+        // attribute stays, for `Maybe`); an object's null attribute is an absent field (so
+        // `#[serde(default)]` applies, and write-only values, null in plans and state, decode).
+        let lenient = self.parent.unknowns == Unknowns::AsNull;
+        let object = matches!(self.parent.unwrapped(), Value::Object(_));
+        let skip = |v: &Value| (lenient && !object && v.is_unknown()) || (object && v.is_null());
+        let Some((k, v)) = self.entries.find(|(_, v)| !skip(v)) else {
             return Ok(None);
         };
         self.pending = Some((k, v));

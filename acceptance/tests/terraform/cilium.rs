@@ -787,8 +787,85 @@ async fn least_privilege_installs_cilium_and_leaves_no_role_behind() {
     assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
     assert!(!ws.plan_has_changes());
     let params = ListParams::default().labels(MANAGED);
-    let roles = Api::<ClusterRole>::all(client.clone()).list_metadata(&params).await.expect("roles");
-    let bindings = Api::<ClusterRoleBinding>::all(client.clone()).list_metadata(&params).await.expect("bindings");
-    assert!(roles.items.is_empty() && bindings.items.is_empty(), "the run's RBAC is gone");
+    let roles = Api::<ClusterRole>::all(client.clone())
+        .list_metadata(&params)
+        .await
+        .expect("roles");
+    let bindings = Api::<ClusterRoleBinding>::all(client.clone())
+        .list_metadata(&params)
+        .await
+        .expect("bindings");
+    assert!(
+        roles.items.is_empty() && bindings.items.is_empty(),
+        "the run's RBAC is gone"
+    );
     assert_no_leftovers(&client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn write_only_values_stay_out_of_state_and_a_changed_one_plans_an_update() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    // As users feed secrets: from an ephemeral variable (a literal would be in the configuration).
+    let body = format!(
+        "variable \"ca_key\" {{\n  type      = string\n  sensitive = true\n  ephemeral = true\n}}\n{}",
+        cilium("  set_wo = [{ name = \"hubble.tls.ca.key\", value = var.ca_key }]")
+    );
+    let ws = workspace(&cluster, &body);
+    ws.ok(&[
+        "plan",
+        "-no-color",
+        "-out",
+        "tfplan",
+        "-var",
+        "ca_key=WO-MARKER-ONE",
+    ]);
+    ws.ok(&[
+        "apply",
+        "-auto-approve",
+        "-no-color",
+        "-var",
+        "ca_key=WO-MARKER-ONE",
+        "tfplan",
+    ]);
+    let plan_json = ws.ok(&["show", "-json", "tfplan"]).stdout;
+    assert!(!ws.state_text().contains("WO-MARKER-ONE"), "not in state");
+    assert!(!plan_json.contains("WO-MARKER-ONE"), "not in the plan file");
+    let same = ws.run(&[
+        "plan",
+        "-no-color",
+        "-detailed-exitcode",
+        "-var",
+        "ca_key=WO-MARKER-ONE",
+    ]);
+    assert_eq!(
+        same.code,
+        Some(0),
+        "same write-only value: no change\n{}",
+        same.text()
+    );
+    let plan = ws.run(&[
+        "plan",
+        "-no-color",
+        "-detailed-exitcode",
+        "-var",
+        "ca_key=WO-MARKER-TWO",
+    ]);
+    assert_eq!(
+        plan.code,
+        Some(2),
+        "a changed write-only value plans an update:\n{}",
+        plan.text()
+    );
+    assert!(plan.stdout.contains("values_sha256"), "{}", plan.stdout);
+    assert!(!plan.text().contains("WO-MARKER-TWO"));
+    ws.ok(&[
+        "apply",
+        "-auto-approve",
+        "-no-color",
+        "-var",
+        "ca_key=WO-MARKER-TWO",
+    ]);
+    assert!(!ws.state_text().contains("WO-MARKER-TWO"));
+    assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
 }

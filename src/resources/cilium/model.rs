@@ -39,6 +39,7 @@ pub struct Cilium {
     pub values: Option<Vec<String>>,
     pub set: Option<Vec<SetValue>>,
     pub set_sensitive: Option<Vec<SetValue>>,
+    pub set_wo: Option<Vec<SetValue>>,
     pub timeout: Option<String>,
     pub wait: Option<bool>,
     pub talos_defaults: Option<bool>,
@@ -139,7 +140,12 @@ impl Cilium {
             apply_set(&mut plain, s)?;
         }
         let mut sensitive = json!({});
-        for s in self.set_sensitive.iter().flatten() {
+        for s in self
+            .set_sensitive
+            .iter()
+            .flatten()
+            .chain(self.set_wo.iter().flatten())
+        {
             apply_set(&mut sensitive, s)?;
         }
         Ok((plain, sensitive))
@@ -282,7 +288,7 @@ mod tests {
         ]);
         c.set = Some(vec![SetValue {
             name: "ipam.mode".into(),
-            value: "cluster-pool".into(),
+            value: Some("cluster-pool".into()),
             kind: None,
         }]);
         let v = c.merged_values().expect("values");
@@ -302,7 +308,7 @@ mod tests {
         let mut c = cilium();
         c.set_sensitive = Some(vec![SetValue {
             name: "hubble.tls.key".into(),
-            value: "s3cr3t".into(),
+            value: Some("s3cr3t".into()),
             kind: None,
         }]);
         let install = c.chart_install().expect("install");

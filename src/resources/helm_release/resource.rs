@@ -73,6 +73,7 @@ pub struct ChartRelease {
     pub values: Option<Vec<String>>,
     pub set: Option<Vec<SetValue>>,
     pub set_sensitive: Option<Vec<SetValue>>,
+    pub set_wo: Option<Vec<SetValue>>,
     pub create_namespace: Option<bool>,
     pub timeout: Option<String>,
     pub wait: Option<bool>,
@@ -129,6 +130,7 @@ fn schema() -> Schema {
                 opt("set", Type::Dynamic, "Single values, applied after `values`, as `helm --set`.").nested(Nesting::List, set_item(false)),
                 opt("set_sensitive", Type::Dynamic, "Like `set`, for secrets: hidden in plan output, never logged, passed to the installer through a Secret; the values are stored in state as configured (as with `helm_release`: keep the state encrypted), while `values_sha256` is a salted hash.").nested(Nesting::List, set_item(true)).sensitive(),
                 oc("create_namespace", Type::Bool, "Create the release namespace if it is missing. Default `false`."),
+                crate::resources::release::inputs::set_wo_attribute(),
                 oc("timeout", Type::String, "How long the whole operation may take: seconds (`300`, as `helm_release`) or a Go duration (`10m`, `1h30m`). Default `300`."),
                 oc("wait", Type::Bool, "Wait until the workloads of the release manifest (Deployments, DaemonSets, StatefulSets, Jobs) are rolled out. Default `true`."),
                 oc("atomic", Type::Bool, "`helm --atomic`: a failed install is uninstalled, a failed upgrade rolled back. Default `false`."),
@@ -170,7 +172,12 @@ impl ChartRelease {
             apply_set(&mut plain, s)?;
         }
         let mut sensitive = json!({});
-        for s in self.set_sensitive.iter().flatten() {
+        for s in self
+            .set_sensitive
+            .iter()
+            .flatten()
+            .chain(self.set_wo.iter().flatten())
+        {
             apply_set(&mut sensitive, s)?;
         }
         Ok((plain, sensitive))

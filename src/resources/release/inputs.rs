@@ -196,3 +196,19 @@ pub fn validate_common(c: &CommonInputs, d: &mut Diagnostics) {
         }
     }
 }
+
+/// `set_wo`: like `set_sensitive`, write-only (OpenTofu/Terraform 1.11+): never stored in state or
+/// plan files. Its values count in `values_sha256`, so changing one plans an update.
+pub fn set_wo_attribute() -> Attribute {
+    // The client wants write-only on the leaf that holds the secret: `value`.
+    let items = set_item(true)
+        .into_iter()
+        .map(|a| if a.name == "value" { a.write_only() } else { a })
+        .collect();
+    Attribute::optional(
+        "set_wo",
+        Type::Dynamic,
+        "Like `set_sensitive`, with a write-only `value` (OpenTofu/Terraform 1.11+): the values reach the installer through a Secret and are never stored in state or plan files (names are). They count in `values_sha256` (salted), so changing one plans an update; older clients are refused with a message.",
+    )
+    .nested(Nesting::List, items)
+}

@@ -58,7 +58,7 @@ fn set_values(v: &Json, key: &str) -> Option<Vec<SetValue>> {
             .iter()
             .map(|i| SetValue {
                 name: text(i, "name").unwrap_or_default(),
-                value: text(i, "value").unwrap_or_default(),
+                value: text(i, "value"),
                 kind: text(i, "type").filter(|t| t != "auto"),
             })
             .collect(),

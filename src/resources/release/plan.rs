@@ -11,6 +11,10 @@ use crate::framework::{Diagnostics, PlanRequest, PlanResponse};
 use crate::resources::private::Private;
 use crate::values::Value;
 
+/// Write-only value inputs (`set_wo`): in the configuration only, never in plan or state, yet part
+/// of the values hash, so a changed secret plans an update without a revision bump.
+pub const WRITE_ONLY_VALUE_INPUTS: &[&str] = &["set_wo"];
+
 /// What differs between resources.
 pub struct PlanSpec<'a> {
     pub defaults: Vec<(&'a str, Value)>,
@@ -20,7 +24,8 @@ pub struct PlanSpec<'a> {
     pub upgrade_inputs: &'a [&'a str],
     /// Computed attributes an upgrade changes.
     pub after_upgrade: &'a [&'a str],
-    /// The values the release will record, from the planned object.
+    /// The values the release will record, from the planned object (with the write-only inputs,
+    /// which only the configuration carries, copied in).
     pub merged_values: &'a dyn Fn(&Value) -> Option<Json>,
 }
 
@@ -40,9 +45,23 @@ pub fn plan(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
         && spec
             .value_inputs
             .iter()
-            .all(|a| planned.attr(a).is_none_or(Value::is_wholly_known));
+            .all(|a| planned.attr(a).is_none_or(Value::is_wholly_known))
+        && WRITE_ONLY_VALUE_INPUTS
+            .iter()
+            .all(|a| config.attr(a).is_none_or(Value::is_wholly_known));
     let desired_hash = values_known
-        .then(|| (spec.merged_values)(&planned))
+        .then(|| {
+            let mut with_write_only = planned.clone();
+            if let Some(attrs) = with_write_only.attrs_mut() {
+                for name in WRITE_ONLY_VALUE_INPUTS {
+                    attrs.insert(
+                        (*name).to_owned(),
+                        config.attr(name).cloned().unwrap_or_default(),
+                    );
+                }
+            }
+            (spec.merged_values)(&with_write_only)
+        })
         .flatten()
         .map(|v| Value::from(private.salted(&values_digest(Some(&v)))))
         .unwrap_or_else(Value::unknown);
