@@ -153,17 +153,17 @@ async fn observe_workloads(
 
 /// The release record and its workloads: concurrently when readiness is fixed.
 pub async fn observe<R: Release>(clients: &Clients, m: &R) -> Result<Observed, EngineError> {
+    let (ns, name, known) = (m.release_namespace(), m.release_name(), m.revision());
     let (release, (workloads, nodes_ready)) = if m.readiness_is_fixed() {
-        let readiness = m.readiness(None);
+        let readiness = m.refresh_readiness(None);
         let (release, rest) = tokio::join!(
-            helm_install::release(clients, m.release_namespace(), m.release_name()),
+            helm_install::release_after(clients, ns, name, known),
             observe_workloads(clients, &readiness),
         );
         (release?, rest?)
     } else {
-        let release =
-            helm_install::release(clients, m.release_namespace(), m.release_name()).await?;
-        let readiness = m.readiness(release.as_ref());
+        let release = helm_install::release_after(clients, ns, name, known).await?;
+        let readiness = m.refresh_readiness(release.as_ref());
         (release, observe_workloads(clients, &readiness).await?)
     };
     Ok(Observed {
