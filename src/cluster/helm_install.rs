@@ -14,12 +14,13 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::ClusterError;
 use super::bootstrap::objects::{INPUTS_DIR, SECRETS_DIR};
 use super::bootstrap::{
     self, BootstrapNamespace, Clients, EngineError, JobSettings, RunOutcome, RunSpec, Step,
 };
 use super::helm_release::{HelmRelease, current_release, release_from_revision};
-use super::retry::{RETRY_BUDGET, retry};
+use super::retry::{retry, retry_if};
 
 /// The installer image: Helm 3.18 (`--take-ownership` needs 3.17+). Pinned; air-gapped users
 /// point `job.image` at a mirror of it.
@@ -139,10 +140,8 @@ pub async fn release_after(
     name: &str,
     known_revision: Option<i64>,
 ) -> Result<Option<HelmRelease>, EngineError> {
-    let started = std::time::Instant::now();
-    let mut delay = Duration::from_millis(100);
-    loop {
-        let read = match known_revision {
+    let read = || async {
+        match known_revision {
             Some(r) => {
                 release_from_revision(
                     clients.client.clone(),
@@ -156,16 +155,11 @@ pub async fn release_after(
             None => {
                 current_release(clients.client.clone(), &clients.endpoint, namespace, name).await
             }
-        };
-        match read {
-            Err(e) if e.is_transient() && started.elapsed() < RETRY_BUDGET => {
-                tracing::debug!(error = %e, "transient error reading the release; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
-            }
-            other => return other.map_err(|e| EngineError::api(Step::Release, e)),
         }
-    }
+    };
+    retry_if("read the release", ClusterError::is_transient, read)
+        .await
+        .map_err(|e| EngineError::api(Step::Release, e))
 }
 
 /// Unlocks a release whose newest record is `pending-*` (an install or upgrade that was killed):

@@ -17,6 +17,36 @@ pub struct SetValue {
     pub kind: Option<String>,
 }
 
+/// The values a release installs, as Helm builds them from its inputs: `base` (e.g. chart-specific
+/// defaults), then each `values` document, then `set`; and apart, for the Secret, the sensitive
+/// entries. Returns (plain, sensitive).
+pub fn values_parts<'a>(
+    base: Json,
+    values: Option<&[String]>,
+    set: Option<&[SetValue]>,
+    sensitive: impl IntoIterator<Item = &'a SetValue>,
+) -> Result<(Json, Json), String> {
+    let mut plain = base;
+    for (i, doc) in values.into_iter().flatten().enumerate() {
+        let v = parse_values(doc).map_err(|e| format!("values[{i}]: {e}"))?;
+        merge(&mut plain, &v);
+    }
+    for s in set.into_iter().flatten() {
+        apply_set(&mut plain, s)?;
+    }
+    let mut secret = json!({});
+    for s in sensitive {
+        apply_set(&mut secret, s)?;
+    }
+    Ok((plain, secret))
+}
+
+/// Plain and sensitive values merged: what the release records as its values.
+pub fn merged((mut plain, sensitive): (Json, Json)) -> Json {
+    merge(&mut plain, &sensitive);
+    plain
+}
+
 /// Helm's coalescing of user values: maps merge, everything else is replaced by the later value.
 pub fn merge(base: &mut Json, over: &Json) {
     match (base.as_object_mut(), over.as_object()) {

@@ -19,16 +19,30 @@ pub fn is_transient(e: &kube::Error) -> bool {
 }
 
 /// Runs `call` until it succeeds, fails for good, or [`RETRY_BUDGET`] is spent.
-pub async fn retry<T, F, Fut>(what: &str, mut call: F) -> Result<T, kube::Error>
+pub async fn retry<T, F, Fut>(what: &str, call: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
+{
+    retry_if(what, is_transient, call).await
+}
+
+/// [`retry`] for any error, with `transient` saying which ones may succeed when tried again.
+pub async fn retry_if<T, E, F, Fut>(
+    what: &str,
+    transient: impl Fn(&E) -> bool,
+    mut call: F,
+) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
 {
     let started = Instant::now();
     let mut delay = Duration::from_millis(100);
     loop {
         match call().await {
-            Err(e) if is_transient(&e) && started.elapsed() < RETRY_BUDGET => {
+            Err(e) if transient(&e) && started.elapsed() < RETRY_BUDGET => {
                 tracing::debug!(what, error = %e, delay_ms = delay.as_millis() as u64, "transient API error; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));

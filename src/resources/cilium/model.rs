@@ -9,7 +9,9 @@ use serde_json::{Value as Json, json};
 
 use crate::cluster::bootstrap::{ApiEndpoint, BootstrapNamespace, JobSettings, KUBEPRISM};
 use crate::cluster::helm_install::ChartInstall;
-pub use crate::cluster::helm_values::{SetValue, apply_set, merge, parse_values};
+pub use crate::cluster::helm_values::{
+    SetValue, apply_set, merge, merged, parse_values, values_parts,
+};
 use crate::framework::Diagnostics;
 use crate::resources::duration::parse_go_duration;
 pub use crate::resources::release::inputs::{CommonInputs, JobInput, Toleration, validate_common};
@@ -120,35 +122,24 @@ impl Cilium {
     /// The values Helm will record as the release's user-supplied values: Talos defaults, then
     /// each `values` document, then `set`, then `set_sensitive`.
     pub fn merged_values(&self) -> Result<Json, String> {
-        let (mut plain, sensitive) = self.values_parts()?;
-        merge(&mut plain, &sensitive);
-        Ok(plain)
+        self.values_parts().map(merged)
     }
 
     /// Non-sensitive values (ConfigMap) and sensitive ones (Secret), merged each.
     pub fn values_parts(&self) -> Result<(Json, Json), String> {
-        let mut plain = if self.talos_defaults() {
-            talos_values(&self.endpoint())
-        } else {
-            json!({})
-        };
-        for (i, doc) in self.values.iter().flatten().enumerate() {
-            let v = parse_values(doc).map_err(|e| format!("values[{i}]: {e}"))?;
-            merge(&mut plain, &v);
-        }
-        for s in self.set.iter().flatten() {
-            apply_set(&mut plain, s)?;
-        }
-        let mut sensitive = json!({});
-        for s in self
-            .set_sensitive
-            .iter()
-            .flatten()
-            .chain(self.set_wo.iter().flatten())
-        {
-            apply_set(&mut sensitive, s)?;
-        }
-        Ok((plain, sensitive))
+        values_parts(
+            if self.talos_defaults() {
+                talos_values(&self.endpoint())
+            } else {
+                json!({})
+            },
+            self.values.as_deref(),
+            self.set.as_deref(),
+            self.set_sensitive
+                .iter()
+                .flatten()
+                .chain(self.set_wo.iter().flatten()),
+        )
     }
 
     /// The chart install the bootstrap Job runs.

@@ -20,7 +20,7 @@ use serde_json::{Value as Json, json};
 use crate::cluster::bootstrap::{ApiEndpoint, BootstrapNamespace, JobSettings, KUBEPRISM};
 use crate::cluster::helm_install::ChartInstall;
 use crate::cluster::helm_release::HelmRelease;
-use crate::cluster::helm_values::{SetValue, apply_set, merge, parse_values};
+use crate::cluster::helm_values::{SetValue, merged, values_parts};
 use crate::cluster::readiness::{Kind, WorkloadRef};
 use crate::framework::model::{Unknowns, decode};
 use crate::framework::{
@@ -161,26 +161,15 @@ impl ChartRelease {
             .expect("the default endpoint parses")
     }
     fn values_parts(&self) -> Result<(Json, Json), String> {
-        let mut plain = json!({});
-        for (i, doc) in self.values.iter().flatten().enumerate() {
-            merge(
-                &mut plain,
-                &parse_values(doc).map_err(|e| format!("values[{i}]: {e}"))?,
-            );
-        }
-        for s in self.set.iter().flatten() {
-            apply_set(&mut plain, s)?;
-        }
-        let mut sensitive = json!({});
-        for s in self
-            .set_sensitive
-            .iter()
-            .flatten()
-            .chain(self.set_wo.iter().flatten())
-        {
-            apply_set(&mut sensitive, s)?;
-        }
-        Ok((plain, sensitive))
+        values_parts(
+            json!({}),
+            self.values.as_deref(),
+            self.set.as_deref(),
+            self.set_sensitive
+                .iter()
+                .flatten()
+                .chain(self.set_wo.iter().flatten()),
+        )
     }
 }
 
@@ -484,9 +473,7 @@ impl ReleaseModel for ChartRelease {
         self
     }
     fn merged_values(&self) -> Result<Json, String> {
-        let (mut plain, sensitive) = self.values_parts()?;
-        merge(&mut plain, &sensitive);
-        Ok(plain)
+        self.values_parts().map(merged)
     }
     fn set_values_sha256(&mut self, hash: Option<String>) {
         self.values_sha256 = hash;
