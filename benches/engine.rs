@@ -84,6 +84,7 @@ fn spec() -> RunSpec {
         secret_files: BTreeMap::new(),
         timeout: Duration::from_secs(120),
         rbac: Rbac::ClusterAdmin,
+        capture_output: false,
     }
 }
 

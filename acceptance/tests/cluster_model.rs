@@ -21,8 +21,8 @@
 //! - `tools`: unknown flags fail like the real helm/cilium/kubectl; `failed` release replaced;
 //!   the restricted `alpine/helm` installer reading values from a ConfigMap and a Secret.
 //! - `inline_cilium`: Cilium from Talos inline manifests; adoption with `helm --take-ownership`.
-//! - `engine_rbac`: talosboot's bootstrap engine with `Rbac::Minimal` (Cilium with
-//!   `cilium_install_rules()`, missing permissions diagnosed, no roles left behind).
+//! - `engine_rbac`: talosboot's bootstrap engine with `rbac = "minimal"` (rules derived by
+//!   rendering the Cilium chart, missing permissions diagnosed, no roles left behind).
 //! - `rbac`: programs act as their pod's ServiceAccount; helm and kubectl print the API server's
 //!   Forbidden like the real tools (`common::start` binds cluster-admin to all ServiceAccounts,
 //!   `common::start_strict` does not).

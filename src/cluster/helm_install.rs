@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::Secret;
@@ -16,9 +16,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::ClusterError;
 use super::bootstrap::objects::{INPUTS_DIR, SECRETS_DIR};
+use super::bootstrap::rbac::{RbacPolicy, helm_install_rules};
 use super::bootstrap::{
-    self, BootstrapNamespace, Clients, EngineError, JobSettings, RunOutcome, RunSpec, Step,
+    self, BootstrapNamespace, Clients, EngineError, JobSettings, Rbac, RunOutcome, RunSpec, Step,
 };
+use super::chart_rbac;
 use super::helm_release::{HelmRelease, current_release, release_from_revision};
 use super::retry::{retry, retry_if};
 
@@ -54,7 +56,7 @@ pub struct ChartInstall {
 
 impl ChartInstall {
     /// The chart argument of `helm upgrade`, and the `--repo` flag for a classic repository.
-    fn chart_args(&self) -> (String, Option<String>) {
+    pub(crate) fn chart_args(&self) -> (String, Option<String>) {
         if self.chart_archive.is_some() {
             return (format!("{INPUTS_DIR}/{}", self.chart), None);
         }
@@ -66,6 +68,31 @@ impl ChartInstall {
             Some(repo) => (self.chart.clone(), Some(repo.clone())),
             None => (self.chart.clone(), None),
         }
+    }
+
+    /// The `--values` flags, in merge order (sensitive documents last, from the Secret), and the
+    /// input files they name.
+    pub(crate) fn values_args(
+        &self,
+    ) -> (
+        Vec<String>,
+        BTreeMap<String, String>,
+        BTreeMap<String, String>,
+    ) {
+        let mut args = Vec::new();
+        let mut files = BTreeMap::new();
+        for (i, doc) in self.values_yaml.iter().enumerate() {
+            let name = format!("values-{i}.yaml");
+            args.extend(["--values".into(), format!("{INPUTS_DIR}/{name}")]);
+            files.insert(name, doc.clone());
+        }
+        let mut secret_files = BTreeMap::new();
+        for (i, doc) in self.sensitive_values_yaml.iter().enumerate() {
+            let name = format!("sensitive-values-{i}.yaml");
+            args.extend(["--values".into(), format!("{SECRETS_DIR}/{name}")]);
+            secret_files.insert(name, doc.clone());
+        }
+        (args, files, secret_files)
     }
 
     /// The installer's argv and input files.
@@ -95,18 +122,8 @@ impl ChartInstall {
             "--history-max".into(),
             self.history_max.unwrap_or(10).to_string(),
         ]);
-        let mut files = BTreeMap::new();
-        for (i, doc) in self.values_yaml.iter().enumerate() {
-            let name = format!("values-{i}.yaml");
-            argv.extend(["--values".into(), format!("{INPUTS_DIR}/{name}")]);
-            files.insert(name, doc.clone());
-        }
-        let mut secret_files = BTreeMap::new();
-        for (i, doc) in self.sensitive_values_yaml.iter().enumerate() {
-            let name = format!("sensitive-values-{i}.yaml");
-            argv.extend(["--values".into(), format!("{SECRETS_DIR}/{name}")]);
-            secret_files.insert(name, doc.clone());
-        }
+        let (values_args, files, secret_files) = self.values_args();
+        argv.extend(values_args);
         if self.create_namespace {
             argv.push("--create-namespace".into());
         }
@@ -302,7 +319,29 @@ pub async fn install_or_upgrade(
             ));
         }
     }
+    let deadline = Instant::now() + timeout;
     let unlocked = unlock_pending(clients, &chart.namespace, &chart.release).await?;
+    let rbac = match job.rbac {
+        RbacPolicy::ClusterAdmin => Rbac::ClusterAdmin,
+        RbacPolicy::Minimal => {
+            let current = release(clients, &chart.namespace, &chart.release).await?;
+            let rules = chart_rbac::install_rules(
+                clients,
+                bootstrap_ns,
+                job,
+                chart,
+                current.as_ref(),
+                deadline,
+                cancel,
+            )
+            .await?;
+            Rbac::Minimal(rules)
+        }
+    };
+    // What the render run left of the timeout.
+    let timeout = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_secs(1));
     let (command, files, secret_files) = chart.command(timeout);
     let spec = RunSpec {
         purpose: format!(
@@ -321,7 +360,8 @@ pub async fn install_or_upgrade(
             .collect(),
         secret_files,
         timeout,
-        rbac: job.rbac.clone(),
+        rbac,
+        capture_output: false,
     };
     let run = bootstrap::run(clients, &spec, cancel).await?;
     let release = release(clients, &chart.namespace, &chart.release).await?;
@@ -343,6 +383,14 @@ pub async fn uninstall(
     cancel: &CancellationToken,
 ) -> Result<RunOutcome, EngineError> {
     unlock_pending(clients, namespace, release_name).await?;
+    let rbac = match job.rbac {
+        RbacPolicy::ClusterAdmin => Rbac::ClusterAdmin,
+        RbacPolicy::Minimal => match release(clients, namespace, release_name).await? {
+            Some(current) => Rbac::Minimal(chart_rbac::uninstall_rules(clients, &current).await?),
+            // Helm only reads the records to say the release is not found.
+            None => Rbac::Minimal(helm_install_rules(namespace, &[])),
+        },
+    };
     let command = [
         "helm",
         "uninstall",
@@ -366,7 +414,8 @@ pub async fn uninstall(
         binary_files: BTreeMap::new(),
         secret_files: BTreeMap::new(),
         timeout,
-        rbac: job.rbac.clone(),
+        rbac,
+        capture_output: false,
     };
     bootstrap::run(clients, &spec, cancel).await
 }

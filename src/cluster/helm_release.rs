@@ -31,6 +31,9 @@ pub struct HelmRelease {
     /// The workloads of the rendered manifest (Deployments, DaemonSets, StatefulSets, Jobs), whose
     /// readiness says whether the release is up.
     pub workloads: Vec<ManifestWorkload>,
+    /// `(apiVersion, kind)` of every object of the manifest and the hooks, sorted, once each:
+    /// what an upgrade may delete and an uninstall deletes.
+    pub kinds: Vec<(String, String)>,
 }
 
 /// A workload in a release's manifest.
@@ -78,6 +81,45 @@ pub fn manifest_workloads(manifest: &str) -> Vec<ManifestWorkload> {
     out
 }
 
+/// `(apiVersion, kind)` of the documents of a manifest, sorted, once each. Reads the documents'
+/// top-level `apiVersion:` and `kind:` lines (column 0 in block YAML, which is what Helm renders
+/// and stores), so it works on a full manifest and on `helm template` output filtered down to
+/// those lines; a document without both is skipped.
+pub fn manifest_kinds(manifest: &str) -> Vec<(String, String)> {
+    let mut kinds = std::collections::BTreeSet::new();
+    let mut api_version: Option<String> = None;
+    let mut kind: Option<String> = None;
+    let mut flush = |api_version: &mut Option<String>, kind: &mut Option<String>| {
+        if let (Some(v), Some(k)) = (api_version.take(), kind.take()) {
+            kinds.insert((v, k));
+        }
+    };
+    for line in manifest.lines() {
+        if line.starts_with("---") {
+            flush(&mut api_version, &mut kind);
+        } else if let Some(v) = line.strip_prefix("apiVersion:") {
+            api_version = Some(yaml_scalar(v));
+        } else if let Some(k) = line.strip_prefix("kind:") {
+            kind = Some(yaml_scalar(k));
+        }
+    }
+    flush(&mut api_version, &mut kind);
+    kinds
+        .into_iter()
+        .filter(|(v, k)| !v.is_empty() && !k.is_empty())
+        .collect()
+}
+
+/// A plain or quoted one-line scalar, without a trailing comment.
+fn yaml_scalar(s: &str) -> String {
+    let s = s.trim();
+    let s = match s.find(" #") {
+        Some(i) if !s.starts_with(['"', '\'']) => &s[..i],
+        _ => s,
+    };
+    s.trim().trim_matches(['"', '\'']).to_owned()
+}
+
 /// Helm refuses releases over 1 MiB (the Secret size limit); a record that inflates far beyond that
 /// is not a Helm record, and must not be allowed to exhaust memory.
 const MAX_RELEASE_JSON: u64 = 32 * 1024 * 1024;
@@ -107,6 +149,14 @@ struct Record {
     chart: Option<Chart>,
     #[serde(default)]
     config: Option<serde_json::Value>,
+    #[serde(default)]
+    manifest: String,
+    #[serde(default)]
+    hooks: Vec<Hook>,
+}
+
+#[derive(Deserialize)]
+struct Hook {
     #[serde(default)]
     manifest: String,
 }
@@ -171,6 +221,12 @@ pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeErr
         description: record.info.description,
         values_sha256: values_digest(record.config.as_ref()),
         workloads: manifest_workloads(&record.manifest),
+        kinds: manifest_kinds(
+            &std::iter::once(record.manifest.as_str())
+                .chain(record.hooks.iter().map(|h| h.manifest.as_str()))
+                .collect::<Vec<_>>()
+                .join("\n---\n"),
+        ),
     })
 }
 

@@ -3,6 +3,7 @@
 //! engine with the Helm installs that run on it.
 
 pub mod bootstrap;
+pub mod chart_rbac;
 mod client;
 mod config;
 pub mod flux;

@@ -13,6 +13,7 @@ pub mod engine_report;
 pub mod flux_bootstrap;
 pub mod helm_release;
 pub mod private;
+pub mod rbac;
 pub mod release;
 pub mod test_object;
 

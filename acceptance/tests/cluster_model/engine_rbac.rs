@@ -1,43 +1,44 @@
-//! talosboot's bootstrap engine with `Rbac::Minimal` against the simulated cluster with RBAC
-//! enforced: the Cilium install works with `cilium_install_rules()`, leaves no role or binding
-//! behind, and a run missing a permission fails with a diagnosis naming the verb and resource.
+//! talosboot's bootstrap engine with `rbac = "minimal"` against the simulated cluster with RBAC
+//! enforced: the rules are derived by rendering the chart (`chart_rbac::install_rules`), the
+//! Cilium install works with them and leaves no role, binding or render Job behind, and a run
+//! missing a permission fails with a diagnosis naming the verb and resource.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::Client;
 use kube::api::{Api, ListParams};
 use talos_sim::SimConfig;
-use talosboot::cluster::bootstrap::rbac::{Rule, cilium_install_rules};
+use talosboot::cluster::bootstrap::rbac::{RbacPolicy, Rule};
 use talosboot::cluster::bootstrap::{
     self, BootstrapNamespace, Clients, EngineError, JobSettings, Rbac, RunOutcome, RunSpec,
 };
-use talosboot::cluster::helm_install::{ChartInstall, DEFAULT_HELM_IMAGE};
+use talosboot::cluster::chart_rbac;
+use talosboot::cluster::helm_install::{self, ChartInstall, DEFAULT_HELM_IMAGE};
 use talosboot::cluster::talos::talos_cilium_values;
 use tokio_util::sync::CancellationToken;
 
 use crate::common::*;
 
-fn cilium_spec(rbac: Rbac) -> RunSpec {
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn cilium_chart() -> ChartInstall {
     // JSON is YAML: the Talos values as one values document.
     let values = talos_cilium_values("localhost", 7445).to_string();
-    let chart = ChartInstall {
+    ChartInstall {
         release: "cilium".into(),
         namespace: "kube-system".into(),
         repository: Some("https://helm.cilium.io".into()),
         chart: "cilium".into(),
         version: "1.18.4".into(),
         values_yaml: vec![values],
-        sensitive_values_yaml: Vec::new(),
-        create_namespace: false,
-        take_ownership: false,
-        description: None,
-        atomic: false,
-        history_max: None,
-        chart_archive: None,
-    };
-    let timeout = Duration::from_secs(60);
-    let (command, files, secret_files) = chart.command(timeout);
+        ..Default::default()
+    }
+}
+
+fn cilium_spec(rbac: Rbac) -> RunSpec {
+    let (command, files, secret_files) = cilium_chart().command(TIMEOUT);
     RunSpec {
         purpose: "install Cilium".into(),
         target: "helm/kube-system/cilium".into(),
@@ -47,18 +48,37 @@ fn cilium_spec(rbac: Rbac) -> RunSpec {
         files,
         binary_files: Default::default(),
         secret_files,
-        timeout,
+        timeout: TIMEOUT,
         rbac,
+        capture_output: false,
     }
 }
 
-async fn run(client: &Client, spec: &RunSpec) -> Result<RunOutcome, EngineError> {
-    let clients = Clients {
+fn clients(client: &Client) -> Clients {
+    Clients {
         client: client.clone(),
         stream: client.clone(),
         endpoint: "talos-sim".into(),
-    };
-    bootstrap::run(&clients, spec, &CancellationToken::new()).await
+    }
+}
+
+/// The rules `rbac = "minimal"` derives for the Cilium chart, by rendering it in the cluster.
+async fn derived_rules(client: &Client) -> Vec<Rule> {
+    chart_rbac::install_rules(
+        &clients(client),
+        &BootstrapNamespace::named("kube-system"),
+        &JobSettings::talos(DEFAULT_HELM_IMAGE),
+        &cilium_chart(),
+        None,
+        Instant::now() + TIMEOUT,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("render run failed: {e}: {:?} {:?}", e.diagnosis, e.report))
+}
+
+async fn run(client: &Client, spec: &RunSpec) -> Result<RunOutcome, EngineError> {
+    bootstrap::run(&clients(client), spec, &CancellationToken::new()).await
 }
 
 /// RBAC objects the engine created (label `app.kubernetes.io/managed-by=talosboot`).
@@ -101,14 +121,49 @@ async fn engine_rbac_objects(client: &Client) -> Vec<String> {
     out
 }
 
+fn grants(rules: &[Rule], group: &str, resource: &str) -> bool {
+    rules.iter().any(|r| {
+        r.api_groups.iter().any(|g| g == group) && r.resources.iter().any(|x| x == resource)
+    })
+}
+
 #[tokio::test]
 async fn minimal_rbac_installs_cilium_and_leaves_no_role_behind() {
     let (_sim, client) = start_strict(SimConfig::default()).await;
-    let outcome = run(&client, &cilium_spec(Rbac::Minimal(cilium_install_rules())))
-        .await
-        .unwrap_or_else(|e| panic!("minimal run failed: {e}: {:?} {:?}", e.diagnosis, e.report));
-    assert!(outcome.warnings.is_empty(), "{:?}", outcome.warnings);
+    let job = JobSettings {
+        rbac: RbacPolicy::Minimal,
+        ..JobSettings::talos(DEFAULT_HELM_IMAGE)
+    };
+    let installed = helm_install::install_or_upgrade(
+        &clients(&client),
+        &BootstrapNamespace::named("kube-system"),
+        &job,
+        &cilium_chart(),
+        TIMEOUT,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "minimal install failed: {e}: {:?} {:?}",
+            e.diagnosis, e.report
+        )
+    });
+    assert!(
+        installed.run.warnings.is_empty(),
+        "{:?}",
+        installed.run.warnings
+    );
+    assert_eq!(
+        installed.release.map(|r| r.status).as_deref(),
+        Some("deployed")
+    );
     assert_eq!(engine_rbac_objects(&client).await, Vec::<String>::new());
+    let jobs = Api::<Job>::namespaced(client.clone(), "kube-system")
+        .list(&ListParams::default().labels("app.kubernetes.io/managed-by=talosboot"))
+        .await
+        .expect("jobs");
+    assert!(jobs.items.is_empty(), "render and install Jobs are gone");
     // The chart's own RBAC was created (which needed escalate/bind).
     Api::<ClusterRole>::all(client.clone())
         .get("cilium")
@@ -120,6 +175,30 @@ async fn minimal_rbac_installs_cilium_and_leaves_no_role_behind() {
         .expect("chart's binding");
 }
 
+#[tokio::test]
+async fn the_derived_rules_are_what_the_chart_renders_and_no_more() {
+    let (_sim, client) = start_strict(SimConfig::default()).await;
+    let rules = derived_rules(&client).await;
+    assert!(grants(&rules, "apps", "daemonsets"), "{rules:?}");
+    assert!(grants(&rules, "apps", "deployments"), "{rules:?}");
+    assert!(grants(&rules, "rbac.authorization.k8s.io", "clusterroles"));
+    for (group, resource) in [
+        ("apps", "statefulsets"),
+        ("batch", "jobs"),
+        ("", "namespaces"),
+        ("", "pods"),
+        ("", "nodes"),
+        ("*", "*"),
+    ] {
+        assert!(
+            !grants(&rules, group, resource),
+            "{group}/{resource}: {rules:?}"
+        );
+    }
+    // Rendering needed no permission and left nothing behind.
+    assert_eq!(engine_rbac_objects(&client).await, Vec::<String>::new());
+}
+
 fn without(rules: Vec<Rule>, pred: impl Fn(&Rule) -> bool) -> Vec<Rule> {
     rules.into_iter().filter(|r| !pred(r)).collect()
 }
@@ -128,7 +207,7 @@ fn without(rules: Vec<Rule>, pred: impl Fn(&Rule) -> bool) -> Vec<Rule> {
 async fn a_missing_permission_fails_with_a_diagnosis_naming_verb_and_resource() {
     let (_sim, client) = start_strict(SimConfig::default()).await;
     // No apps rules: the DaemonSet cannot be looked up.
-    let rules = without(cilium_install_rules(), |r| r.api_groups == ["apps"]);
+    let rules = without(derived_rules(&client).await, |r| r.api_groups == ["apps"]);
     let e = run(&client, &cilium_spec(Rbac::Minimal(rules)))
         .await
         .expect_err("must fail");
@@ -156,7 +235,7 @@ async fn a_missing_permission_fails_with_a_diagnosis_naming_verb_and_resource() 
 #[tokio::test]
 async fn a_chart_with_rbac_needs_escalate_and_bind() {
     let (_sim, client) = start_strict(SimConfig::default()).await;
-    let rules = without(cilium_install_rules(), |r| {
+    let rules = without(derived_rules(&client).await, |r| {
         r.verbs.iter().any(|v| v == "escalate")
     });
     let e = run(&client, &cilium_spec(Rbac::Minimal(rules)))

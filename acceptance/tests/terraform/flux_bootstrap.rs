@@ -20,6 +20,8 @@
 //! - `failures::a_failing_flux_instance_names_its_reason`: `Ready=False` (`ArtifactFailed`).
 //! - `adoption::prerequisites_are_applied_until_flux_adopts_them`: manifests and a chart, `common_metadata`
 //!   on every namespace created, re-applied until adopted.
+//! - `least_privilege::minimal_rbac_bootstraps_flux_and_uninstalls_it`: `rbac = "minimal"` under
+//!   enforced RBAC, install and uninstall, nothing of talosboot's RBAC left.
 //! - `secrets::write_only_secrets_never_leak`: needs a client with write-only support (1.11+; the
 //!   default OpenTofu has it); older ones test the refusal. Protocol-level tests: beside the resource.
 
@@ -34,6 +36,7 @@ use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace};
 
 mod adoption;
 mod failures;
+mod least_privilege;
 mod secrets;
 
 /// The CLI's version as (major, minor).

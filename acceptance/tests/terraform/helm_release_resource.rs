@@ -1,6 +1,7 @@
 //! `talosboot_helm_release` (the resource) with the real OpenTofu CLI against the simulated cluster:
 //! the seed 003 root (Argo CD right after Cilium) applies and plans empty; a chart whose pods cannot
-//! start reports why and stays in state, tainted; a release left `pending-upgrade` is repaired.
+//! start reports why and stays in state, tainted; a release left `pending-upgrade` is repaired;
+//! `rbac = "minimal"` installs, upgrades and uninstalls with only what the chart renders.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -78,6 +79,88 @@ async fn argocd_right_after_cilium_applies_and_the_next_plan_is_empty() {
         Some("deployed")
     );
     assert!(!ws.plan_has_changes(), "second plan is empty");
+}
+
+/// talosboot's own ClusterRoles, ClusterRoleBindings and Jobs still in the cluster.
+async fn talosboot_leftovers(client: &kube::Client) -> Vec<String> {
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let params = ListParams::default().labels("app.kubernetes.io/managed-by=talosboot");
+    let mut out = Vec::new();
+    for r in Api::<ClusterRole>::all(client.clone())
+        .list_metadata(&params)
+        .await
+        .expect("roles")
+    {
+        out.push(format!(
+            "ClusterRole/{}",
+            r.metadata.name.unwrap_or_default()
+        ));
+    }
+    for b in Api::<ClusterRoleBinding>::all(client.clone())
+        .list_metadata(&params)
+        .await
+        .expect("bindings")
+    {
+        out.push(format!(
+            "ClusterRoleBinding/{}",
+            b.metadata.name.unwrap_or_default()
+        ));
+    }
+    for j in Api::<Job>::all(client.clone())
+        .list_metadata(&params)
+        .await
+        .expect("jobs")
+    {
+        out.push(format!("Job/{}", j.metadata.name.unwrap_or_default()));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn minimal_rbac_installs_upgrades_and_uninstalls_a_chart() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let minimal = ARGOCD.replace(
+        "  create_namespace = true\n",
+        "  create_namespace = true\n  rbac             = \"minimal\"\n",
+    );
+    let ws = workspace(&cluster, &format!("{CILIUM}{minimal}"));
+    ws.apply();
+    assert_eq!(
+        history(&client, "argocd", "argocd")
+            .await
+            .values()
+            .last()
+            .map(String::as_str),
+        Some("deployed")
+    );
+    assert_eq!(talosboot_leftovers(&client).await, Vec::<String>::new());
+    assert!(!ws.plan_has_changes(), "second plan is empty");
+    // An upgrade: its render run and install run get the rules of the new revision and the old.
+    ws.write(
+        "main.tf",
+        &format!(
+            "{REQUIRED_PROVIDERS}\n{}\n{CILIUM}{}",
+            cluster.provider_block(),
+            minimal.replace("argocd.example.com", "cd.example.com")
+        ),
+    );
+    ws.apply();
+    let revisions = history(&client, "argocd", "argocd").await;
+    assert_eq!(
+        revisions.get(&2).map(String::as_str),
+        Some("deployed"),
+        "{revisions:?}"
+    );
+    assert_eq!(talosboot_leftovers(&client).await, Vec::<String>::new());
+    let destroyed = ws.run(&["destroy", "-auto-approve", "-no-color"]);
+    assert!(destroyed.success, "{}", destroyed.text());
+    assert!(
+        history(&client, "argocd", "argocd").await.is_empty(),
+        "uninstalled"
+    );
+    assert_eq!(talosboot_leftovers(&client).await, Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

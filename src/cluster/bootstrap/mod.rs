@@ -102,8 +102,9 @@ pub struct JobSettings {
     pub env: BTreeMap<String, String>,
     /// Annotations of the pod (policy tools, sidecar injectors opting out, ...).
     pub annotations: BTreeMap<String, String>,
-    /// What the run's ServiceAccount may do (Helm installs take it from here).
-    pub rbac: Rbac,
+    /// What the run's ServiceAccount may ask for: chart installs resolve it into the
+    /// [`RunSpec::rbac`] of each run.
+    pub rbac: rbac::RbacPolicy,
 }
 
 impl JobSettings {
@@ -119,7 +120,7 @@ impl JobSettings {
             affinity: None,
             env: BTreeMap::new(),
             annotations: BTreeMap::new(),
-            rbac: Rbac::ClusterAdmin,
+            rbac: rbac::RbacPolicy::ClusterAdmin,
         }
     }
 }
@@ -152,7 +153,8 @@ pub enum Rbac {
     /// Exactly these rules, granted for the run by its own ClusterRole (rules without a
     /// namespace) and Roles (rules limited to a namespace), deleted after it. A run that lacks a
     /// permission fails with a diagnosis naming the verb and resource. E.g.
-    /// [`rbac::cilium_install_rules`], or [`rbac::helm_install_rules`] for another chart.
+    /// [`rbac::helm_install_rules`] of what a chart renders. No rules at all: the ServiceAccount
+    /// is bound to nothing (a `helm template` run).
     Minimal(Vec<rbac::Rule>),
 }
 
@@ -176,7 +178,13 @@ pub struct RunSpec {
     /// The whole run, Lease wait included: the Job's deadline is what is left of it.
     pub timeout: Duration,
     pub rbac: Rbac,
+    /// Return the program's whole output (bounded by [`MAX_OUTPUT`]) in [`RunOutcome::output`]:
+    /// only for programs whose output is made safe to read (no values, no secrets).
+    pub capture_output: bool,
 }
+
+/// The most output a run returns (a rendered chart's kinds: a few lines per object).
+pub const MAX_OUTPUT: i64 = 4 * 1024 * 1024;
 
 /// The steps of a run, as messages name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,6 +196,7 @@ pub enum Step {
     Job,
     Wait,
     Release,
+    Render,
     Readiness,
 }
 
@@ -201,6 +210,7 @@ impl Step {
             Step::Job => "create the bootstrap Job",
             Step::Wait => "run the bootstrap Job",
             Step::Release => "prepare the Helm release",
+            Step::Render => "learn what the chart creates (rbac = \"minimal\")",
             Step::Readiness => "wait for the workloads to become ready",
         }
     }
@@ -271,6 +281,8 @@ pub struct RunOutcome {
     pub duration: Duration,
     /// The last lines of the program's output.
     pub log_tail: Vec<String>,
+    /// The whole output, when [`RunSpec::capture_output`] asked for it.
+    pub output: Option<String>,
     /// Waiting for another run, cleanup problems: worth a warning, not a failure.
     pub warnings: Vec<String>,
 }
@@ -397,10 +409,11 @@ pub async fn run(
         warnings.push(w);
     }
     match result {
-        Ok(log_tail) => Ok(RunOutcome {
+        Ok((log_tail, output)) => Ok(RunOutcome {
             job: format!("{ns}/{}", names.object),
             duration: started.elapsed(),
             log_tail,
+            output,
             warnings,
         }),
         Err(mut e) => {
@@ -659,14 +672,15 @@ where
     .map_err(|e| clients.api_error(step, e))
 }
 
-/// Creates the run's objects and Job, waits for it; on success returns the log tail.
+/// Creates the run's objects and Job, waits for it; on success returns the log tail and, when
+/// asked for, the whole output.
 async fn run_job(
     clients: &Clients,
     spec: &RunSpec,
     names: &objects::RunNames,
     deadline: Instant,
     cancel: &CancellationToken,
-) -> Result<Vec<String>, EngineError> {
+) -> Result<(Vec<String>, Option<String>), EngineError> {
     let c = &clients.client;
     let ns = &spec.namespace.name;
     create(
@@ -740,7 +754,20 @@ async fn run_job(
     let job_ref = format!("{ns}/{}", names.object);
     let report = report::collect(&pods, &events, &names.object, &pod_selector).await;
     let mut failure = match outcome {
-        JobWait::Succeeded => return Ok(report.log_tail),
+        JobWait::Succeeded if spec.capture_output => {
+            let output = report::output(&pods, report.pod.as_deref().unwrap_or_default())
+                .await
+                .map_err(|e| {
+                    EngineError::new(
+                        Step::Wait,
+                        format!(
+                            "the bootstrap Job {job_ref} succeeded, but its output could not be read: {e}"
+                        ),
+                    )
+                })?;
+            return Ok((report.log_tail, Some(output)));
+        }
+        JobWait::Succeeded => return Ok((report.log_tail, None)),
         JobWait::Interrupted => {
             let _ = jobs
                 .delete(&names.object, &DeleteParams::background())

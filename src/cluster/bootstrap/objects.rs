@@ -75,10 +75,11 @@ pub fn service_account(spec: &RunSpec, names: &RunNames) -> ServiceAccount {
 }
 
 /// The binding of the run's ServiceAccount: to `cluster-admin`, or to the run's own ClusterRole
-/// ([`cluster_role`]) for [`Rbac::Minimal`].
+/// ([`cluster_role`]) for [`Rbac::Minimal`]; none when no rule is cluster-wide.
 pub fn cluster_role_binding(spec: &RunSpec, names: &RunNames) -> Option<ClusterRoleBinding> {
     let role = match &spec.rbac {
         Rbac::ClusterAdmin => "cluster-admin",
+        Rbac::Minimal(rules) if rules.iter().all(|r| r.namespace.is_some()) => return None,
         Rbac::Minimal(_) => names.object.as_str(),
     };
     Some(rbac::cluster_role_binding(
@@ -92,6 +93,7 @@ pub fn cluster_role_binding(spec: &RunSpec, names: &RunNames) -> Option<ClusterR
 pub fn cluster_role(spec: &RunSpec, names: &RunNames) -> Option<ClusterRole> {
     match &spec.rbac {
         Rbac::ClusterAdmin => None,
+        Rbac::Minimal(rules) if rules.iter().all(|r| r.namespace.is_some()) => None,
         Rbac::Minimal(rules) => Some(rbac::cluster_role(names, rules)),
     }
 }
@@ -250,6 +252,7 @@ mod tests {
             secret_files: BTreeMap::new(),
             timeout: Duration::from_secs(600),
             rbac: Rbac::ClusterAdmin,
+            capture_output: false,
         }
     }
 

@@ -82,16 +82,29 @@ impl Rule {
 }
 
 /// A kind a chart renders, by API group and plural resource (`("apps", "daemonsets")`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Kind {
-    pub group: &'static str,
-    pub resource: &'static str,
+    pub group: String,
+    pub resource: String,
 }
 
 impl Kind {
-    pub const fn new(group: &'static str, resource: &'static str) -> Kind {
-        Kind { group, resource }
+    pub fn new(group: &str, resource: &str) -> Kind {
+        Kind {
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+        }
     }
+}
+
+/// What a resource's `rbac` input asks for; chart installs turn [`RbacPolicy::Minimal`] into
+/// an [`Rbac::Minimal`](super::Rbac::Minimal) with the rules of what the chart renders
+/// (see [`crate::cluster::chart_rbac`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RbacPolicy {
+    #[default]
+    ClusterAdmin,
+    Minimal,
 }
 
 /// The verbs Helm uses on the objects of a release: look up (ownership check), create,
@@ -116,9 +129,9 @@ const RBAC_KINDS: &[&str] = &[
 pub fn helm_install_rules(release_namespace: &str, kinds: &[Kind]) -> Vec<Rule> {
     let mut by_group: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for k in kinds {
-        let resources = by_group.entry(k.group).or_default();
-        if !resources.contains(&k.resource) {
-            resources.push(k.resource);
+        let resources = by_group.entry(k.group.as_str()).or_default();
+        if !resources.contains(&k.resource.as_str()) {
+            resources.push(k.resource.as_str());
         }
     }
     let mut rules: Vec<Rule> = by_group
@@ -142,7 +155,7 @@ pub fn helm_install_rules(release_namespace: &str, kinds: &[Kind]) -> Vec<Rule> 
     }
     let ships_rbac = kinds
         .iter()
-        .any(|k| k.group == RBAC_GROUP && RBAC_KINDS.contains(&k.resource));
+        .any(|k| k.group == RBAC_GROUP && RBAC_KINDS.contains(&k.resource.as_str()));
     if ships_rbac {
         rules.push(Rule::new(
             &[RBAC_GROUP],
@@ -151,32 +164,6 @@ pub fn helm_install_rules(release_namespace: &str, kinds: &[Kind]) -> Vec<Rule> 
         ));
     }
     rules
-}
-
-/// The kinds the Cilium chart renders (1.16-1.18, with the Talos values and the chart's
-/// defaults: agent, operator, Envoy, Hubble relay/UI when enabled, their RBAC and Secrets, the
-/// `cilium-secrets` namespace, PodDisruptionBudgets, the CRDs the operator manages being created
-/// by the operator itself, not the chart).
-pub const CILIUM_CHART_KINDS: &[Kind] = &[
-    Kind::new("", "namespaces"),
-    Kind::new("", "serviceaccounts"),
-    Kind::new("", "secrets"),
-    Kind::new("", "configmaps"),
-    Kind::new("", "services"),
-    Kind::new(RBAC_GROUP, "clusterroles"),
-    Kind::new(RBAC_GROUP, "clusterrolebindings"),
-    Kind::new(RBAC_GROUP, "roles"),
-    Kind::new(RBAC_GROUP, "rolebindings"),
-    Kind::new("apps", "daemonsets"),
-    Kind::new("apps", "deployments"),
-    Kind::new("policy", "poddisruptionbudgets"),
-];
-
-/// The rules `rbac = "minimal"` grants a `talosboot_cilium` run (release `kube-system/cilium`):
-/// [`helm_install_rules`] of [`CILIUM_CHART_KINDS`]. The chart renders Secrets (CA and Hubble
-/// certificates), so Secrets are granted cluster-wide like its other kinds.
-pub fn cilium_install_rules() -> Vec<Rule> {
-    helm_install_rules("kube-system", CILIUM_CHART_KINDS)
 }
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value) -> T {
@@ -278,8 +265,22 @@ mod tests {
     }
 
     #[test]
-    fn cilium_needs_escalate_and_bind_because_it_ships_rbac() {
-        let rules = cilium_install_rules();
+    fn a_chart_shipping_rbac_needs_escalate_and_bind() {
+        // What the Cilium chart renders with the Talos values.
+        let kinds: Vec<Kind> = [
+            ("", "serviceaccounts"),
+            ("", "secrets"),
+            ("", "configmaps"),
+            ("", "services"),
+            (RBAC_GROUP, "clusterroles"),
+            (RBAC_GROUP, "clusterrolebindings"),
+            ("apps", "daemonsets"),
+            ("apps", "deployments"),
+        ]
+        .iter()
+        .map(|(g, r)| Kind::new(g, r))
+        .collect();
+        let rules = helm_install_rules("kube-system", &kinds);
         let special = rules
             .iter()
             .find(|r| r.verbs == ["escalate", "bind"])
@@ -287,18 +288,13 @@ mod tests {
         assert_eq!(special.resources, ["clusterroles", "roles"]);
         assert!(
             rules.iter().all(|r| r.namespace.is_none()),
-            "secrets are a chart kind"
+            "secrets are a chart kind: granted like the others"
         );
         let core = rules.iter().find(|r| r.api_groups == [""]).expect("core");
-        for r in [
-            "secrets",
-            "serviceaccounts",
-            "configmaps",
-            "services",
-            "namespaces",
-        ] {
+        for r in ["secrets", "serviceaccounts", "configmaps", "services"] {
             assert!(core.resources.contains(&r.to_owned()), "{r}");
         }
+        assert!(!core.resources.contains(&"namespaces".to_owned()));
     }
 
     #[test]

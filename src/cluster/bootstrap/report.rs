@@ -75,6 +75,28 @@ pub fn describe_container(c: &ContainerStatus) -> String {
     }
 }
 
+/// The whole log of a finished pod, bounded by [`super::MAX_OUTPUT`]: a log that fills the bound
+/// is refused rather than read as if it were complete.
+pub async fn output(pods: &Api<Pod>, pod: &str) -> Result<String, String> {
+    if pod.is_empty() {
+        return Err("no pod of the Job was found".into());
+    }
+    let params = LogParams {
+        limit_bytes: Some(super::MAX_OUTPUT),
+        ..Default::default()
+    };
+    let log = crate::cluster::retry::retry("read the pod log", || pods.logs(pod, &params))
+        .await
+        .map_err(|e| scrub_api_message(&e.to_string()))?;
+    if log.len() as i64 >= super::MAX_OUTPUT {
+        return Err(format!(
+            "the output exceeds {} MiB",
+            super::MAX_OUTPUT / 1024 / 1024
+        ));
+    }
+    Ok(log)
+}
+
 /// Collects the report for the pods of one run (selected by `pod_selector`) and the Job `job`.
 /// Best effort: what cannot be read is left out, the failure itself is already known.
 pub async fn collect(

@@ -110,7 +110,8 @@ impl Cilium {
         self.adopt_existing.get_or_insert(false);
         self.deletion_policy
             .get_or_insert_with(|| "uninstall".into());
-        self.rbac.get_or_insert_with(|| "cluster-admin".into());
+        self.rbac
+            .get_or_insert_with(|| crate::resources::rbac::DEFAULT.into());
         self.id = Some(format!(
             "{}/{}",
             self.release_namespace(),
@@ -176,11 +177,7 @@ impl Cilium {
     pub fn job_settings(&self) -> JobSettings {
         let mut settings =
             crate::resources::release::inputs::job_settings(self.job.as_ref(), self.endpoint());
-        if self.rbac.as_deref() == Some("minimal") {
-            settings.rbac = crate::cluster::bootstrap::Rbac::Minimal(
-                crate::cluster::bootstrap::rbac::cilium_install_rules(),
-            );
-        }
+        settings.rbac = crate::resources::rbac::policy(self.rbac.as_deref());
         settings
     }
 
@@ -218,15 +215,7 @@ fn exact_version(v: &str) -> bool {
 /// Checks without I/O; unknown values (decoded as absent) are skipped.
 pub fn validate(c: &Cilium, d: &mut Diagnostics) {
     let at = AttributePath::attr;
-    if let Some(r) = &c.rbac {
-        if r != "cluster-admin" && r != "minimal" {
-            d.error_at(
-                at("rbac"),
-                "Invalid rbac",
-                format!("{r:?}: use `cluster-admin` or `minimal`."),
-            );
-        }
-    }
+    crate::resources::rbac::validate(c.rbac.as_deref(), at("rbac"), d);
     validate_common(
         &CommonInputs {
             name: c.name.as_deref(),

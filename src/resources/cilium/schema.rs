@@ -52,11 +52,7 @@ pub fn schema() -> Schema {
                 Attribute::optional_computed("talos_defaults", Type::Bool, "Merge the Talos values under the user's: `ipam.mode=kubernetes`, `kubeProxyReplacement=true`, `k8sServiceHost`/`k8sServicePort` from `api_endpoint`, `cgroup.autoMount.enabled=false`, `cgroup.hostRoot=/sys/fs/cgroup`, and the capability lists `securityContext.capabilities.ciliumAgent` (`CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID`) and `cleanCiliumState` (`NET_ADMIN,SYS_ADMIN,SYS_RESOURCE`) without `SYS_MODULE`. Default `true`."),
                 Attribute::optional_computed("api_endpoint", Type::String, &format!("API endpoint outside the Service CIDR, `HOST:PORT`, used by the bootstrap pod and (with `talos_defaults`) by the Cilium agents. Default `{KUBEPRISM}` (Talos KubePrism); elsewhere a control-plane or load-balancer address.")),
                 Attribute::optional_computed("adopt_existing", Type::Bool, "Take a Cilium that was installed without Helm (Talos inline manifests, or `kubectl apply` of `helm template` output) under the release in place: no object is deleted or recreated. Default `false`."),
-                Attribute::optional_computed(
-                    "rbac",
-                    Type::String,
-                    "What the bootstrap Job may do. `cluster-admin` (default, as every Talos guide and the flux-operator-bootstrap module do) or `minimal`: only for the run, a ClusterRole (and Roles) with exactly the verbs and resources a Cilium install needs, deleted afterwards. The Cilium chart creates ClusterRoles, so `minimal` includes `escalate` and `bind` on RBAC objects: the run can still grant itself what the chart grants. A run that lacks a permission fails with the missing verb and resource named.",
-                ),
+                crate::resources::rbac::attribute(),
                 Attribute::optional("job", Type::Dynamic, "The bootstrap pod: image, placement and environment.").nested(Nesting::Single, job_attributes()),
                 Attribute::optional_computed("deletion_policy", Type::String, "`uninstall` (default): destroy uninstalls the release. `keep`: destroy only forgets it and leaves Cilium running (for handing Cilium over to GitOps)."),
                 Attribute::computed("status", Type::String, "Status of the current release revision: `deployed`, `failed`, `pending-install`, ... or `missing`."),

@@ -183,7 +183,7 @@ async fn uninstall_flux(
         delete_managed(kube, &tracked.object).await?;
     }
     if !operator::adopted(kube, namespace).await? {
-        let job = job_settings(config.job.as_ref());
+        let job = job_settings(config.job.as_ref(), config.rbac.as_deref());
         let remaining = deadline.saturating_duration_since(Instant::now());
         helm_install::uninstall(
             clients,

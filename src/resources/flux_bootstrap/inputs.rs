@@ -167,10 +167,14 @@ fn chart_install(
     })
 }
 
-/// The Job settings: the Talos defaults unless `job` is set, else the module's (as written).
-pub fn job_settings(job: Option<&Job>) -> JobSettings {
+/// The Job settings: the Talos defaults unless `job` is set, else the module's (as written); and
+/// what the chart installs may do (`rbac`).
+pub fn job_settings(job: Option<&Job>, rbac: Option<&str>) -> JobSettings {
     let Some(job) = job else {
-        return JobSettings::talos(DEFAULT_HELM_IMAGE);
+        return JobSettings {
+            rbac: crate::resources::rbac::policy(rbac),
+            ..JobSettings::talos(DEFAULT_HELM_IMAGE)
+        };
     };
     JobSettings {
         image: job
@@ -194,7 +198,7 @@ pub fn job_settings(job: Option<&Job>) -> JobSettings {
             .filter(|a| a.as_object().is_some_and(|o| !o.is_empty())),
         env: job.env.clone(),
         annotations: BTreeMap::new(),
-        rbac: crate::cluster::bootstrap::Rbac::ClusterAdmin,
+        rbac: crate::resources::rbac::policy(rbac),
     }
 }
 
@@ -307,7 +311,7 @@ impl Inputs {
             charts,
             operator,
             managed,
-            job: job_settings(config.job.as_ref()),
+            job: job_settings(config.job.as_ref(), config.rbac.as_deref()),
             timeout: timeout(config),
             debug: config.debug_on_failure.unwrap_or(false),
         })
@@ -370,7 +374,7 @@ mod tests {
         );
         assert_eq!(inputs.operator.namespace, "flux-system");
         assert!(inputs.managed.is_empty(), "no runtime info: no ConfigMap");
-        let explicit = job_settings(Some(&Job::default()));
+        let explicit = job_settings(Some(&Job::default()), None);
         assert!(!explicit.host_network && explicit.api_endpoint.is_none());
     }
 

@@ -29,6 +29,7 @@ pub struct Config {
     pub timeout: Option<String>,
     pub debug_on_failure: Option<bool>,
     pub deletion_policy: Option<String>,
+    pub rbac: Option<String>,
     pub sync: Option<Sync>,
     pub suspend_applications: Option<bool>,
 }
@@ -349,6 +350,11 @@ impl Config {
                 diagnostics.error_at(path, "Bootstrap namespace is the FluxInstance's namespace", format!("The bootstrap namespace gets the `privileged` Pod Security level for its host-network Job; {ns:?} is where Flux runs. Use a namespace of its own (default `{DEFAULT_BOOTSTRAP_NAMESPACE}`)."));
             }
         }
+        crate::resources::rbac::validate(
+            self.rbac.as_deref(),
+            AttributePath::attr("rbac"),
+            diagnostics,
+        );
         let policy = AttributePath::attr("deletion_policy");
         one_of(
             diagnostics,

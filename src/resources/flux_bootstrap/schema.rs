@@ -1,5 +1,5 @@
 //! The schema: the module's variables as nested attributes (`name = { ... }`, exactly as module
-//! arguments are written), plus `deletion_policy`, `sync` and `suspend_applications`, and the
+//! arguments are written), plus `deletion_policy`, `rbac`, `sync` and `suspend_applications`, and the
 //! computed `id`, `namespace`, `managed_resources_hash` and `drift`.
 
 use crate::framework::{Attribute, Block, Nesting, Schema};
@@ -224,6 +224,11 @@ pub fn schema() -> Schema {
                 Attribute::optional("timeout", Type::String, "Budget of one run (chart installs and the FluxInstance wait): any Go duration, e.g. `10m` (default) or `1h30m`."),
                 Attribute::optional("debug_on_failure", Type::Bool, "On failure, add the bootstrap Job's log and the FluxInstance's conditions to the error."),
                 Attribute::optional("deletion_policy", Type::String, "`keep` (default): destroy removes the bootstrap namespace and leaves Flux running. `uninstall`: also deletes the FluxInstance, the managed objects and the operator (note: a create that failed leaves the resource tainted, and replacing it destroys first, which with `uninstall` removes Flux)."),
+                Attribute {
+                    // Not computed: as with `deletion_policy`, the default is applied, not planned.
+                    computed: false,
+                    ..crate::resources::rbac::attribute()
+                },
                 sync(),
                 Attribute::optional("suspend_applications", Type::Bool, "Exported into `flux-runtime-info` as `FLUX_SUSPEND_APPLICATIONS` (`true`/`false`) so a rebuild can start with the applications suspended (`suspend: ${FLUX_SUSPEND_APPLICATIONS}` in their Kustomizations)."),
                 computed("drift", Type::list(Type::String), "What drifted since the last apply, as `Kind/namespace/name: deleted|changed|failed`; empty after an apply."),

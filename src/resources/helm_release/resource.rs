@@ -83,6 +83,7 @@ pub struct ChartRelease {
     pub api_endpoint: Option<String>,
     pub adopt_existing: Option<bool>,
     pub job: Option<JobInput>,
+    pub rbac: Option<String>,
     pub deletion_policy: Option<String>,
     pub status: Option<String>,
     pub revision: Option<i64>,
@@ -139,6 +140,7 @@ fn schema() -> Schema {
                 oc("api_endpoint", Type::String, &format!("API endpoint of the bootstrap pod, outside the Service CIDR, `HOST:PORT`. Default `{KUBEPRISM}` (Talos KubePrism).")),
                 oc("adopt_existing", Type::Bool, "Take objects that exist without Helm's ownership metadata under the release in place (`helm --take-ownership`). Default `false`."),
                 opt("job", Type::Dynamic, "The bootstrap pod: image, placement and environment.").nested(Nesting::Single, job_attributes()),
+                crate::resources::rbac::attribute(),
                 oc("deletion_policy", Type::String, "`uninstall` (default) or `keep` (destroy only forgets the release)."),
                 comp("status", Type::String, "Status of the current revision: `deployed`, `failed`, `pending-install`, ..."),
                 comp("revision", Type::Number, "Current revision."),
@@ -321,7 +323,10 @@ impl Release for ChartRelease {
         })
     }
     fn job_settings(&self) -> JobSettings {
-        job_settings(self.job.as_ref(), self.endpoint())
+        JobSettings {
+            rbac: crate::resources::rbac::policy(self.rbac.as_deref()),
+            ..job_settings(self.job.as_ref(), self.endpoint())
+        }
     }
     fn bootstrap_namespace(&self) -> BootstrapNamespace {
         // kube-system is exempt from Pod Security on Talos and always exists.
@@ -395,6 +400,7 @@ impl ReleaseModel for ChartRelease {
             },
             d,
         );
+        crate::resources::rbac::validate(self.rbac.as_deref(), AttributePath::attr("rbac"), d);
         if let Some(t) = &self.timeout {
             if let Err(e) = parse_timeout(t) {
                 d.error_at(
@@ -438,6 +444,7 @@ impl ReleaseModel for ChartRelease {
                 ("api_endpoint", Value::from(KUBEPRISM)),
                 ("adopt_existing", Value::from(false)),
                 ("deletion_policy", Value::from("uninstall")),
+                ("rbac", Value::from(crate::resources::rbac::DEFAULT)),
             ],
             value_inputs: &["values", "set", "set_sensitive"],
             upgrade_inputs: UPGRADE_INPUTS,
@@ -469,6 +476,8 @@ impl ReleaseModel for ChartRelease {
         self.adopt_existing.get_or_insert(false);
         self.deletion_policy
             .get_or_insert_with(|| "uninstall".into());
+        self.rbac
+            .get_or_insert_with(|| crate::resources::rbac::DEFAULT.into());
         self.id = Some(self.id());
         self
     }
@@ -567,6 +576,7 @@ mod tests {
                     name: "x".into(),
                 },
             ],
+            kinds: Vec::new(),
         };
         let r = c.readiness(Some(&release));
         assert_eq!(r.workloads.len(), 2);
