@@ -7,6 +7,8 @@
 //! - **A Cilium apply**: `talosboot_cilium`'s install (engine run, readiness wait, reads).
 //! - **Requests per refresh** of one `talosboot_cilium`, counted at the API server, and how many of
 //!   them run concurrently.
+//! - **What `rbac = "minimal"` costs**: a Cilium chart upgrade with `cluster-admin` against the
+//!   same upgrade with `minimal` (discovery, the render run, the run's own roles).
 //!
 //! Run: `cargo bench --bench engine`. Criterion reports the distributions; the summary prints the
 //! medians, the overhead and the request count.
@@ -23,9 +25,11 @@ use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
+use talosboot::cluster::bootstrap::rbac::RbacPolicy;
 use talosboot::cluster::bootstrap::{
     self, BootstrapNamespace, Clients, JobSettings, Rbac, RunSpec,
 };
+use talosboot::cluster::helm_install;
 use talosboot::cluster::{ClusterHandle, ConfigSource, ProviderConfig};
 use talosboot::resources::cilium::model::Cilium;
 use talosboot::resources::private::Private;
@@ -221,6 +225,45 @@ fn main() {
         })
     });
     group.finish();
+
+    // The same Cilium upgrade under both policies (each iteration is a new revision).
+    let chart = cilium.chart_install().expect("chart");
+    let upgrade_times = |policy: RbacPolicy| {
+        let times = Arc::new(Mutex::new(Vec::new()));
+        let job = JobSettings {
+            rbac: policy,
+            ..cilium.job_settings()
+        };
+        (times, job)
+    };
+    let (admin_times, admin_job) = upgrade_times(RbacPolicy::ClusterAdmin);
+    let (minimal_times, minimal_job) = upgrade_times(RbacPolicy::Minimal);
+    let ns = BootstrapNamespace::named("kube-system");
+    let mut group = c.benchmark_group("cilium chart upgrade");
+    for (name, job, times) in [
+        ("rbac = cluster-admin (baseline)", &admin_job, &admin_times),
+        ("rbac = minimal", &minimal_job, &minimal_times),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let t = Instant::now();
+                rt.block_on(helm_install::install_or_upgrade(
+                    &clients,
+                    &ns,
+                    job,
+                    &chart,
+                    Duration::from_secs(60),
+                    &cancel,
+                ))
+                .expect("upgrade");
+                times.lock().expect("lock").push(t.elapsed());
+            })
+        });
+    }
+    group.finish();
+    let admin = median(admin_times.lock().expect("lock").clone());
+    let minimal = median(minimal_times.lock().expect("lock").clone());
+
     let engine = median(engine_times.lock().expect("lock").clone());
     let hand = median(hand_times.lock().expect("lock").clone());
     println!("\nsummary (fast-paced simulated cluster, medians):");
@@ -240,6 +283,15 @@ fn main() {
     println!(
         "  talosboot_cilium install (once)    {:>8.1} ms",
         cilium_apply.as_secs_f64() * 1e3
+    );
+    println!(
+        "  Cilium upgrade, rbac = cluster-admin {:>6.1} ms",
+        admin.as_secs_f64() * 1e3
+    );
+    println!(
+        "  Cilium upgrade, rbac = minimal     {:>8.1} ms  (ratio {:.2})",
+        minimal.as_secs_f64() * 1e3,
+        minimal.as_secs_f64() / admin.as_secs_f64()
     );
     println!("  API requests per Cilium refresh    {refresh_requests:>8}");
     for p in refresh_paths {

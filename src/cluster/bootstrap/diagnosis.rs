@@ -125,13 +125,13 @@ const TABLE: &[Row] = &[
     Row {
         all: &["is attempting to grant RBAC permissions not currently held"],
         cause: "the bootstrap ServiceAccount may not create a role or binding that grants permissions it does not hold itself (the API server's escalation prevention)",
-        fix: "charts that ship RBAC need `escalate` and `bind` on `clusterroles` and `roles` (group rbac.authorization.k8s.io) in the run's rules, or `rbac = \"cluster-admin\"`",
+        fix: "charts that ship RBAC need `escalate` and `bind` on `clusterroles` and `roles` (group rbac.authorization.k8s.io); `rbac = \"minimal\"` grants them when the rendered chart holds a role or binding, so this one creates RBAC objects its render did not show: use `rbac = \"cluster-admin\"` for it",
         detail: None,
     },
     Row {
         all: &["is forbidden: User"],
         cause: "the bootstrap ServiceAccount lacks a permission",
-        fix: "the message names the verb and resource; keep `rbac = \"cluster-admin\"` or grant it",
+        fix: "the message names the verb and resource; with `rbac = \"minimal\"` the chart needs it beyond the kinds it renders (a template `lookup`?): use `rbac = \"cluster-admin\"` for it",
         detail: Some(forbidden_detail),
     },
     Row {
@@ -215,7 +215,7 @@ fn forbidden_detail(line: &str) -> Option<(String, String)> {
         f.user, f.verb, f.resource, f.group
     );
     let fix = format!(
-        "grant verb `{}` on resource `{}` (apiGroups [\"{}\"]) in the run's rules, or use `rbac = \"cluster-admin\"`",
+        "with `rbac = \"minimal\"` the run is granted the kinds the chart renders; verb `{}` on resource `{}` (apiGroups [\"{}\"]) is beyond them (a template `lookup`, or an object made outside the chart): use `rbac = \"cluster-admin\"` for this release. With `cluster-admin`, another authorizer or a removed binding denied it",
         f.verb, f.resource, f.group
     );
     Some((cause, fix))
