@@ -26,6 +26,9 @@
 //! - `rbac`: programs act as their pod's ServiceAccount; helm and kubectl print the API server's
 //!   Forbidden like the real tools (`common::start` binds cluster-admin to all ServiceAccounts,
 //!   `common::start_strict` does not).
+//! - `render`: the provider's render Job (`helm template ... | sed` with `pipefail`) prints only
+//!   `---`/`apiVersion:`/`kind:` lines, needs neither permissions nor a reachable API, creates
+//!   nothing, and fails with helm's error in the log.
 
 #[path = "cluster_model/bootstrap.rs"]
 mod bootstrap;
@@ -55,6 +58,8 @@ mod pod_security;
 mod pre_cni;
 #[path = "cluster_model/rbac.rs"]
 mod rbac;
+#[path = "cluster_model/render.rs"]
+mod render;
 #[path = "cluster_model/tools.rs"]
 mod tools;
 #[path = "cluster_model/workloads.rs"]

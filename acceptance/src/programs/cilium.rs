@@ -3,7 +3,7 @@
 //! flags, cobra-parsed: unknown flags such as the classic mode's `--helm-set` fail),
 //! `uninstall`, `status [--wait] [--wait-duration D]`, `version`. `status --wait` waits like
 //! cilium-cli: DaemonSet `cilium` desired == ready == updated and the Deployment
-//! `cilium-operator` likewise, both at their latest generation.
+//! `cilium-operator` likewise, both at their latest generation. `Error: ...` goes to stderr.
 
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ impl Program for CiliumCli {
             match run(&ctx).await {
                 Ok(()) => Exit::ok(),
                 Err(message) => {
-                    ctx.out(&format!("Error: {message}"));
+                    ctx.err(&format!("Error: {message}"));
                     Exit::code(1)
                 }
             }

@@ -1,8 +1,13 @@
 //! [`ProgramContext`]: what a program sees of its container: argv, environment, files from
-//! volume mounts, the network (API reachability), stdout/stderr (the pod log) and readiness.
+//! volume mounts, the network (API reachability), stdin/stdout/stderr and readiness.
+//!
+//! stdout and stderr both land in the pod log (they share it, as in `kubectl logs`), unless a
+//! shell pipeline captured stdout ([`ProgramContext::with_stdout_captured`]) to feed the next
+//! stage's stdin ([`ProgramContext::with_stdin`]); stderr always reaches the log, so a failing
+//! stage's diagnostics stay visible behind a filter such as `sed`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -33,6 +38,27 @@ pub struct ProgramContext {
     /// The resolved environment (explicit `env` wins over kubelet-injected service variables).
     pub env: BTreeMap<String, String>,
     pub(crate) ready: Arc<watch::Sender<bool>>,
+    /// `None`: stdout is the pod log.
+    pub(crate) stdout: Option<Capture>,
+    /// `None`: nothing to read (the container's own process: pods here never get `stdin: true`).
+    pub(crate) stdin: Option<Arc<[u8]>>,
+}
+
+/// A program's stdout when a pipe takes it instead of the pod log. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Capture {
+    fn write(&self, bytes: &[u8]) {
+        // A poisoned lock only means another writer panicked; its bytes are still worth keeping.
+        let mut buffer = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        buffer.extend_from_slice(bytes);
+    }
+
+    /// Everything written so far, leaving the capture empty.
+    pub fn take(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 impl std::fmt::Debug for ProgramContext {
@@ -74,15 +100,57 @@ impl ProgramContext {
         }
     }
 
-    /// Writes one line to the container's log (stdout and stderr share it, as in `kubectl logs`).
+    /// This context with stdout going to a fresh [`Capture`] (a pipeline stage before the last).
+    pub fn with_stdout_captured(&self) -> (ProgramContext, Capture) {
+        let capture = Capture::default();
+        let ctx = ProgramContext {
+            stdout: Some(capture.clone()),
+            ..self.clone()
+        };
+        (ctx, capture)
+    }
+
+    /// This context reading `input` on stdin (the previous pipeline stage's output).
+    pub fn with_stdin(&self, input: Vec<u8>) -> ProgramContext {
+        ProgramContext {
+            stdin: Some(input.into()),
+            ..self.clone()
+        }
+    }
+
+    /// What the program reads on stdin (empty when nothing is piped in).
+    pub fn stdin(&self) -> &[u8] {
+        self.stdin.as_deref().unwrap_or_default()
+    }
+
+    /// Writes one line to stdout.
     pub fn out(&self, line: &str) {
         let mut bytes = line.as_bytes().to_vec();
         bytes.push(b'\n');
+        self.write_out(&bytes);
+    }
+
+    /// Writes raw bytes to stdout (`echo -n`, `cat`).
+    pub fn write_out(&self, bytes: &[u8]) {
+        match &self.stdout {
+            Some(capture) => capture.write(bytes),
+            None => self.log(bytes),
+        }
+    }
+
+    /// Writes one line to stderr: always the pod log, even when stdout is piped.
+    pub fn err(&self, line: &str) {
+        let mut bytes = line.as_bytes().to_vec();
+        bytes.push(b'\n');
+        self.log(&bytes);
+    }
+
+    fn log(&self, bytes: &[u8]) {
         self.store.logs().append(
             self.namespace(),
             self.pod_name(),
             self.container_name(),
-            &bytes,
+            bytes,
         );
     }
 
@@ -132,5 +200,40 @@ impl ProgramContext {
     /// volumes are read from the store at the time of the call.
     pub fn read_file(&self, path: &str) -> Result<Vec<u8>, files::FileError> {
         files::read(&self.store.system(), &self.pod, &self.container, path)
+    }
+}
+
+#[cfg(test)]
+impl ProgramContext {
+    /// Container `main` of pod `default/test` running `argv` in `image` (a repository of the
+    /// built-in registry), on an empty store with no nodes: no API endpoint is reachable.
+    pub(crate) fn for_test(image: &str, argv: &[&str]) -> ProgramContext {
+        let config = SimConfig::default();
+        let registry = ProgramRegistry::builtin();
+        let image = registry.image(image).cloned().expect("a built-in image");
+        ProgramContext {
+            store: Store::new(config.pace),
+            config,
+            registry,
+            image,
+            pod: Arc::new(
+                serde_json::json!({"metadata": {"name": "test", "namespace": "default"}}),
+            ),
+            container: Arc::new(serde_json::json!({"name": "main"})),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            env: BTreeMap::new(),
+            ready: Arc::new(watch::channel(false).0),
+            stdout: None,
+            stdin: None,
+        }
+    }
+
+    /// The container's log so far.
+    pub(crate) fn log_text(&self) -> String {
+        let bytes =
+            self.store
+                .logs()
+                .read(self.namespace(), self.pod_name(), self.container_name());
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 }

@@ -1,8 +1,11 @@
-//! The `helm` CLI (v3/v4 behaviour): `upgrade [--install]`, `install`, `uninstall`, `status`,
-//! `list`, `version`, with `-n/--namespace`, `--create-namespace`, `--version`, `-f/--values`,
-//! `--set`, `--set-string`, `--wait`, `--timeout`. Release records are real Helm Secrets
-//! ([`super::release`]); charts render from [`super::charts`]. The run first connects to the API
-//! endpoint from its environment: unreachable → `Error: Kubernetes cluster unreachable: ...`.
+//! The `helm` CLI (v3/v4 behaviour): `upgrade [--install]`, `install`, `uninstall`, `template`
+//! ([`super::helm_template`]), `status`, `list`, `history` ([`super::helm_read`]), `version`,
+//! with `-n/--namespace`, `--create-namespace`, `--version`, `-f/--values`, `--set`,
+//! `--set-string`, `--wait`, `--timeout`. Release records are real Helm Secrets
+//! ([`super::release`]); charts render from [`super::charts`]. Every command but `template` and
+//! `version` first connects to the API endpoint from its environment: unreachable →
+//! `Error: Kubernetes cluster unreachable: ...`. Helm's output goes to stdout, its `Error: ...`
+//! to stderr.
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +14,8 @@ use serde_json::{Value, json};
 use super::charts::Chart;
 use super::flags::{self, Parsed};
 use super::helm_flags::{GLOBAL, known_flags};
+use super::helm_read::{self, print_status};
+use super::helm_template::{self, RenderOptions};
 use super::release::{self, Release};
 use super::{Exit, Program, ProgramContext, ProgramFuture, manifests, values};
 use crate::cluster::obj;
@@ -29,7 +34,7 @@ impl Program for Helm {
             match result {
                 Ok(()) => Exit::ok(),
                 Err(message) => {
-                    ctx.out(&format!("Error: {message}"));
+                    ctx.err(&format!("Error: {message}"));
                     Exit::code(1)
                 }
             }
@@ -60,6 +65,8 @@ pub struct Args {
     pub output: Option<String>,
     /// `-h/--help`.
     pub help: bool,
+    /// `template`'s own flags.
+    pub render: RenderOptions,
     /// Do not print Helm's own output (cilium-cli runs Helm in-process).
     pub quiet: bool,
 }
@@ -102,6 +109,7 @@ impl Args {
             }
         }
         Ok(Args {
+            render: RenderOptions::from_parsed(&p),
             namespace: p.get("namespace").map(String::from),
             version: p.get("version").map(String::from),
             values_files: p.all("values"),
@@ -122,7 +130,7 @@ impl Args {
         })
     }
 
-    fn namespace(&self, ctx: &ProgramContext) -> String {
+    pub(super) fn namespace(&self, ctx: &ProgramContext) -> String {
         self.namespace.clone().unwrap_or_else(|| {
             ctx.env
                 .get("HELM_NAMESPACE")
@@ -167,6 +175,10 @@ async fn run(ctx: &ProgramContext, args: &Args) -> Result<(), String> {
         ctx.out("  helm [command]");
         return Ok(());
     }
+    if cmd == "template" {
+        // Client-only rendering: no API connection unless `--validate`.
+        return helm_template::template(ctx, args, &args.namespace(ctx)).await;
+    }
     if let Err(e) = ctx.dial_api().await {
         let prefix = if cmd == "install" {
             "INSTALLATION FAILED: "
@@ -183,13 +195,14 @@ async fn run(ctx: &ProgramContext, args: &Args) -> Result<(), String> {
     match cmd {
         "upgrade" | "install" => install_or_upgrade(ctx, args, cmd == "install", &ns, &name).await,
         "uninstall" | "delete" | "del" | "un" => uninstall(ctx, args, &ns, &name),
-        "status" => status(ctx, args, &ns, &name),
-        "history" | "hist" => history(ctx, args, &ns, &name),
-        _ => list(ctx, args, &ns),
+        "status" => helm_read::status(ctx, args, &ns, &name),
+        "history" | "hist" => helm_read::history(ctx, args, &ns, &name),
+        _ => helm_read::list(ctx, args, &ns),
     }
 }
 
-fn load_values(ctx: &ProgramContext, args: &Args) -> Result<Value, String> {
+/// The user values of a command line: the `-f` files in order, then the `--set`s.
+pub(super) fn load_values(ctx: &ProgramContext, args: &Args) -> Result<Value, String> {
     let mut vals = json!({});
     for f in &args.values_files {
         let bytes = ctx.read_file(f).map_err(|e| e.to_string())?;
@@ -416,15 +429,6 @@ fn ensure_namespace(ctx: &ProgramContext, ns: &str, create: bool) -> Result<(), 
     }
 }
 
-fn print_status(ctx: &ProgramContext, r: &Release) {
-    ctx.out(&format!("NAME: {}", r.name));
-    ctx.out(&format!("LAST DEPLOYED: {}", r.last_deployed));
-    ctx.out(&format!("NAMESPACE: {}", r.namespace));
-    ctx.out(&format!("STATUS: {}", r.status));
-    ctx.out(&format!("REVISION: {}", r.version));
-    ctx.out("TEST SUITE: None");
-}
-
 /// `helm uninstall`.
 pub fn uninstall(ctx: &ProgramContext, args: &Args, ns: &str, name: &str) -> Result<(), String> {
     let history = release::history(&ctx.store, ns, name).map_err(|e| e.to_string())?;
@@ -445,77 +449,6 @@ pub fn uninstall(ctx: &ProgramContext, args: &Args, ns: &str, name: &str) -> Res
     }
     if !args.quiet {
         ctx.out(&format!("release \"{name}\" uninstalled"));
-    }
-    Ok(())
-}
-
-fn status(ctx: &ProgramContext, args: &Args, ns: &str, name: &str) -> Result<(), String> {
-    let history = release::history(&ctx.store, ns, name).map_err(|e| e.to_string())?;
-    let last = history
-        .last()
-        .ok_or_else(|| "release: not found".to_string())?;
-    match args.output.as_deref() {
-        Some("json") => ctx.out(&last.to_json().to_string()),
-        Some("yaml") => ctx.out(&serde_saphyr::to_string(&last.to_json()).unwrap_or_default()),
-        Some("table") | None => print_status(ctx, last),
-        Some(other) => return Err(format!("invalid format type \"{other}\"")),
-    }
-    Ok(())
-}
-
-/// `helm history NAME [-o json|yaml|table]`.
-fn history(ctx: &ProgramContext, args: &Args, ns: &str, name: &str) -> Result<(), String> {
-    let revisions = release::history(&ctx.store, ns, name).map_err(|e| e.to_string())?;
-    if revisions.is_empty() {
-        return Err("release: not found".into());
-    }
-    let rows: Vec<Value> = revisions
-        .iter()
-        .map(|r| {
-            json!({"revision": r.version, "updated": r.last_deployed, "status": r.status,
-                "chart": format!("{}-{}", r.chart, r.chart_version), "app_version": r.app_version,
-                "description": r.description})
-        })
-        .collect();
-    match args.output.as_deref() {
-        Some("json") => ctx.out(&Value::Array(rows).to_string()),
-        Some("yaml") => ctx.out(&serde_saphyr::to_string(&rows).unwrap_or_default()),
-        Some("table") | None => {
-            ctx.out("REVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION\tDESCRIPTION");
-            for r in &revisions {
-                ctx.out(&format!(
-                    "{}\t{}\t{}\t{}-{}\t{}\t{}",
-                    r.version,
-                    r.last_deployed,
-                    r.status,
-                    r.chart,
-                    r.chart_version,
-                    r.app_version,
-                    r.description
-                ));
-            }
-        }
-        Some(other) => return Err(format!("invalid format type \"{other}\"")),
-    }
-    Ok(())
-}
-
-fn list(ctx: &ProgramContext, args: &Args, ns: &str) -> Result<(), String> {
-    let scope = if args.all_namespaces { None } else { Some(ns) };
-    let releases = release::list(&ctx.store, scope).map_err(|e| e.to_string())?;
-    ctx.out("NAME\tNAMESPACE\tREVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION");
-    for r in releases {
-        ctx.out(&format!(
-            "{}\t{}\t{}\t{}\t{}\t{}-{}\t{}",
-            r.name,
-            r.namespace,
-            r.version,
-            r.last_deployed,
-            r.status,
-            r.chart,
-            r.chart_version,
-            r.app_version
-        ));
     }
     Ok(())
 }

@@ -85,6 +85,19 @@ const INSTALL_ONLY: &[Flag] = &[
     flags::boolean("replace"),
 ];
 
+/// `template`'s own flags; it also has all of install's (Helm 3.18 `addInstallFlags`).
+const TEMPLATE_ONLY: &[Flag] = &[
+    flags::value("api-versions").short('a'),
+    flags::boolean("include-crds"),
+    flags::boolean("is-upgrade"),
+    flags::value("kube-version"),
+    flags::value("output-dir"),
+    flags::boolean("release-name"),
+    flags::value("show-only").short('s'),
+    flags::boolean("skip-tests"),
+    flags::boolean("validate"),
+];
+
 const UNINSTALL: &[Flag] = &[
     flags::value("cascade"),
     flags::value("description"),
@@ -133,6 +146,7 @@ pub(super) fn known_flags(cmd: &str) -> Option<Vec<Flag>> {
     let own: Vec<&[Flag]> = match cmd {
         "upgrade" => vec![INSTALL_UPGRADE, UPGRADE_ONLY],
         "install" => vec![INSTALL_UPGRADE, INSTALL_ONLY],
+        "template" => vec![INSTALL_UPGRADE, INSTALL_ONLY, TEMPLATE_ONLY],
         "uninstall" | "delete" | "del" | "un" => vec![UNINSTALL],
         "status" => vec![STATUS],
         "history" | "hist" => vec![HISTORY],

@@ -2,7 +2,7 @@
 //! `create namespace NAME`, `get TYPE [NAME] [-o name]`, `delete TYPE NAME [--ignore-not-found]`,
 //! `wait --for=condition=C[=V]|--for=delete TYPE/NAME [--timeout=D]`,
 //! `rollout status deployment/NAME`, `version`. It connects to the API endpoint from its
-//! environment first, and fails with kubectl's texts when it cannot.
+//! environment first, and fails with kubectl's texts when it cannot. Errors go to stderr.
 
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,7 @@ impl Program for Kubectl {
             match result {
                 Ok(()) => Exit::ok(),
                 Err(message) => {
-                    ctx.out(&message);
+                    ctx.err(&message);
                     Exit::code(1)
                 }
             }

@@ -13,7 +13,8 @@
 //! in [`crate::cluster::network`], from the endpoint their environment points them at
 //! ([`ProgramContext::dial_api`]).
 //!
-//! Built-in programs: `sh` (busybox/alpine subset: [`shell`]), `helm` ([`helm`]), `kubectl`
+//! Built-in programs: `sh` (busybox/alpine subset with pipelines, `sed` and `grep`: [`shell`]),
+//! `helm` ([`helm`]), `kubectl`
 //! (a subset: [`kubectl`]), `cilium` (cilium-cli: [`cilium`]), the Cilium agent and operator, Flux controllers and the Flux
 //! Operator ([`daemons`], [`flux_operator`]), `pause`.
 
@@ -26,10 +27,15 @@ pub mod flags;
 pub mod flux_operator;
 pub mod helm;
 mod helm_flags;
+mod helm_read;
+mod helm_template;
 pub mod kubectl;
 pub mod manifests;
 pub mod release;
 pub mod shell;
+mod shell_builtins;
+mod shell_syntax;
+mod text_filters;
 pub mod values;
 
 use std::collections::HashMap;
@@ -37,7 +43,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-pub use context::ProgramContext;
+pub use context::{Capture, ProgramContext};
 
 /// How a program ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,7 +141,7 @@ impl std::fmt::Debug for ProgramRegistry {
 }
 
 const SHELL: &[&str] = &[
-    "sh", "ash", "bash", "echo", "sleep", "true", "false", "cat", "env",
+    "sh", "ash", "bash", "echo", "sleep", "true", "false", "cat", "env", "sed", "grep",
 ];
 
 impl ProgramRegistry {

@@ -1,11 +1,21 @@
-//! A minimal POSIX shell (busybox/alpine images): `sh -c SCRIPT` with `;`, newlines, `&&`,
-//! `||`, quotes, `$VAR`/`${VAR}` expansion, `set -e`, and the commands `echo`, `exit`, `sleep`,
-//! `true`, `false`, `cat FILE`, `env`, `export`; other commands run when the image has them
-//! (`helm`, `kubectl`, ...), else `sh: X: not found` (exit 127).
+//! A minimal POSIX shell (busybox `ash` in the alpine/busybox images): `sh [-e] [-o pipefail]
+//! -c SCRIPT` or `sh FILE`, with `;`, newlines, `&&`, `||`, pipelines `a | b | c`, quotes,
+//! `$VAR`/`${VAR}`/`$?` expansion ([`super::shell_syntax`]), `set -e`/`set -o pipefail`
+//! (`-eo pipefail`, `+e`, `+o pipefail`), `exit`, the builtins of [`super::shell_builtins`]
+//! (`echo`, `cat`, `sed`, `grep`, ...); other commands run when the image has them (`helm`,
+//! `kubectl`, ...), else `sh: X: not found` (exit 127).
+//!
+//! Pipelines: each stage's stdout is the next stage's stdin and the last stage's stdout the
+//! shell's; stderr is never piped. Stages run one after another (a real shell runs them
+//! concurrently; nothing here streams, so only the order of log lines from different stages
+//! can differ). Each stage of a multi-stage pipeline runs as in a subshell: `export`, `set` and
+//! `exit` there do not affect the script. The status is the last stage's, or with `pipefail`
+//! the last non-zero one. Not simulated: redirections, `!`, subshells, functions, `if`/loops.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
+use super::shell_builtins::builtin;
+use super::shell_syntax::{Token, expand, tokenize};
 use super::{Exit, Program, ProgramContext, ProgramFuture, basename};
 
 /// See the module docs.
@@ -28,80 +38,214 @@ impl Program for Shell {
     }
 }
 
-async fn run_shell(ctx: &ProgramContext, args: &[String]) -> Exit {
-    let mut errexit = false;
-    let mut script = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a.starts_with('-') && a.len() > 1 {
-            errexit |= a.contains('e');
-            if a.contains('c') {
-                script = it.next().cloned();
-                break;
-            }
-        } else {
-            match ctx.read_file(a) {
-                Ok(bytes) => script = Some(String::from_utf8_lossy(&bytes).into_owned()),
-                Err(_) => {
-                    ctx.out(&format!("sh: can't open '{a}': No such file or directory"));
-                    return Exit::code(2);
-                }
-            }
-            break;
-        }
-    }
-    let Some(script) = script else {
-        return Exit::ok();
-    };
-    run_script(ctx, &script, errexit).await
+/// The shell options that change how a script runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `-e`: a failing command (not on the left of `&&`/`||`) ends the script.
+    pub errexit: bool,
+    /// `-o pipefail`: a pipeline fails when any stage does.
+    pub pipefail: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-enum Token {
-    Word(String),
-    Seq,
-    And,
-    Or,
+impl Options {
+    /// Applies option words (`-e`, `-eo pipefail`, `+o pipefail`, ...) as `set` and `sh` read
+    /// them; returns the words after the options. Options this shell does not simulate (`-x`,
+    /// `-u`, ...) are accepted and ignored; `-c` is reported through `wants_script`.
+    fn apply<'a>(
+        &mut self,
+        words: &'a [String],
+        wants_script: &mut bool,
+    ) -> Result<&'a [String], String> {
+        let mut i = 0;
+        while let Some(w) = words.get(i) {
+            let enable = match w.chars().next() {
+                Some('-') if w.len() > 1 && w != "--" => true,
+                Some('+') if w.len() > 1 => false,
+                _ => break,
+            };
+            i += 1;
+            for c in w.chars().skip(1) {
+                match c {
+                    'e' => self.errexit = enable,
+                    'c' => *wants_script = true,
+                    'o' => {
+                        // `set -o` alone lists the options: nothing to change.
+                        let Some(name) = words.get(i) else { break };
+                        i += 1;
+                        match name.as_str() {
+                            "pipefail" => self.pipefail = enable,
+                            "errexit" => self.errexit = enable,
+                            "nounset" | "xtrace" | "noglob" | "noexec" | "verbose" => {}
+                            other => return Err(format!("illegal option -o {other}")),
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if words.get(i).map(String::as_str) == Some("--") {
+            i += 1;
+        }
+        Ok(&words[i..])
+    }
+}
+
+async fn run_shell(ctx: &ProgramContext, args: &[String]) -> Exit {
+    let mut options = Options::default();
+    let mut wants_script = false;
+    let rest = match options.apply(args, &mut wants_script) {
+        Ok(rest) => rest,
+        Err(message) => {
+            ctx.err(&format!("sh: {message}"));
+            return Exit::code(2);
+        }
+    };
+    let script = match (rest.first(), wants_script) {
+        (None, true) => {
+            ctx.err("sh: -c requires an argument");
+            return Exit::code(2);
+        }
+        (None, false) => return Exit::ok(),
+        (Some(text), true) => text.clone(),
+        (Some(file), false) => match ctx.read_file(file) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => {
+                ctx.err(&format!(
+                    "sh: can't open '{file}': No such file or directory"
+                ));
+                return Exit::code(2);
+            }
+        },
+    };
+    run_script(ctx, &script, options).await
+}
+
+/// What a command line asks of the script.
+enum Flow {
+    Continue(Exit),
+    /// `exit` (or an error of a special builtin such as `set`): the script ends with this status.
+    End(Exit),
 }
 
 /// Runs a script; returns the exit status of the last command.
-pub async fn run_script(ctx: &ProgramContext, script: &str, mut errexit: bool) -> Exit {
+pub async fn run_script(ctx: &ProgramContext, script: &str, mut options: Options) -> Exit {
     let mut env: BTreeMap<String, String> = ctx.env.clone();
-    let tokens = tokenize(script);
     let mut last = Exit::ok();
-    let mut words: Vec<String> = Vec::new();
+    let mut pipeline: Vec<Vec<String>> = vec![Vec::new()];
     let mut skip = false;
-    for tok in tokens.into_iter().chain([Token::Seq]) {
-        match tok {
-            Token::Word(w) => words.push(expand(&w, &env, last.code)),
-            op => {
-                if !words.is_empty() && !skip {
-                    if words.first().map(String::as_str) == Some("set") {
-                        errexit |= words.iter().any(|w| w.starts_with('-') && w.contains('e'));
-                    } else if words.first().map(String::as_str) == Some("exit") {
-                        return Exit::code(
-                            words
-                                .get(1)
-                                .and_then(|c| c.parse().ok())
-                                .unwrap_or(last.code),
-                        );
-                    } else {
-                        last = run_command(ctx, &words, &mut env).await;
-                        if errexit && last.code != 0 && op != Token::And && op != Token::Or {
-                            return last;
-                        }
-                    }
+    for tok in tokenize(script).into_iter().chain([Token::Seq]) {
+        let op = match tok {
+            Token::Word(w) => {
+                if let Some(stage) = pipeline.last_mut() {
+                    stage.push(w);
                 }
-                words.clear();
-                skip = match op {
-                    Token::And => last.code != 0,
-                    Token::Or => last.code == 0,
-                    _ => false,
-                };
+                continue;
+            }
+            Token::Pipe => {
+                pipeline.push(Vec::new());
+                continue;
+            }
+            op => op,
+        };
+        let stages = std::mem::replace(&mut pipeline, vec![Vec::new()]);
+        let empty = stages.iter().all(Vec::is_empty);
+        if !empty && !skip {
+            match run_pipeline(ctx, &stages, &mut env, &mut options, last.code).await {
+                Flow::End(exit) => return exit,
+                Flow::Continue(exit) => last = exit,
+            }
+            if options.errexit && last.code != 0 && op != Token::And && op != Token::Or {
+                return last;
             }
         }
+        skip = match op {
+            Token::And => last.code != 0,
+            Token::Or => last.code == 0,
+            _ => false,
+        };
     }
     last
+}
+
+async fn run_pipeline(
+    ctx: &ProgramContext,
+    stages: &[Vec<String>],
+    env: &mut BTreeMap<String, String>,
+    options: &mut Options,
+    status: i32,
+) -> Flow {
+    if stages.iter().any(Vec::is_empty) {
+        ctx.err("sh: syntax error: unexpected \"|\"");
+        return Flow::End(Exit::code(2));
+    }
+    let expanded: Vec<Vec<String>> = stages
+        .iter()
+        .map(|words| words.iter().map(|w| expand(w, env, status)).collect())
+        .collect();
+    if let [words] = expanded.as_slice() {
+        return run_in_shell(ctx, words, env, options, status).await;
+    }
+    let mut input: Option<Vec<u8>> = None;
+    let mut exits = Vec::with_capacity(expanded.len());
+    for (i, words) in expanded.iter().enumerate() {
+        let reads = match input.take() {
+            Some(bytes) => ctx.with_stdin(bytes),
+            None => ctx.clone(),
+        };
+        let (stage_ctx, capture) = if i + 1 < expanded.len() {
+            let (c, capture) = reads.with_stdout_captured();
+            (c, Some(capture))
+        } else {
+            (reads, None)
+        };
+        // A subshell: its `export`, `set` and `exit` stay inside the stage.
+        let mut stage_env = env.clone();
+        let mut stage_options = *options;
+        let flow = run_in_shell(
+            &stage_ctx,
+            words,
+            &mut stage_env,
+            &mut stage_options,
+            status,
+        );
+        exits.push(match flow.await {
+            Flow::Continue(exit) | Flow::End(exit) => exit,
+        });
+        input = capture.map(|c| c.take());
+    }
+    let last = exits.last().cloned().unwrap_or_else(Exit::ok);
+    let failed = exits.into_iter().rev().find(|e| e.code != 0);
+    Flow::Continue(match failed {
+        Some(exit) if options.pipefail => exit,
+        _ => last,
+    })
+}
+
+/// Runs one simple command: `set`, `exit`, a builtin or a program of the image.
+async fn run_in_shell(
+    ctx: &ProgramContext,
+    words: &[String],
+    env: &mut BTreeMap<String, String>,
+    options: &mut Options,
+    status: i32,
+) -> Flow {
+    match words[0].as_str() {
+        "set" => {
+            let mut ignored = false;
+            match options.apply(&words[1..], &mut ignored) {
+                Ok(_) => Flow::Continue(Exit::ok()),
+                Err(message) => {
+                    // An error of a special builtin ends a non-interactive shell.
+                    ctx.err(&format!("sh: set: {message}"));
+                    Flow::End(Exit::code(2))
+                }
+            }
+        }
+        "exit" => Flow::End(Exit::code(
+            words.get(1).and_then(|c| c.parse().ok()).unwrap_or(status),
+        )),
+        _ => Flow::Continue(run_command(ctx, words, env).await),
+    }
 }
 
 async fn run_command(
@@ -120,200 +264,116 @@ async fn run_command(
             p.run(child).await
         }
         None => {
-            ctx.out(&format!("sh: {cmd}: not found"));
+            ctx.err(&format!("sh: {cmd}: not found"));
             Exit::code(127)
         }
     }
-}
-
-async fn builtin(
-    ctx: &ProgramContext,
-    words: &[String],
-    env: &mut BTreeMap<String, String>,
-) -> Option<Exit> {
-    let args = &words[1..];
-    let exit = match basename(&words[0]) {
-        "echo" => {
-            let (newline, args) = match args.first().map(String::as_str) {
-                Some("-n") => (false, &args[1..]),
-                _ => (true, args),
-            };
-            let text = args.join(" ");
-            if newline {
-                ctx.out(&text);
-            } else {
-                let bytes = text.into_bytes();
-                ctx.store.logs().append(
-                    ctx.namespace(),
-                    ctx.pod_name(),
-                    ctx.container_name(),
-                    &bytes,
-                );
-            }
-            Exit::ok()
-        }
-        "true" | ":" => Exit::ok(),
-        "false" => Exit::code(1),
-        "sleep" => {
-            let secs: f64 = args
-                .first()
-                .and_then(|s| s.trim_end_matches('s').parse().ok())
-                .unwrap_or(0.0);
-            ctx.sleep(Duration::from_secs_f64(secs.max(0.0))).await;
-            Exit::ok()
-        }
-        "cat" => {
-            for f in args {
-                match ctx.read_file(f) {
-                    Ok(b) => ctx.store.logs().append(
-                        ctx.namespace(),
-                        ctx.pod_name(),
-                        ctx.container_name(),
-                        &b,
-                    ),
-                    Err(_) => {
-                        ctx.out(&format!("cat: can't open '{f}': No such file or directory"));
-                        return Some(Exit::code(1));
-                    }
-                }
-            }
-            Exit::ok()
-        }
-        "env" => {
-            for (k, v) in env.iter() {
-                ctx.out(&format!("{k}={v}"));
-            }
-            Exit::ok()
-        }
-        "export" => {
-            for a in args {
-                if let Some((k, v)) = a.split_once('=') {
-                    env.insert(k.into(), v.into());
-                }
-            }
-            Exit::ok()
-        }
-        _ => return None,
-    };
-    Some(exit)
-}
-
-fn tokenize(script: &str) -> Vec<Token> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut chars = script.chars().peekable();
-    let mut quote: Option<char> = None;
-    let flush = |cur: &mut String, in_word: &mut bool, out: &mut Vec<Token>| {
-        if *in_word {
-            out.push(Token::Word(std::mem::take(cur)));
-            *in_word = false;
-        }
-    };
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some('\''), c) => cur.push(if c == '$' { '\u{2}' } else { c }),
-            (Some(_), '\\') => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                }
-            }
-            (Some(_), c) => cur.push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                in_word = true;
-            }
-            (None, '\\') => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                    in_word = true;
-                }
-            }
-            (None, '#') if !in_word => {
-                while chars.peek().is_some_and(|c| *c != '\n') {
-                    chars.next();
-                }
-            }
-            (None, ' ' | '\t') => flush(&mut cur, &mut in_word, &mut out),
-            (None, ';' | '\n') => {
-                flush(&mut cur, &mut in_word, &mut out);
-                out.push(Token::Seq);
-            }
-            (None, '&') if chars.peek() == Some(&'&') => {
-                chars.next();
-                flush(&mut cur, &mut in_word, &mut out);
-                out.push(Token::And);
-            }
-            (None, '|') if chars.peek() == Some(&'|') => {
-                chars.next();
-                flush(&mut cur, &mut in_word, &mut out);
-                out.push(Token::Or);
-            }
-            (None, c) => {
-                cur.push(c);
-                in_word = true;
-            }
-        }
-    }
-    flush(&mut cur, &mut in_word, &mut out);
-    out
-}
-
-/// Expands `$VAR`, `${VAR}` and `$?` (a single-quoted `$` is marked `\u{2}` by the tokenizer
-/// and stays literal).
-fn expand(word: &str, env: &BTreeMap<String, String>, status: i32) -> String {
-    let mut out = String::new();
-    let mut chars = word.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '$' {
-            out.push(if c == '\u{2}' { '$' } else { c });
-            continue;
-        }
-        let name: String = match chars.peek() {
-            Some('{') => {
-                chars.next();
-                chars.by_ref().take_while(|c| *c != '}').collect()
-            }
-            Some('?') => {
-                chars.next();
-                out.push_str(&status.to_string());
-                continue;
-            }
-            _ => {
-                let mut n = String::new();
-                while let Some(c) = chars
-                    .peek()
-                    .filter(|c| c.is_ascii_alphanumeric() || **c == '_')
-                {
-                    n.push(*c);
-                    chars.next();
-                }
-                n
-            }
-        };
-        if name.is_empty() {
-            out.push('$');
-        } else {
-            out.push_str(env.get(&name).map(String::as_str).unwrap_or(""));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn tokenizes_like_sh() {
-        let t = tokenize("echo 'a b' \"$X\"; exit 3 && x # c");
-        assert_eq!(t[0], Token::Word("echo".into()));
-        assert_eq!(t[1], Token::Word("a b".into()));
-        assert_eq!(t[2], Token::Word("$X".into()));
-        assert_eq!(t[3], Token::Seq);
-        assert_eq!(t.len(), 8);
-        let env = BTreeMap::from([("X".to_string(), "1".to_string())]);
-        assert_eq!(expand("$X-${X}-$?-\u{2}X", &env, 2), "1-1-2-$X");
+    /// Runs `sh -c script` in an alpine/helm container: (exit code, pod log).
+    async fn sh(script: &str) -> (i32, String) {
+        let ctx = ProgramContext::for_test("alpine/helm", &["sh", "-c", script]);
+        let exit = Shell.run(ctx.clone()).await;
+        (exit.code, ctx.log_text())
+    }
+
+    #[tokio::test]
+    async fn a_pipe_feeds_stdout_to_the_next_stage_and_only_the_last_reaches_the_log() {
+        let (code, log) =
+            sh("echo kind: X | sed -n -E '/^(---|kind:)/p'; echo secret | sed -n '/^kind:/p'")
+                .await;
+        assert_eq!((code, log.as_str()), (0, "kind: X\n"));
+        let (_, log) = sh("echo -n a | cat | cat; echo; echo b | grep -c b").await;
+        assert_eq!(log, "a\n1\n");
+    }
+
+    #[tokio::test]
+    async fn the_status_is_the_last_stage_s_unless_pipefail() {
+        assert_eq!(sh("false | true; echo $?").await.1, "0\n");
+        assert_eq!(sh("true | false; echo $?").await.1, "1\n");
+        assert_eq!(sh("set -o pipefail; false | true; echo $?").await.1, "1\n");
+        // The rightmost failure wins.
+        assert_eq!(
+            sh("set -o pipefail; exit 3 | exit 4 | true; echo $?")
+                .await
+                .1,
+            "4\n"
+        );
+        assert_eq!(
+            sh("set +o pipefail; set -o pipefail; set +o pipefail; false | true; echo $?")
+                .await
+                .1,
+            "0\n"
+        );
+        // With -e a failing pipeline ends the script; on the left of || it does not.
+        for script in [
+            "set -eo pipefail; false | true; echo after",
+            "set -e -o pipefail; false | true; echo after",
+            "set -o pipefail -e; false | true; echo after",
+        ] {
+            assert_eq!(sh(script).await, (1, String::new()), "{script}");
+        }
+        assert_eq!(
+            sh("set -eo pipefail; false | true || echo handled; echo after")
+                .await
+                .1,
+            "handled\nafter\n"
+        );
+        assert_eq!(sh("set -e; false | true; echo after").await.1, "after\n");
+    }
+
+    #[tokio::test]
+    async fn sh_options_take_pipefail_before_the_script() {
+        for argv in [
+            &["sh", "-o", "pipefail", "-c", "false | true"][..],
+            &["sh", "-eo", "pipefail", "-c", "false | true"][..],
+        ] {
+            let ctx = ProgramContext::for_test("alpine", argv);
+            assert_eq!(Shell.run(ctx).await.code, 1, "{argv:?}");
+        }
+        let ctx = ProgramContext::for_test("alpine", &["sh", "-o", "nope", "-c", "true"]);
+        assert_eq!(Shell.run(ctx.clone()).await.code, 2);
+        assert_eq!(ctx.log_text(), "sh: illegal option -o nope\n");
+    }
+
+    #[tokio::test]
+    async fn stderr_bypasses_the_pipe() {
+        let (code, log) = sh("set -o pipefail; cat /missing | sed -n '/x/p'").await;
+        assert_eq!(code, 1);
+        assert_eq!(
+            log,
+            "cat: can't open '/missing': No such file or directory\n"
+        );
+        let (code, log) = sh("set -o pipefail; nope | sed -n '/x/p'").await;
+        assert_eq!((code, log.as_str()), (127, "sh: nope: not found\n"));
+        // helm's own error, as in a render Job whose values file is missing.
+        let (code, log) =
+            sh("set -o pipefail; helm template c c -f /nope.yaml | sed -n -E '/^(---|kind:)/p'")
+                .await;
+        assert_eq!(code, 1);
+        assert_eq!(log, "Error: open /nope.yaml: no such file or directory\n");
+    }
+
+    #[tokio::test]
+    async fn or_and_and_combine_with_pipelines() {
+        assert_eq!(sh("false || echo ok").await.1, "ok\n");
+        assert_eq!(
+            sh("echo a | grep -q a && echo yes; echo a | grep -q b || echo no")
+                .await
+                .1,
+            "yes\nno\n"
+        );
+        // Stages run as subshells.
+        assert_eq!(sh("export X=1 | true; echo \"[$X]\"").await.1, "[]\n");
+        assert_eq!(sh("exit 5 | true; echo still").await.1, "still\n");
+        let (code, log) = sh("echo a |").await;
+        assert_eq!(
+            (code, log.as_str()),
+            (2, "sh: syntax error: unexpected \"|\"\n")
+        );
     }
 }

@@ -87,6 +87,8 @@ impl Spec {
             argv,
             env,
             ready: Arc::new(watch::channel(false).0),
+            stdout: None,
+            stdin: None,
         })
     }
 }
