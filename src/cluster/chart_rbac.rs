@@ -23,6 +23,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use tokio_util::sync::CancellationToken;
 
@@ -188,6 +191,45 @@ pub fn render_command(
     let helm: Vec<String> = args.iter().map(|a| sh_quote(a)).collect();
     let script = format!("set -o pipefail; helm {} | {KIND_FILTER}", helm.join(" "));
     (vec!["sh".into(), "-c".into(), script], files, secret_files)
+}
+
+/// With `minimal`, Helm's release records are granted by a Role in the release namespace, which
+/// must exist when the run starts: with `create_namespace`, the provider creates it first, bare, as
+/// `helm --create-namespace` would (Helm still gets `create` on namespaces: it asks to create
+/// the namespace anyway and ignores only "already exists").
+pub async fn ensure_release_namespace(
+    clients: &Clients,
+    chart: &ChartInstall,
+) -> Result<(), EngineError> {
+    if !chart.create_namespace {
+        return Ok(());
+    }
+    let api: Api<Namespace> = Api::all(clients.client.clone());
+    let existing = retry("get the release namespace", || {
+        api.get_opt(&chart.namespace)
+    })
+    .await
+    .map_err(|e| clients.api_error(Step::Render, e))?;
+    if existing.is_some() {
+        return Ok(());
+    }
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(chart.namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    let params = PostParams::default();
+    match retry("create the release namespace", || {
+        api.create(&params, &namespace)
+    })
+    .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(clients.api_error(Step::Render, e)),
+    }
 }
 
 /// Whether `release` is one an install upgrades (Helm's `--is-upgrade`).

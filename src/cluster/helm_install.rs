@@ -324,6 +324,7 @@ pub async fn install_or_upgrade(
     let rbac = match job.rbac {
         RbacPolicy::ClusterAdmin => Rbac::ClusterAdmin,
         RbacPolicy::Minimal => {
+            chart_rbac::ensure_release_namespace(clients, chart).await?;
             let current = release(clients, &chart.namespace, &chart.release).await?;
             let rules = chart_rbac::install_rules(
                 clients,
