@@ -375,8 +375,18 @@ async fn deploy(
     last: Option<&Release>,
     objects: &[Value],
 ) -> Result<(), String> {
-    manifests::apply(&ctx.store, &rel.name, &rel.namespace, objects, "helm")
-        .map_err(|e| e.to_string())?;
+    let previous = last
+        .map(|prev| manifests::parse_manifest(&prev.manifest))
+        .unwrap_or_default();
+    manifests::apply(
+        &ctx.store,
+        &rel.name,
+        &rel.namespace,
+        objects,
+        &previous,
+        "helm",
+    )
+    .map_err(|e| e.to_string())?;
     if let Some(prev) = last {
         let keep = |o: &Value| {
             objects

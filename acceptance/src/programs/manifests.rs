@@ -140,14 +140,18 @@ pub fn check_conflicts(
     Ok(())
 }
 
-/// Creates or replaces `objects` as release `release` in `ns` (after [`check_conflicts`]). An
-/// existing object without this release's ownership metadata is adopted in place: updated,
-/// keeping its `uid` and the labels and annotations it had, plus Helm's ownership metadata.
+/// Creates or updates `objects` as release `release` in `ns` (after [`check_conflicts`]). An
+/// existing object is updated the way Helm's three-way merge does it ([`three_way`], against the
+/// same object in `previous`, the last revision's manifest), so what the API server set (a
+/// Service's `clusterIP`) survives an upgrade. An existing object without this release's
+/// ownership metadata is adopted in place: updated, keeping its `uid` and the labels and
+/// annotations it had, plus Helm's ownership metadata.
 pub fn apply(
     store: &Store,
     release: &str,
     ns: &str,
     objects: &[Value],
+    previous: &[Value],
     manager: &str,
 ) -> Result<(), ManifestError> {
     let opts = obj::manager(manager);
@@ -178,6 +182,10 @@ pub fn apply(
                 if check_ownership(&live, release, ns).is_err() {
                     keep_metadata(&live, &mut desired);
                 }
+                let before = previous.iter().find(|p| {
+                    obj::name(p) == obj::name(o) && obj::s(p, "/kind") == obj::s(o, "/kind")
+                });
+                desired = three_way(&live, before, &desired);
                 desired["metadata"]["resourceVersion"] = live
                     .pointer("/metadata/resourceVersion")
                     .cloned()
@@ -189,6 +197,33 @@ pub fn apply(
         }
     }
     Ok(())
+}
+
+/// Helm's three-way merge, on JSON: the new manifest's fields win, fields the previous manifest
+/// had and the new one dropped are removed, and fields only the live object has (set by the API
+/// server or by controllers: a Service's `clusterIP`, defaults, `status`) are kept. Lists are
+/// replaced whole (a strategic merge would merge some by key; the result is the same when the
+/// manifest spells the list out, which charts do).
+pub fn three_way(live: &Value, previous: Option<&Value>, desired: &Value) -> Value {
+    match (live, desired) {
+        (Value::Object(l), Value::Object(d)) => {
+            let mut out = l.clone();
+            if let Some(Value::Object(p)) = previous {
+                for k in p.keys().filter(|k| !d.contains_key(*k)) {
+                    out.remove(k);
+                }
+            }
+            for (k, dv) in d {
+                let merged = match out.get(k) {
+                    Some(lv) => three_way(lv, previous.and_then(|p| p.get(k)), dv),
+                    None => dv.clone(),
+                };
+                out.insert(k.clone(), merged);
+            }
+            Value::Object(out)
+        }
+        _ => desired.clone(),
+    }
 }
 
 /// An adopted object keeps the labels and annotations it had (Helm's three-way merge has no
@@ -295,4 +330,39 @@ pub fn workload_ready(live: &Value, ready: &str, wanted: &str) -> bool {
     let observed = obj::i64_at(live, "/status/observedGeneration")
         == obj::i64_at(live, "/metadata/generation");
     observed && obj::i64_at(live, ready).unwrap_or(0) >= obj::i64_at(live, wanted).unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_three_way_merge_keeps_what_the_server_set_and_drops_what_the_chart_dropped() {
+        let live = json!({"spec": {"clusterIP": "10.96.0.7", "type": "ClusterIP", "ports": [{"port": 80, "protocol": "TCP"}], "sessionAffinity": "None"}, "metadata": {"name": "s", "labels": {"a": "1", "added-by-someone": "x"}}});
+        let previous = json!({"spec": {"ports": [{"port": 80}], "sessionAffinity": "None"}, "metadata": {"name": "s", "labels": {"a": "1"}}});
+        let desired = json!({"spec": {"ports": [{"port": 8080}]}, "metadata": {"name": "s", "labels": {"a": "2"}}});
+        let merged = three_way(&live, Some(&previous), &desired);
+        assert_eq!(
+            merged["spec"]["clusterIP"], "10.96.0.7",
+            "server-set field kept"
+        );
+        assert_eq!(
+            merged["spec"]["ports"],
+            json!([{"port": 8080}]),
+            "lists replaced"
+        );
+        assert!(
+            merged["spec"].get("sessionAffinity").is_none(),
+            "dropped by the chart"
+        );
+        assert_eq!(
+            merged["metadata"]["labels"],
+            json!({"a": "2", "added-by-someone": "x"})
+        );
+        let adopted = three_way(&live, None, &desired);
+        assert_eq!(
+            adopted["spec"]["sessionAffinity"], "None",
+            "no previous manifest: nothing removed"
+        );
+    }
 }

@@ -361,3 +361,50 @@ async fn upgrade_supersedes_the_deployed_revision_and_leaves_a_failed_one_failed
         "the deployed v2 is superseded, the failed v3 stays failed"
     );
 }
+
+#[tokio::test]
+async fn an_upgrade_keeps_the_service_cluster_ip_the_server_assigned() {
+    use k8s_openapi::api::core::v1::Service;
+    let (_sim, client) = start().await;
+    allow_host_pods(&client, "default").await;
+    let install = |version: &'static str| {
+        [
+            "upgrade",
+            "--install",
+            "flux-operator",
+            "oci://ghcr.io/controlplaneio-fluxcd/charts/flux-operator",
+            "-n",
+            "default",
+            "--version",
+            version,
+        ]
+    };
+    let (ok, log) = run_helm(&client, "helm-1", &install("0.33.0")).await;
+    assert!(ok, "{log}");
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let listed = services.list(&Default::default()).await.unwrap();
+    let before: Vec<(String, Option<String>)> = listed
+        .items
+        .iter()
+        .map(|s| {
+            (
+                s.metadata.name.clone().unwrap_or_default(),
+                s.spec.as_ref().and_then(|s| s.cluster_ip.clone()),
+            )
+        })
+        .collect();
+    assert!(!before.is_empty(), "the chart renders a Service");
+    assert!(before.iter().all(|(_, ip)| ip.is_some()), "{before:?}");
+    // Helm's three-way merge keeps fields the API server set: no `clusterIP` immutability error.
+    let (ok, log) = run_helm(&client, "helm-2", &install("0.34.0")).await;
+    assert!(ok, "{log}");
+    let after = services.list(&Default::default()).await.unwrap();
+    for (name, ip) in before {
+        let now = after
+            .items
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(name.as_str()))
+            .and_then(|s| s.spec.as_ref().and_then(|s| s.cluster_ip.clone()));
+        assert_eq!(now, ip, "{name}");
+    }
+}
