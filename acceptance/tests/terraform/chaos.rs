@@ -5,7 +5,8 @@
 //! cause; the state claims nothing the cluster lacks and keeps every release that exists; after a
 //! success no bootstrap object is left; no Lease stays held. After the faults stop one more apply
 //! converges and the next plan is empty. A table of faults, failures by cause and convergence
-//! times is printed (`--nocapture` to see it on success).
+//! times is printed (`--nocapture` to see it on success). Every other step runs with
+//! `rbac = "minimal"` (a render run before each install), the final convergence too.
 //!
 //! Seeded: the seed is printed; `TALOSBOOT_CHAOS_SEED=N` replays a run. The default run is short
 //! (a few steps, bounded at about a minute); `TALOSBOOT_CHAOS_LONG=1` runs many more steps
@@ -137,19 +138,24 @@ fn flux_in_schema(ws: &Workspace) -> bool {
 /// The seeds' root: Cilium with the user's values, then (once it exists) the Flux bootstrap.
 /// `hang`: the installer hangs (`talos-sim.dev/hang`), with the shortest `timeout` allowed
 /// (30s) when `deadline`, else a long one (for an interrupt to hit a running install).
-fn root(cluster: &TestCluster, step: u64, hang: Option<&str>, flux: bool) -> String {
+/// `rbac`: both resources' `rbac` (with `minimal` a fault can also hit the render run).
+fn root(cluster: &TestCluster, step: u64, hang: Option<&str>, flux: bool, rbac: &str) -> String {
     let job = match hang {
         Some(timeout) => format!(
             "  timeout = \"{timeout}\"\n  job = {{ annotations = {{ \"talos-sim.dev/hang\" = \"true\" }} }}\n"
         ),
         None => "  timeout = \"60s\"\n".to_owned(),
     };
+    let job = format!("{job}  rbac = \"{rbac}\"\n");
     let mut hcl = format!(
         "{REQUIRED_PROVIDERS}\n{}\nresource \"talosboot_cilium\" \"this\" {{\n  version = \"1.18.4\"\n  values  = [yamlencode({{ hubble = {{ relay = {{ enabled = true }} }}, chaos = {{ step = {step} }} }})]\n{job}}}\n",
         cluster.provider_block()
     );
     if flux {
-        hcl.push_str(FLUX_RESOURCE);
+        hcl.push_str(&FLUX_RESOURCE.replace(
+            "  timeout    = \"60s\"\n",
+            &format!("  timeout    = \"60s\"\n  rbac       = \"{rbac}\"\n"),
+        ));
     }
     hcl
 }
@@ -607,7 +613,7 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
         s.seed, s.seed
     );
     let mut rng = Rng(s.seed);
-    let mut ws = Workspace::new(&root(&cluster, 0, None, false));
+    let mut ws = Workspace::new(&root(&cluster, 0, None, false, "cluster-admin"));
     ws.init();
     if std::env::var_os("TALOSBOOT_CHAOS_DEBUG").is_some() {
         ws.set_env("TF_LOG_PROVIDER", "debug");
@@ -643,7 +649,13 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
             Fault::Interrupt => Some("5m"),
             _ => None,
         };
-        ws.write("main.tf", &root(&cluster, step_value, hang, flux));
+        // Every other step least-privileged: not from the RNG, so a seed replays the same faults.
+        let rbac = if i % 2 == 1 {
+            "minimal"
+        } else {
+            "cluster-admin"
+        };
+        ws.write("main.tf", &root(&cluster, step_value, hang, flux, rbac));
         let child = ws
             .command(&["apply", "-auto-approve", "-no-color", "-input=false"])
             .stdout(std::process::Stdio::piped())
@@ -735,7 +747,7 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
     }
     // The faults stop: one more apply converges and the next plan is empty.
     let t0 = Instant::now();
-    ws.write("main.tf", &root(&cluster, 9, None, flux));
+    ws.write("main.tf", &root(&cluster, 9, None, flux, "minimal"));
     let last = ws.run(&["apply", "-auto-approve", "-no-color", "-input=false"]);
     let empty = last.success && !ws.plan_has_changes();
     if empty {
