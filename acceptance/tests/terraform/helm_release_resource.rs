@@ -281,6 +281,24 @@ async fn a_local_chart_directory_is_shipped_to_the_job_and_an_oversized_one_refu
         Some("deployed")
     );
     assert!(!ws.plan_has_changes());
+    // A template edited without a version bump: the chart digest plans an upgrade.
+    ws.write("charts/hello/templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello\ndata:\n  greeting: {{ .Values.greeting }}\n  edited: \"yes\"\n");
+    let plan = ws.ok(&["plan", "-no-color"]);
+    assert!(
+        plan.stdout.contains("chart_sha256") && plan.stdout.contains("1 to change"),
+        "{}",
+        plan.text()
+    );
+    ws.apply();
+    assert_eq!(
+        history(&client, "default", "hello")
+            .await
+            .get(&2)
+            .map(String::as_str),
+        Some("deployed"),
+        "the edit was installed as revision 2"
+    );
+    assert!(!ws.plan_has_changes());
     // A chart far beyond what a ConfigMap holds is refused with the way out, before any Job runs.
     // Incompressible text (a linear congruential generator): about 2 MiB once gzipped.
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;

@@ -90,6 +90,7 @@ pub struct ChartRelease {
     pub chart_version: Option<String>,
     pub app_version: Option<String>,
     pub values_sha256: Option<String>,
+    pub chart_sha256: Option<String>,
     pub ready: Option<bool>,
 }
 
@@ -124,7 +125,7 @@ fn schema() -> Schema {
                 comp("id", Type::String, "`<namespace>/<name>`."),
                 Attribute::required("name", Type::String, "Release name. Changing it replaces the release.").requires_replace(),
                 oc("namespace", Type::String, "Release namespace. Default `default`. Changing it replaces the release.").requires_replace(),
-                Attribute::required("chart", Type::String, "Chart name in `repository`, a full `oci://` reference, or a local chart directory (`./charts/app`, `/srv/charts/app`: packaged at apply and shipped to the bootstrap Job in its ConfigMap, so at most about 1 MiB packaged; a change inside it is applied when its `version` in Chart.yaml and here changes)."),
+                Attribute::required("chart", Type::String, "Chart name in `repository`, a full `oci://` reference, or a local chart directory (`./charts/app`, `/srv/charts/app`: read at plan for its digest (`chart_sha256`: an edit inside it plans an upgrade), packaged at apply and shipped to the bootstrap Job in its ConfigMap, so at most about 1 MiB packaged)."),
                 opt("repository", Type::String, "Chart repository URL (`https://...`) or OCI registry path (`oci://...`)."),
                 oc("version", Type::String, "Chart version. When unset, the repository's latest at install time; the state then records the installed version."),
                 opt("values", Type::list(Type::String), "Values documents (YAML), merged in order; later ones win."),
@@ -147,6 +148,7 @@ fn schema() -> Schema {
                 comp("chart_version", Type::String, "Chart version of the current revision."),
                 comp("app_version", Type::String, "App version of the current revision."),
                 comp("values_sha256", Type::String, "Salted hash of the release's values (`hmac-sha256:` + hex)."),
+                comp("chart_sha256", Type::String, "For a local chart directory: SHA-256 of its files, read at plan, so an edit inside it plans an upgrade without a version bump. Null for charts from a repository."),
                 comp("ready", Type::Bool, "Whether every workload of the release manifest is rolled out."),
             ],
         ),
@@ -179,6 +181,70 @@ impl ChartRelease {
 fn local_chart(chart: &str) -> Option<&std::path::Path> {
     let path = std::path::Path::new(chart);
     (chart.starts_with("./") || chart.starts_with("../") || chart.starts_with('/')).then_some(path)
+}
+
+/// SHA-256 of a local chart directory's files (relative paths and contents, in path order): what
+/// packaging ships, so a template edited without a version bump still plans an upgrade.
+fn chart_digest(dir: &std::path::Path) -> Result<String, String> {
+    use sha2::{Digest, Sha256};
+    let mut files: Vec<(String, std::path::PathBuf)> = walk(dir)?
+        .into_iter()
+        .map(|e| {
+            let path = e.path();
+            let relative = path
+                .strip_prefix(dir)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            (relative, path)
+        })
+        .collect();
+    files.sort();
+    let mut hasher = Sha256::new();
+    for (relative, path) in files {
+        let content = std::fs::read(&path)
+            .map_err(|e| format!("local chart {}: {}", path.display(), e.kind()))?;
+        hasher.update(relative.as_bytes());
+        hasher.update([0]);
+        hasher.update((content.len() as u64).to_be_bytes());
+        hasher.update(&content);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// Plans `chart_sha256`: the digest of a local chart directory as it is now (unknown while `chart`
+/// is), and an upgrade when it differs from the one in state. A directory that cannot be read is
+/// an error at plan, on `chart`.
+fn plan_chart_digest(resp: &mut PlanResponse, prior: Option<&Value>) {
+    let digest = match resp.planned_state.attr("chart") {
+        Some(Value::String(chart)) => match local_chart(chart) {
+            Some(dir) => match chart_digest(dir) {
+                Ok(d) => Value::from(d),
+                Err(message) => {
+                    resp.diagnostics.error_at(
+                        AttributePath::attr("chart"),
+                        "Local chart cannot be read",
+                        format!("{message}. A local chart is read at plan (its digest) and packaged at apply: check the path (relative paths start at the root module's directory; `${{path.module}}/charts/app` is safer)."),
+                    );
+                    return;
+                }
+            },
+            None => Value::Null,
+        },
+        Some(Value::Null) => Value::Null,
+        _ => Value::unknown(),
+    };
+    let changed = prior.is_some_and(|p| !digest.is_unknown() && p != &digest);
+    if let Some(attrs) = resp.planned_state.attrs_mut() {
+        attrs.insert("chart_sha256".into(), digest);
+    }
+    if changed {
+        crate::framework::plan::mark_unknown(&mut resp.planned_state, AFTER_UPGRADE);
+    }
 }
 
 /// The largest local chart shipped to the Job (the ConfigMap it travels in holds 1 MiB).
@@ -368,6 +434,9 @@ impl Release for ChartRelease {
     fn values_sha256(&self) -> Option<&str> {
         self.values_sha256.as_deref()
     }
+    fn content_digest(&self) -> Option<&str> {
+        self.chart_sha256.as_deref()
+    }
     fn record(&mut self, f: &ReleaseFields, o: &Observed) {
         self.status = Some(f.status.clone());
         self.revision = Some(f.revision);
@@ -452,7 +521,12 @@ impl ReleaseModel for ChartRelease {
             merged_values: &merged,
         };
         let unset_version = req.config.attr("version").is_none_or(Value::is_null);
+        let prior_digest = (!req.prior_state.is_null())
+            .then(|| req.prior_state.attr("chart_sha256").cloned())
+            .flatten()
+            .filter(|d| !d.is_null());
         let mut resp = plan(req, &spec);
+        plan_chart_digest(&mut resp, prior_digest.as_ref());
         if unset_version
             && resp
                 .planned_state
@@ -478,6 +552,10 @@ impl ReleaseModel for ChartRelease {
             .get_or_insert_with(|| "uninstall".into());
         self.rbac
             .get_or_insert_with(|| crate::resources::rbac::DEFAULT.into());
+        // What the plan read; a chart edited between plan and apply fails as inconsistent.
+        if let Some(dir) = self.chart.as_deref().and_then(local_chart) {
+            self.chart_sha256 = chart_digest(dir).ok();
+        }
         self.id = Some(self.id());
         self
     }

@@ -59,6 +59,11 @@ pub trait Release: Clone + Send + Sync {
     fn revision(&self) -> Option<i64>;
     fn version(&self) -> Option<&str>;
     fn values_sha256(&self) -> Option<&str>;
+    /// A digest of chart content the version does not pin (a local chart directory): a change
+    /// means an upgrade even with the same version and values. `None`: nothing to compare.
+    fn content_digest(&self) -> Option<&str> {
+        None
+    }
     /// Writes what was observed into the model's computed attributes.
     fn record(&mut self, fields: &ReleaseFields, observed: &Observed);
 }
@@ -307,6 +312,7 @@ pub async fn install<R: Release>(
     let unchanged = prior.is_some_and(|p| {
         p.values_sha256() == desired.values_sha256()
             && p.version() == desired.version()
+            && (p.content_digest().is_none() || p.content_digest() == desired.content_digest())
             && current.is_some_and(|r| r.status == "deployed")
     });
     let deadline = started + desired.timeout();
