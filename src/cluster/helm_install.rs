@@ -1,7 +1,7 @@
 //! Helm chart installs through the bootstrap engine: `helm upgrade --install` in a pre-CNI Job,
-//! with the release prepared natively first (a `pending-*` release left by a killed run is
-//! unlocked the way Helm users do it by hand: its newest record is marked `failed`, from which
-//! Helm upgrades), and uninstalls the same way. Readiness of what the chart runs is judged
+//! with the release prepared natively first, under the target's Lease (a `pending-*` release left
+//! by a killed run is unlocked the way Helm users do it by hand: its newest record is marked
+//! `failed`, from which Helm upgrades), and uninstalls the same way. Readiness of what the chart runs is judged
 //! natively by the caller, not by `helm --wait`, so a failure names the workload and why.
 
 use std::collections::BTreeMap;
@@ -320,7 +320,6 @@ pub async fn install_or_upgrade(
         }
     }
     let deadline = Instant::now() + timeout;
-    let unlocked = unlock_pending(clients, &chart.namespace, &chart.release).await?;
     let rbac = match job.rbac {
         RbacPolicy::ClusterAdmin => Rbac::ClusterAdmin,
         RbacPolicy::Minimal => {
@@ -364,7 +363,13 @@ pub async fn install_or_upgrade(
         rbac,
         capture_output: false,
     };
-    let run = bootstrap::run(clients, &spec, cancel).await?;
+    // Under the target's Lease: a release is `pending-*` either because a run was killed or
+    // because another run's installer is writing it right now; holding the Lease rules the
+    // second out.
+    let (run, unlocked) = bootstrap::run_with(clients, &spec, cancel, || {
+        unlock_pending(clients, &chart.namespace, &chart.release)
+    })
+    .await?;
     let release = release(clients, &chart.namespace, &chart.release).await?;
     Ok(Installed {
         run,
@@ -383,7 +388,6 @@ pub async fn uninstall(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<RunOutcome, EngineError> {
-    unlock_pending(clients, namespace, release_name).await?;
     let rbac = match job.rbac {
         RbacPolicy::ClusterAdmin => Rbac::ClusterAdmin,
         RbacPolicy::Minimal => match release(clients, namespace, release_name).await? {
@@ -418,7 +422,11 @@ pub async fn uninstall(
         rbac,
         capture_output: false,
     };
-    bootstrap::run(clients, &spec, cancel).await
+    bootstrap::run_with(clients, &spec, cancel, || {
+        unlock_pending(clients, namespace, release_name)
+    })
+    .await
+    .map(|(run, _)| run)
 }
 
 #[cfg(test)]

@@ -269,6 +269,9 @@ struct State {
     pods: BTreeMap<String, Pod>,
     /// (pod, container, restart count) whose logs were already looked at.
     inspected: BTreeSet<(String, String, i32)>,
+    /// Pods that existed when the wait's first list came in: they may be of the previous
+    /// revision (see [`State::is_current`]).
+    preexisting: Option<BTreeSet<String>>,
     log_tail: Vec<String>,
     events: Vec<String>,
     started: Instant,
@@ -278,6 +281,65 @@ struct State {
 }
 
 impl State {
+    /// Whether a pod is of its workload's current revision, so its crash says something about
+    /// what was just installed. A DaemonSet pod says so itself (`pod-template-generation`); for
+    /// the others, a pod created during the wait is current, and an older one only once its
+    /// workload has every replica updated. Old pods still crashing from the broken revision a
+    /// fix replaces must not fail the fix's wait.
+    fn is_current(&self, pod: &Pod) -> bool {
+        let owner = pod
+            .metadata
+            .owner_references
+            .as_ref()
+            .and_then(|o| o.iter().find(|o| o.controller == Some(true)).or(o.first()));
+        let Some(owner) = owner else {
+            return true;
+        };
+        if owner.kind == "DaemonSet" {
+            if let (Some(ds), Some(generation)) = (
+                self.daemonsets.get(&owner.name),
+                pod.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("pod-template-generation"))
+                    .and_then(|g| g.parse::<i64>().ok()),
+            ) {
+                return Some(generation) >= ds.metadata.generation;
+            }
+        }
+        let created_during_wait = self
+            .preexisting
+            .as_ref()
+            .is_some_and(|before| !before.contains(&key(pod)));
+        if created_during_wait {
+            return true;
+        }
+        let rollout = match owner.kind.as_str() {
+            "DaemonSet" => self.daemonsets.get(&owner.name).map(daemonset_rollout),
+            "StatefulSet" => self.statefulsets.get(&owner.name).map(statefulset_rollout),
+            "Job" => self.jobs.get(&owner.name).map(job_rollout),
+            "ReplicaSet" => self
+                .deployments
+                .iter()
+                .find(|(name, _)| {
+                    owner
+                        .name
+                        .strip_prefix(name.as_str())
+                        .is_some_and(|rest| rest.starts_with('-'))
+                })
+                .map(|(_, d)| deployment_rollout(d)),
+            _ => None,
+        };
+        rollout.is_none_or(|r| r.observed && r.updated >= r.desired)
+    }
+
+    /// Not-ready pods of the current revisions.
+    fn stuck_pods(&self) -> impl Iterator<Item = &Pod> {
+        self.pods
+            .values()
+            .filter(|p| !pod_ready(p) && self.is_current(p))
+    }
+
     fn rollout_of(&self, w: &WorkloadRef) -> Rollout {
         match w.kind {
             Kind::DaemonSet => self
@@ -313,12 +375,17 @@ impl State {
                 })
             })
             .collect();
-        let pods = self
+        let mut pods: Vec<String> = self.stuck_pods().map(describe_pod).collect();
+        let replaced = self
             .pods
             .values()
-            .filter(|p| !pod_ready(p))
-            .map(describe_pod)
-            .collect();
+            .filter(|p| !pod_ready(p) && !self.is_current(p))
+            .count();
+        if replaced > 0 {
+            pods.push(format!(
+                "{replaced} not-ready pod(s) of the previous revision, being replaced"
+            ));
+        }
         NotReady {
             workloads,
             pods,
@@ -391,12 +458,7 @@ async fn inspect_events(
     namespace: &str,
     state: &mut State,
 ) -> Option<Diagnosis> {
-    let stuck: BTreeSet<String> = state
-        .pods
-        .values()
-        .filter(|p| !pod_ready(p))
-        .map(key)
-        .collect();
+    let stuck: BTreeSet<String> = state.stuck_pods().map(key).collect();
     if stuck.is_empty() {
         return None;
     }
@@ -436,9 +498,7 @@ async fn inspect_events(
 async fn inspect(clients: &Clients, namespace: &str, state: &mut State) -> Option<Diagnosis> {
     let pods: Api<Pod> = Api::namespaced(clients.client.clone(), namespace);
     let crashed: Vec<(String, String, i32, bool, String)> = state
-        .pods
-        .values()
-        .filter(|p| !pod_ready(p))
+        .stuck_pods()
         .flat_map(|p| {
             let name = key(p);
             let status = p.status.clone().unwrap_or_default();
@@ -532,6 +592,7 @@ pub async fn wait_ready(
         nodes: BTreeMap::new(),
         pods: BTreeMap::new(),
         inspected: BTreeSet::new(),
+        preexisting: None,
         log_tail: Vec::new(),
         events: Vec::new(),
         started: Instant::now(),
@@ -547,7 +608,15 @@ pub async fn wait_ready(
             Some(e) = ds.next() => { synced[0] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.daemonsets, e) }
             Some(e) = deploy.next() => { synced[1] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.deployments, e) }
             Some(e) = node_stream.next() => { synced[2] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.nodes, e) }
-            Some(e) = pod_stream.next() => { synced[3] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.pods, e); pods_changed = true }
+            Some(e) = pod_stream.next() => {
+                let init_done = matches!(e, watcher::Event::InitDone);
+                synced[3] |= init_done;
+                apply_event(&mut state.pods, e);
+                if init_done && state.preexisting.is_none() {
+                    state.preexisting = Some(state.pods.keys().cloned().collect());
+                }
+                pods_changed = true
+            }
             Some(e) = sts.next() => { synced[4] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.statefulsets, e) }
             Some(e) = job_stream.next() => { synced[5] |= matches!(e, watcher::Event::InitDone); apply_event(&mut state.jobs, e) }
             _ = event_check.tick() => {
@@ -610,6 +679,74 @@ mod tests {
         assert!(!daemonset_rollout(&ds(1, 3)).done(), "old generation");
         assert!(!daemonset_rollout(&ds(2, 2)).done(), "one agent not ready");
         assert!(!Rollout::default().done(), "missing");
+    }
+
+    fn empty_state() -> State {
+        State {
+            daemonsets: BTreeMap::new(),
+            deployments: BTreeMap::new(),
+            statefulsets: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            pods: BTreeMap::new(),
+            inspected: BTreeSet::new(),
+            preexisting: None,
+            log_tail: Vec::new(),
+            events: Vec::new(),
+            started: Instant::now(),
+            installing_cni: true,
+        }
+    }
+
+    fn pod(name: &str, owner_kind: &str, owner: &str, generation: Option<&str>) -> Pod {
+        let mut labels = json!({});
+        if let Some(g) = generation {
+            labels["pod-template-generation"] = json!(g);
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels, "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": owner_kind, "name": owner, "uid": "u", "controller": true}
+            ]},
+        }))
+        .expect("pod")
+    }
+
+    #[test]
+    fn only_pods_of_the_current_revision_can_fail_the_wait_early() {
+        let mut state = empty_state();
+        let ds: DaemonSet = serde_json::from_value(json!({
+            "metadata": {"name": "cilium", "generation": 3},
+            "status": {"desiredNumberScheduled": 2, "numberReady": 0, "updatedNumberScheduled": 0,
+                       "currentNumberScheduled": 2, "numberMisscheduled": 0, "observedGeneration": 3},
+        }))
+        .expect("daemonset");
+        state.daemonsets.insert("cilium".into(), ds);
+        assert!(
+            !state.is_current(&pod("cilium-old", "DaemonSet", "cilium", Some("2"))),
+            "the broken revision a fix replaces"
+        );
+        assert!(state.is_current(&pod("cilium-new", "DaemonSet", "cilium", Some("3"))));
+        let d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "cilium-operator", "generation": 2},
+            "spec": {"replicas": 1, "selector": {}, "template": {}},
+            "status": {"observedGeneration": 2, "updatedReplicas": 0},
+        }))
+        .expect("deployment");
+        state.deployments.insert("cilium-operator".into(), d);
+        state.preexisting = Some(BTreeSet::from(["op-old".to_owned()]));
+        let old = pod("op-old", "ReplicaSet", "cilium-operator-5d8f", None);
+        assert!(
+            !state.is_current(&old),
+            "older than the wait, rollout not done"
+        );
+        assert!(state.is_current(&pod("op-new", "ReplicaSet", "cilium-operator-7c9a", None)));
+        if let Some(d) = state.deployments.get_mut("cilium-operator") {
+            d.status.as_mut().expect("status").updated_replicas = Some(1);
+        }
+        assert!(
+            state.is_current(&old),
+            "every replica updated: what is left is current"
+        );
     }
 
     #[test]

@@ -16,6 +16,11 @@ pub struct Private {
     /// The GitOps tool that owns the release, as seen by the last read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The revision whose readiness wait failed at the last apply and has not been seen healthy
+    /// since: the next plan waits again instead of calling the release unchanged (a retried CI
+    /// job must not turn green on a broken CNI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unready_revision: Option<i64>,
 }
 
 impl Private {
@@ -37,6 +42,7 @@ impl Private {
                 format!("{nanos:x}{:x}", std::process::id())
             }),
             owner: None,
+            unready_revision: None,
         }
     }
 

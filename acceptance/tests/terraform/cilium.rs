@@ -324,6 +324,55 @@ async fn a_user_value_restoring_sys_module_fails_with_the_capabilities_diagnosis
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_broken_upgrade_fails_until_fixed_and_the_fix_waits_for_its_own_pods() {
+    // At human pace a rollout takes seconds: the broken revision's agents are still crashing when
+    // the fix's wait starts, as on a real cluster.
+    let cluster = TestCluster::start_with(talos_sim::SimConfig {
+        pace: talos_sim::Pace::Human,
+        ..Default::default()
+    })
+    .await;
+    let client = cluster.client().await;
+    let good = cilium("  timeout = \"2m\"");
+    let bad = cilium(
+        r#"  timeout = "2m"
+  set = [{ name = "securityContext.capabilities.ciliumAgent", value = "{CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID,SYS_MODULE}" }]"#,
+    );
+    let ws = workspace(&cluster, &good);
+    ws.apply();
+    ws.write("main.tf", &root(&cluster, &bad));
+    let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
+    assert!(!out.success, "{}", out.text());
+    assert!(
+        out.flat().contains("Fix: remove SYS_MODULE"),
+        "{}",
+        out.text()
+    );
+    // The same broken configuration again (a CI retry): it must not turn green.
+    let plan = ws.run(&["plan", "-no-color", "-detailed-exitcode"]);
+    assert_eq!(
+        plan.code,
+        Some(2),
+        "the unready release plans a new wait:\n{}",
+        plan.text()
+    );
+    let retry = ws.run(&["apply", "-auto-approve", "-no-color"]);
+    assert!(
+        !retry.success,
+        "a retry of the broken apply fails again:\n{}",
+        retry.text()
+    );
+    assert!(retry.flat().contains("SYS_MODULE"), "{}", retry.text());
+    // The fix: the old revision's agents still crash while they are replaced; the wait is for the
+    // new ones.
+    ws.write("main.tf", &root(&cluster, &good));
+    let fixed = ws.run(&["apply", "-auto-approve", "-no-color"]);
+    assert!(fixed.success, "the fix applies:\n{}", fixed.text());
+    assert!(!ws.plan_has_changes());
+    assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_service_ip_before_the_cni_gets_the_io_timeout_diagnosis() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;

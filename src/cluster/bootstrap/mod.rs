@@ -374,6 +374,25 @@ pub async fn run(
     spec: &RunSpec,
     cancel: &CancellationToken,
 ) -> Result<RunOutcome, EngineError> {
+    run_with(clients, spec, cancel, || async { Ok(()) })
+        .await
+        .map(|(outcome, ())| outcome)
+}
+
+/// [`run`], with `before_job` run once the target's Lease is held and before any object of the
+/// run exists: work on the target that must not race another run (unlocking a release left
+/// `pending-*` is only safe when no other run's installer can be writing it). Its error ends the
+/// run (the Lease is released).
+pub async fn run_with<T, F, Fut>(
+    clients: &Clients,
+    spec: &RunSpec,
+    cancel: &CancellationToken,
+    before_job: F,
+) -> Result<(RunOutcome, T), EngineError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<T, EngineError>>,
+{
     let started = Instant::now();
     let deadline = started + spec.timeout;
     let ns = &spec.namespace.name;
@@ -394,6 +413,15 @@ pub async fn run(
         run_id,
         target_label: hex_digest(&spec.target, 16),
     };
+    let before = match before_job().await {
+        Ok(t) => t,
+        Err(mut e) => {
+            if let Some(w) = lease.release().await {
+                e.warnings.push(w);
+            }
+            return Err(e);
+        }
+    };
     let mut warnings = Vec::new();
     if let Some((holder, waited)) = &lease.waited {
         warnings.push(format!(
@@ -409,13 +437,16 @@ pub async fn run(
         warnings.push(w);
     }
     match result {
-        Ok((log_tail, output)) => Ok(RunOutcome {
-            job: format!("{ns}/{}", names.object),
-            duration: started.elapsed(),
-            log_tail,
-            output,
-            warnings,
-        }),
+        Ok((log_tail, output)) => Ok((
+            RunOutcome {
+                job: format!("{ns}/{}", names.object),
+                duration: started.elapsed(),
+                log_tail,
+                output,
+                warnings,
+            },
+            before,
+        )),
         Err(mut e) => {
             e.warnings.extend(warnings);
             Err(e)

@@ -181,19 +181,44 @@ pub async fn observe<R: Release>(clients: &Clients, m: &R) -> Result<Observed, E
 /// Updates `state` with what was observed; `None` when the release is gone. Unhealthy workloads of
 /// a deployed release are a warning: not drift an upgrade fixes.
 pub fn refresh<R: Release>(
-    mut state: R,
+    state: R,
     o: &Observed,
     private: &mut Private,
     diagnostics: &mut Diagnostics,
 ) -> Option<R> {
+    refresh_as(state, o, private, diagnostics, false)
+}
+
+/// [`refresh`]; with `after_apply`, a pinned `version` stays as configured even when the cluster
+/// has another one (a concurrent run upgraded the release while this apply waited): the state
+/// must match the plan, the next plan shows the difference, and a warning says what happened.
+pub fn refresh_as<R: Release>(
+    mut state: R,
+    o: &Observed,
+    private: &mut Private,
+    diagnostics: &mut Diagnostics,
+    after_apply: bool,
+) -> Option<R> {
     let release = o.release.as_ref().filter(|r| r.status != "uninstalled")?;
     let configured = state.version().unwrap_or_default().to_owned();
-    let version =
-        if configured.trim_start_matches('v') == release.chart_version.trim_start_matches('v') {
-            configured
-        } else {
-            release.chart_version.clone()
-        };
+    let same = configured.trim_start_matches('v') == release.chart_version.trim_start_matches('v');
+    let version = if same || (after_apply && !configured.is_empty()) {
+        configured.clone()
+    } else {
+        release.chart_version.clone()
+    };
+    if after_apply && !same && !configured.is_empty() {
+        diagnostics.warning(
+            format!("{} was changed by another run", state.label()),
+            format!(
+                "This apply installed version {configured}, but the release now has chart version {} (revision {}): another run upgraded it while this one waited. The next plan shows the difference.",
+                release.chart_version, release.revision
+            ),
+        );
+    }
+    if o.unhealthy().is_empty() {
+        private.unready_revision = None;
+    }
     let fields = ReleaseFields {
         status: release.status.clone(),
         revision: release.revision,
@@ -385,11 +410,16 @@ pub async fn install<R: Release>(
                 desired.timeout().as_secs(),
             ));
             let state = truthful(clients, &desired, private, &mut diagnostics).await;
+            private.unready_revision = state
+                .as_ref()
+                .and_then(Release::revision)
+                .or(release.as_ref().map(|r| r.revision));
             return Applied { state, diagnostics };
         }
     }
+    private.unready_revision = None;
     let state = match observe(clients, &desired).await {
-        Ok(o) => refresh(desired.clone(), &o, private, &mut diagnostics),
+        Ok(o) => refresh_as(desired.clone(), &o, private, &mut diagnostics, true),
         Err(e) => {
             diagnostics.push(Diagnostic::warning(
                 "Could not read the release after installing it",

@@ -85,8 +85,23 @@ pub fn plan(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
     } else {
         let inputs_changed = !changed_inputs(prior, &planned, spec.upgrade_inputs).is_empty();
         let drifted = !same_value(prior.attr("values_sha256"), Some(&desired_hash));
-        let unhealthy_release = prior.attr("status").and_then(Value::as_str) != Some("deployed");
-        if inputs_changed || drifted || unhealthy_release {
+        let status = prior.attr("status").and_then(Value::as_str);
+        let unhealthy_release = status != Some("deployed");
+        if let Some(pending) = status.filter(|s| s.starts_with("pending-")) {
+            diagnostics.warning(
+                "Release left pending",
+                format!("The release is {pending:?}: an install or upgrade was interrupted. Apply unlocks it (marks that revision `failed`, as Helm users do by hand) and upgrades from it, under the bootstrap Lease, so a run still in progress elsewhere is waited for, not broken."),
+            );
+        }
+        let revision = prior.attr("revision").and_then(Value::as_i64);
+        let unready = private.unready_revision.is_some() && private.unready_revision == revision;
+        if unready {
+            diagnostics.warning(
+                "Release not ready at the last apply",
+                format!("Revision {} did not become ready when it was applied, and has not been seen healthy since: this apply waits for it again (and fails again if it still is not ready) instead of calling it unchanged.", revision.unwrap_or_default()),
+            );
+        }
+        if inputs_changed || drifted || unhealthy_release || unready {
             mark_unknown(&mut planned, spec.after_upgrade);
         }
     }
