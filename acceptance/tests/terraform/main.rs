@@ -299,7 +299,17 @@ output "hash"     {{ value = data.talosboot_helm_release.cilium.values_sha256 }}
     assert_eq!(outputs["revision"]["value"], 10);
     assert_eq!(outputs["chart"]["value"], "cilium-1.18.4");
     assert_eq!(outputs["absent"]["value"], false);
-    assert_eq!(outputs["hash"]["value"].as_str().map(str::len), Some(64));
+    let hash = outputs["hash"]["value"].as_str().unwrap_or_default();
+    assert!(
+        hash.starts_with("hmac-sha256:") && hash.len() == "hmac-sha256:".len() + 64,
+        "{hash}"
+    );
+    // Keyed by the cluster's identity: the plain digest of the values (which an attacker holding
+    // the state could test guesses of the token against) is not what is stored.
+    let plain = talosboot::cluster::helm_release::values_digest(Some(&serde_json::json!(
+        {"k8sServicePort": 7445, "token": secret_value, "rev": 10}
+    )));
+    assert!(!hash.contains(&plain), "the values hash is keyed");
     assert!(
         !ws.state_text().contains(secret_value),
         "release values leaked into state"

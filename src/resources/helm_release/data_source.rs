@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use crate::cluster::helm_release::current_release;
 use crate::framework::{Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema};
+use crate::framework::secret_hash::salted_sha256;
 use crate::resources::{cluster, cluster_diagnostic, object};
 use crate::values::{AttributePath, Type, Value};
 
@@ -61,7 +62,7 @@ impl DataSource for HelmReleaseDataSource {
                     computed(
                         "values_sha256",
                         Type::String,
-                        "SHA-256 of the user-supplied values as canonical JSON.",
+                        "HMAC-SHA256 (`hmac-sha256:` + hex) of the user-supplied values (canonical JSON), keyed by the cluster's identity (the `kube-system` namespace UID, never stored): changes when the values change, yet cannot be tested against guesses of a secret value by someone who holds only the state.",
                     ),
                 ],
             ),
@@ -91,6 +92,7 @@ impl DataSource for HelmReleaseDataSource {
 
     // --- read ---------------------------------------------------------------------------------------
 
+
     async fn read(&self, ctx: &Ctx, config: Value) -> DataReadResponse {
         let name = config
             .attr("name")
@@ -104,12 +106,18 @@ impl DataSource for HelmReleaseDataSource {
             .to_owned();
         let what = format!("read Helm release {namespace}/{name}");
         let mut diagnostics = Diagnostics::new();
-        let release = match cluster(ctx).client().await {
-            Ok((client, endpoint)) => current_release(client, &endpoint, &namespace, &name).await,
-            Err(e) => Err(e),
+        let read = async {
+            let (client, endpoint) = cluster(ctx).client().await?;
+            let release =
+                current_release(client.clone(), &endpoint, &namespace, &name).await?;
+            let key = match &release {
+                Some(_) => Some(cluster_identity(&client, &endpoint).await?),
+                None => None,
+            };
+            Ok::<_, crate::cluster::ClusterError>((release, key))
         };
-        let release = match release {
-            Ok(release) => release,
+        let (release, key) = match read.await {
+            Ok(read) => read,
             Err(e) => {
                 diagnostics.push(cluster_diagnostic(&what, &e));
                 return DataReadResponse {
@@ -150,7 +158,13 @@ impl DataSource for HelmReleaseDataSource {
             ),
             (
                 "values_sha256",
-                text(release.as_ref().map(|r| &r.values_sha256)),
+                match (&release, &key) {
+                    (Some(r), Some(key)) => Value::from(salted_sha256(
+                        key.as_bytes(),
+                        r.values_sha256.as_bytes(),
+                    )),
+                    _ => Value::Null,
+                },
             ),
         ]);
         DataReadResponse { state, diagnostics }
@@ -205,4 +219,21 @@ mod tests {
         HelmReleaseDataSource.validate(&config, &mut diagnostics);
         assert!(diagnostics.is_empty());
     }
+}
+
+/// The key of `values_sha256`: the `kube-system` namespace's UID, the cluster's identity. Stable for
+/// the cluster's life and never in state, so the hash detects a change of the values but cannot be
+/// tested against guesses of a secret value by someone holding only the state.
+async fn cluster_identity(
+    client: &kube::Client,
+    endpoint: &str,
+) -> Result<String, crate::cluster::ClusterError> {
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    let ns = crate::cluster::retry::retry("read the kube-system namespace", || {
+        namespaces.get("kube-system")
+    })
+    .await
+    .map_err(|e| crate::cluster::ClusterError::from_kube(e, endpoint))?;
+    Ok(ns.metadata.uid.unwrap_or_default())
 }
