@@ -189,7 +189,11 @@ pub fn kubeconfig_error(what: &str, err: &kube::config::KubeconfigError) -> Stri
         E::ReadConfig(io, path) => format!(
             "cannot read the kubeconfig {}: {}",
             path.display(),
-            io.kind()
+            match io.kind() {
+                std::io::ErrorKind::NotFound => "no such file".to_owned(),
+                std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+                other => other.to_string(),
+            }
         ),
         E::LoadCertificateAuthority(_) => {
             format!("{what}: the certificate authority data cannot be loaded (not base64 PEM?)")

@@ -176,7 +176,7 @@ pub async fn release_after(
     };
     retry_if("read the release", ClusterError::is_transient, read)
         .await
-        .map_err(|e| EngineError::api(Step::Release, e))
+        .map_err(|e| EngineError::api(Step::ReadRelease, e))
 }
 
 /// Unlocks a release whose newest record is `pending-*` (an install or upgrade that was killed):

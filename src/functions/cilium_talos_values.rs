@@ -38,65 +38,19 @@ pub fn values_type() -> Type {
     ])
 }
 
-/// Why an API endpoint could not be split into host and port.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EndpointError {
-    #[error("only https:// endpoints are supported, got {0:?}")]
-    Scheme(String),
-    #[error("expected host:port (e.g. \"localhost:7445\" or \"https://10.5.0.2:6443\"), got {0:?}")]
-    Shape(String),
-    #[error("invalid port in {0:?}: expected 1-65535")]
-    Port(String),
-}
+pub use crate::cluster::bootstrap::EndpointError;
 
-/// Splits `host:port`, `https://host:port`, `https://host` (port 443) or `[v6]:port` into the
-/// host (IPv6 without brackets, as `KUBERNETES_SERVICE_HOST` takes it) and the port. Empty means
+/// `host:port`, `https://host:port`, `https://host` (port 443) or `[v6]:port` as host and port
+/// ([`ApiEndpoint::parse`](crate::cluster::bootstrap::ApiEndpoint::parse)); empty means
 /// KubePrism, `localhost:7445`.
 ///
 /// # Errors
 /// [`EndpointError`] for another scheme, a path, a missing host or port, or a bad port.
 pub fn split_endpoint(endpoint: &str) -> Result<(String, u16), EndpointError> {
-    let trimmed = endpoint.trim();
-    if trimmed.is_empty() {
+    if endpoint.trim().is_empty() {
         return Ok((KUBEPRISM_HOST.to_owned(), KUBEPRISM_PORT));
     }
-    let (rest, default_port) = match trimmed.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("https") => (rest, Some(443)),
-        Some(_) => return Err(EndpointError::Scheme(endpoint.to_owned())),
-        None => (trimmed, None),
-    };
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    let shape = || EndpointError::Shape(endpoint.to_owned());
-    if rest.contains(['/', '?', '#', '@']) || rest.chars().any(char::is_whitespace) {
-        return Err(shape());
-    }
-    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
-        let (host, after) = v6.split_once(']').ok_or_else(shape)?;
-        match after.strip_prefix(':') {
-            Some(port) => (host, Some(port)),
-            None if after.is_empty() => (host, None),
-            None => return Err(shape()),
-        }
-    } else {
-        match rest.split_once(':') {
-            Some((host, port)) if !port.contains(':') => (host, Some(port)),
-            Some(_) => return Err(shape()), // a bare IPv6 address needs brackets
-            None => (rest, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(shape());
-    }
-    let port = match (port, default_port) {
-        (Some(p), _) => p
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| EndpointError::Port(endpoint.to_owned()))?,
-        (None, Some(p)) => p,
-        (None, None) => return Err(shape()),
-    };
-    Ok((host.to_owned(), port))
+    crate::cluster::bootstrap::ApiEndpoint::parse(endpoint).map(|e| (e.host, e.port))
 }
 
 pub struct CiliumTalosValues;

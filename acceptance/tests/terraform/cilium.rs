@@ -918,3 +918,41 @@ async fn write_only_values_stay_out_of_state_and_a_changed_one_plans_an_update()
     assert!(!ws.state_text().contains("WO-MARKER-TWO"));
     assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_talos_defaults_a_missing_service_host_is_warned_at_plan() {
+    let cluster = TestCluster::start().await;
+    // A typo users make when they write the Talos values themselves.
+    let ws = workspace(
+        &cluster,
+        &cilium(
+            r#"  talos_defaults = false
+  values = [yamlencode({ kubeProxyReplacement = true, k8sServiceHots = "localhost", k8sServicePort = 7445 })]"#,
+        ),
+    );
+    let plan = ws.ok(&["plan", "-no-color"]);
+    assert!(
+        plan.flat()
+            .contains("Cilium would need the Service IP before it exists"),
+        "{}",
+        plan.text()
+    );
+    assert!(
+        plan.flat().contains("`k8sServiceHost` is not set"),
+        "{}",
+        plan.text()
+    );
+    let fixed = workspace(
+        &cluster,
+        &cilium(
+            r#"  talos_defaults = false
+  values = [yamlencode({ kubeProxyReplacement = true, k8sServiceHost = "localhost", k8sServicePort = 7445 })]"#,
+        ),
+    );
+    let plan = fixed.ok(&["plan", "-no-color"]);
+    assert!(
+        !plan.flat().contains("Service IP before it exists"),
+        "{}",
+        plan.text()
+    );
+}

@@ -56,25 +56,66 @@ pub struct ApiEndpoint {
 pub const KUBEPRISM: &str = "localhost:7445";
 
 impl ApiEndpoint {
-    /// `host:port` (IPv6 as `[::1]:6443`); an error message says what is wrong.
-    pub fn parse(s: &str) -> Result<ApiEndpoint, String> {
-        let (host, port) = s
-            .rsplit_once(':')
-            .ok_or_else(|| format!("{s:?} is not HOST:PORT (e.g. `localhost:7445`)"))?;
-        let port: u16 = port
-            .parse()
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| format!("{s:?} has no valid port (1-65535)"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if host.is_empty() || host.contains('/') || host.contains(' ') {
-            return Err(format!("{s:?} has no valid host"));
+    /// `host:port`, `https://host:port`, `https://host` (port 443) or `[v6]:port` (the host kept
+    /// without brackets, as `KUBERNETES_SERVICE_HOST` takes it). One parser for the resources'
+    /// `api_endpoint` and the `cilium_talos_values` function.
+    ///
+    /// # Errors
+    /// [`EndpointError`] for another scheme, a path, a missing host or port, or a bad port.
+    pub fn parse(endpoint: &str) -> Result<ApiEndpoint, EndpointError> {
+        let trimmed = endpoint.trim();
+        let (rest, default_port) = match trimmed.split_once("://") {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("https") => (rest, Some(443)),
+            Some(_) => return Err(EndpointError::Scheme(endpoint.to_owned())),
+            None => (trimmed, None),
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        let shape = || EndpointError::Shape(endpoint.to_owned());
+        if rest.contains(['/', '?', '#', '@']) || rest.chars().any(char::is_whitespace) {
+            return Err(shape());
         }
+        let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+            let (host, after) = v6.split_once(']').ok_or_else(shape)?;
+            match after.strip_prefix(':') {
+                Some(port) => (host, Some(port)),
+                None if after.is_empty() => (host, None),
+                None => return Err(shape()),
+            }
+        } else {
+            match rest.split_once(':') {
+                Some((host, port)) if !port.contains(':') => (host, Some(port)),
+                Some(_) => return Err(shape()), // a bare IPv6 address needs brackets
+                None => (rest, None),
+            }
+        };
+        if host.is_empty() {
+            return Err(shape());
+        }
+        let port = match (port, default_port) {
+            (Some(p), _) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| EndpointError::Port(endpoint.to_owned()))?,
+            (None, Some(p)) => p,
+            (None, None) => return Err(shape()),
+        };
         Ok(ApiEndpoint {
             host: host.to_owned(),
             port,
         })
     }
+}
+
+/// Why an API endpoint could not be split into host and port.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    #[error("only https:// endpoints are supported, got {0:?}")]
+    Scheme(String),
+    #[error("expected host:port (e.g. \"localhost:7445\" or \"https://10.5.0.2:6443\"), got {0:?}")]
+    Shape(String),
+    #[error("invalid port in {0:?}: expected 1-65535")]
+    Port(String),
 }
 
 impl fmt::Display for ApiEndpoint {
@@ -196,6 +237,7 @@ pub enum Step {
     Job,
     Wait,
     Release,
+    ReadRelease,
     Render,
     Readiness,
 }
@@ -210,6 +252,7 @@ impl Step {
             Step::Job => "create the bootstrap Job",
             Step::Wait => "run the bootstrap Job",
             Step::Release => "prepare the Helm release",
+            Step::ReadRelease => "read the Helm release",
             Step::Render => "learn what the chart creates (rbac = \"minimal\")",
             Step::Readiness => "wait for the workloads to become ready",
         }
@@ -879,7 +922,13 @@ mod tests {
         );
         assert!(ApiEndpoint::parse("localhost").is_err());
         assert!(ApiEndpoint::parse("localhost:0").is_err());
-        assert!(ApiEndpoint::parse("https://x:6443").is_err());
+        // As users copy it from a kubeconfig: the scheme is accepted, the host and port kept.
+        assert_eq!(
+            ApiEndpoint::parse("https://10.0.0.10:6443").map(|e| e.to_string()),
+            Ok("10.0.0.10:6443".into())
+        );
+        assert!(ApiEndpoint::parse("http://x:6443").is_err());
+        assert!(ApiEndpoint::parse("https://x:6443/api").is_err());
     }
 
     #[test]

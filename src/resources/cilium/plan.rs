@@ -42,5 +42,42 @@ pub fn plan(req: PlanRequest) -> PlanResponse {
         after_upgrade: AFTER_UPGRADE,
         merged_values: &merged,
     };
-    plan_release(req, &spec)
+    let config = req.config.clone();
+    let mut resp = plan_release(req, &spec);
+    if let Some(warning) = service_host_warning(&config, &resp.planned_state) {
+        resp.diagnostics
+            .warning("Cilium would need the Service IP before it exists", warning);
+    }
+    resp
+}
+
+/// With `kubeProxyReplacement` on, the agents reach the API at `k8sServiceHost`; without it they
+/// use the `kubernetes` Service IP, which only Cilium itself makes work: a fresh cluster never
+/// gets its CNI. Talos defaults set it; a configuration that turned them off and forgot it (or
+/// misspelled it) is told at plan, not after a timeout.
+fn service_host_warning(config: &Value, planned: &Value) -> Option<String> {
+    let known = ["values", "set", "set_sensitive", "set_wo", "talos_defaults"]
+        .iter()
+        .all(|a| config.attr(a).is_none_or(Value::is_wholly_known));
+    if !known || planned.attr("talos_defaults").and_then(Value::as_bool) != Some(false) {
+        return None;
+    }
+    let mut with_write_only = planned.clone();
+    if let (Some(attrs), Some(wo)) = (with_write_only.attrs_mut(), config.attr("set_wo")) {
+        attrs.insert("set_wo".into(), wo.clone());
+    }
+    let values = decode::<Cilium>(&with_write_only, Unknowns::AsNull)
+        .ok()?
+        .merged_values()
+        .ok()?;
+    let replacement = values.get("kubeProxyReplacement");
+    let on = matches!(replacement, Some(serde_json::Value::Bool(true)))
+        || replacement.and_then(serde_json::Value::as_str) == Some("true");
+    let host = values
+        .get("k8sServiceHost")
+        .and_then(serde_json::Value::as_str)
+        .filter(|h| !h.is_empty() && *h != "auto");
+    (on && host.is_none()).then(|| {
+        "`kubeProxyReplacement` is on but `k8sServiceHost` is not set (with `talos_defaults = false` talosboot sets neither): the agents would dial the `kubernetes` Service IP, which no CNI serves yet, and the install would time out. Set `k8sServiceHost`/`k8sServicePort` to an endpoint outside the Service CIDR (Talos KubePrism `localhost`/`7445`), or keep `talos_defaults = true`.".to_owned()
+    })
 }

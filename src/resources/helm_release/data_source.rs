@@ -6,8 +6,8 @@
 use async_trait::async_trait;
 
 use crate::cluster::helm_release::current_release;
-use crate::framework::{Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema};
 use crate::framework::secret_hash::salted_sha256;
+use crate::framework::{Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema};
 use crate::resources::{cluster, cluster_diagnostic, object};
 use crate::values::{AttributePath, Type, Value};
 
@@ -92,7 +92,6 @@ impl DataSource for HelmReleaseDataSource {
 
     // --- read ---------------------------------------------------------------------------------------
 
-
     async fn read(&self, ctx: &Ctx, config: Value) -> DataReadResponse {
         let name = config
             .attr("name")
@@ -108,8 +107,7 @@ impl DataSource for HelmReleaseDataSource {
         let mut diagnostics = Diagnostics::new();
         let read = async {
             let (client, endpoint) = cluster(ctx).client().await?;
-            let release =
-                current_release(client.clone(), &endpoint, &namespace, &name).await?;
+            let release = current_release(client.clone(), &endpoint, &namespace, &name).await?;
             let key = match &release {
                 Some(_) => Some(cluster_identity(&client, &endpoint).await?),
                 None => None,
@@ -159,10 +157,9 @@ impl DataSource for HelmReleaseDataSource {
             (
                 "values_sha256",
                 match (&release, &key) {
-                    (Some(r), Some(key)) => Value::from(salted_sha256(
-                        key.as_bytes(),
-                        r.values_sha256.as_bytes(),
-                    )),
+                    (Some(r), Some(key)) => {
+                        Value::from(salted_sha256(key.as_bytes(), r.values_sha256.as_bytes()))
+                    }
                     _ => Value::Null,
                 },
             ),
