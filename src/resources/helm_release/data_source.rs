@@ -183,6 +183,23 @@ fn is_release_name(s: &str) -> bool {
     s.len() <= 53 && s.split('.').all(is_dns_label)
 }
 
+/// The key of `values_sha256`: the `kube-system` namespace's UID, the cluster's identity. Stable for
+/// the cluster's life and never in state, so the hash detects a change of the values but cannot be
+/// tested against guesses of a secret value by someone holding only the state.
+async fn cluster_identity(
+    client: &kube::Client,
+    endpoint: &str,
+) -> Result<String, crate::cluster::ClusterError> {
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    let ns = crate::cluster::retry::retry("read the kube-system namespace", || {
+        namespaces.get("kube-system")
+    })
+    .await
+    .map_err(|e| crate::cluster::ClusterError::from_kube(e, endpoint))?;
+    Ok(ns.metadata.uid.unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,21 +233,4 @@ mod tests {
         HelmReleaseDataSource.validate(&config, &mut diagnostics);
         assert!(diagnostics.is_empty());
     }
-}
-
-/// The key of `values_sha256`: the `kube-system` namespace's UID, the cluster's identity. Stable for
-/// the cluster's life and never in state, so the hash detects a change of the values but cannot be
-/// tested against guesses of a secret value by someone holding only the state.
-async fn cluster_identity(
-    client: &kube::Client,
-    endpoint: &str,
-) -> Result<String, crate::cluster::ClusterError> {
-    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
-        kube::Api::all(client.clone());
-    let ns = crate::cluster::retry::retry("read the kube-system namespace", || {
-        namespaces.get("kube-system")
-    })
-    .await
-    .map_err(|e| crate::cluster::ClusterError::from_kube(e, endpoint))?;
-    Ok(ns.metadata.uid.unwrap_or_default())
 }
