@@ -96,6 +96,14 @@ async fn write_only_secrets_never_leak() {
     );
     // Retired from the input: deleted.
     ws.write("main.tf", &root(&cluster, "  timeout = \"2m\"\n  managed_resources = { runtime_info = { data = { FLUX_SYNC_PATH = \"clusters/staging\" } } }\n"));
+    // The write-only diff cannot show it: the plan names what apply deletes.
+    let plan = ws.ok(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        plan.flat().contains("Managed Secrets will be deleted")
+            && plan.flat().contains("Secret/flux-system/flux-system"),
+        "{}",
+        plan.text()
+    );
     ws.ok(APPLY);
     assert!(
         get(&secrets, "flux-system").await.is_none(),
