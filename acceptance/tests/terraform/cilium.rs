@@ -956,3 +956,29 @@ async fn without_talos_defaults_a_missing_service_host_is_warned_at_plan() {
         plan.text()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn edits_that_change_nothing_in_the_release_are_bookkeeping() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let ws = workspace(&cluster, &cilium(""));
+    ws.apply();
+    let before = release_history(&client, "cilium").await;
+    // The other spelling of the version, adoption switched on, the values written out as a
+    // `set` that yields what the release already has (the Talos default `ipam.mode`).
+    let edited = "resource \"talosboot_cilium\" \"this\" {\n  version        = \"v1.18.4\"\n  adopt_existing = true\n  set            = [{ name = \"ipam.mode\", value = \"kubernetes\" }]\n}\n";
+    ws.write("main.tf", &root(&cluster, edited));
+    let plan = ws.ok(&["plan", "-no-color"]);
+    assert!(
+        !plan.stdout.contains("(known after apply)"),
+        "no upgrade planned:\n{}",
+        plan.text()
+    );
+    ws.apply();
+    assert_eq!(
+        release_history(&client, "cilium").await,
+        before,
+        "no new revision"
+    );
+    assert!(!ws.plan_has_changes());
+}

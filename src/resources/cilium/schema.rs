@@ -18,7 +18,6 @@ pub const UPGRADE_INPUTS: &[&str] = &[
     "set_sensitive",
     "talos_defaults",
     "api_endpoint",
-    "adopt_existing",
 ];
 
 /// Computed attributes an upgrade changes.

@@ -50,7 +50,6 @@ const UPGRADE_INPUTS: &[&str] = &[
     "set",
     "set_sensitive",
     "api_endpoint",
-    "adopt_existing",
     "create_namespace",
 ];
 const AFTER_UPGRADE: &[&str] = &[

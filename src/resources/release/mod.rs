@@ -201,7 +201,7 @@ pub fn refresh_as<R: Release>(
 ) -> Option<R> {
     let release = o.release.as_ref().filter(|r| r.status != "uninstalled")?;
     let configured = state.version().unwrap_or_default().to_owned();
-    let same = configured.trim_start_matches('v') == release.chart_version.trim_start_matches('v');
+    let same = same_version(&configured, &release.chart_version);
     let version = if same || (after_apply && !configured.is_empty()) {
         configured.clone()
     } else {
@@ -241,6 +241,11 @@ pub fn refresh_as<R: Release>(
         );
     }
     Some(state)
+}
+
+/// Whether two spellings name the same chart version (`v1.18.4` is `1.18.4` to Helm).
+pub fn same_version(a: &str, b: &str) -> bool {
+    a.trim_start_matches('v') == b.trim_start_matches('v')
 }
 
 /// What apply hands back: the state (`None`: nothing exists) and its diagnostics.
@@ -336,7 +341,10 @@ pub async fn install<R: Release>(
     }
     let unchanged = prior.is_some_and(|p| {
         p.values_sha256() == desired.values_sha256()
-            && p.version() == desired.version()
+            && same_version(
+                p.version().unwrap_or_default(),
+                desired.version().unwrap_or_default(),
+            )
             && (p.content_digest().is_none() || p.content_digest() == desired.content_digest())
             && current.is_some_and(|r| r.status == "deployed")
     });

@@ -83,7 +83,13 @@ pub fn plan(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
             format!("The release is owned by {owner}: talosboot leaves it alone and plans no upgrade. Remove this resource from the configuration (with `removed {{ lifecycle {{ destroy = false }} }}`) or set `deletion_policy = \"keep\"`."),
         );
     } else {
-        let inputs_changed = !changed_inputs(prior, &planned, spec.upgrade_inputs).is_empty();
+        // An input that only feeds the values (`talos_defaults`, `set`, ...) changes nothing when
+        // the values it makes are what the cluster has: the hash comparison below decides.
+        let hash_known = !desired_hash.is_unknown();
+        let inputs_changed = changed_inputs(prior, &planned, spec.upgrade_inputs)
+            .iter()
+            .filter(|name| !(**name == "version" && same_version(prior, &planned)))
+            .any(|name| !(hash_known && spec.value_inputs.contains(name)));
         let drifted = !same_value(prior.attr("values_sha256"), Some(&desired_hash));
         let status = prior.attr("status").and_then(Value::as_str);
         let unhealthy_release = status != Some("deployed");
@@ -110,5 +116,17 @@ pub fn plan(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
         private: Some(private.encode()),
         diagnostics,
         ..Default::default()
+    }
+}
+
+/// `1.18.4` and `v1.18.4` name the same chart version (Helm resolves both alike): writing the other
+/// spelling is bookkeeping, not an upgrade.
+fn same_version(prior: &Value, planned: &Value) -> bool {
+    match (
+        prior.attr("version").and_then(Value::as_str),
+        planned.attr("version").and_then(Value::as_str),
+    ) {
+        (Some(a), Some(b)) => super::same_version(a, b),
+        _ => false,
     }
 }
