@@ -17,6 +17,10 @@ fn parse(args: &[String]) -> anyhow::Result<(SimConfig, PathBuf)> {
     let mut it = args.iter();
     match it.next().map(String::as_str) {
         Some("serve") => {}
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
         _ => anyhow::bail!("{USAGE}"),
     }
     while let Some(a) = it.next() {
@@ -36,7 +40,10 @@ fn parse(args: &[String]) -> anyhow::Result<(SimConfig, PathBuf)> {
             "--inline-cilium" => config.inline_cilium = Some(value()?),
             "--no-pod-security" => config.pod_security = false,
             "--no-rbac" => config.rbac = false,
-            "-h" | "--help" => anyhow::bail!("{USAGE}"),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
             other => anyhow::bail!("unknown argument {other:?}\n{USAGE}"),
         }
     }
@@ -55,7 +62,14 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (config, path) = parse(&args)?;
+    let (config, path) = match parse(&args) {
+        Ok(parsed) => parsed,
+        // A usage mistake is not a crash: the message, no backtrace, exit 2.
+        Err(e) => {
+            eprintln!("talos-sim: {e}");
+            std::process::exit(2);
+        }
+    };
     let sim = SimCluster::start(config).await?;
     sim.write_kubeconfig(&path)?;
     tracing::info!(url = %sim.server_url(), kubeconfig = %path.display(), "ready");

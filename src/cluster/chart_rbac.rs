@@ -170,9 +170,10 @@ pub fn render_command(
     if let Some(repo) = repo {
         args.extend(["--repo".into(), repo]);
     }
+    if !chart.version.is_empty() {
+        args.extend(["--version".into(), chart.version.clone()]);
+    }
     args.extend([
-        "--version".into(),
-        chart.version.clone(),
         "--namespace".into(),
         chart.namespace.clone(),
         "--include-crds".into(),

@@ -112,9 +112,10 @@ impl ChartInstall {
         if let Some(repo) = repo {
             argv.extend(["--repo".into(), repo]);
         }
+        if !self.version.is_empty() {
+            argv.extend(["--version".into(), self.version.clone()]);
+        }
         argv.extend([
-            "--version".into(),
-            self.version.clone(),
             "--namespace".into(),
             self.namespace.clone(),
             "--timeout".into(),

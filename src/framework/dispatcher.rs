@@ -215,10 +215,12 @@ impl Dispatcher {
                 );
             }
         }
-        validate_guarded(type_name, || {
+        let mut diagnostics = validate_guarded(type_name, || {
             r.implementation.validate(config, &mut diagnostics)
         })
-        .map_or_else(|d| d, |()| diagnostics)
+        .map_or_else(|d| d, |()| diagnostics);
+        locatable_paths(&mut diagnostics, &r.schema.block);
+        diagnostics
     }
 
     pub fn validate_data_source(&self, type_name: &str, config: &Value) -> Diagnostics {
@@ -259,6 +261,7 @@ impl Dispatcher {
             diagnostics = panicked;
         }
         if diagnostics.has_errors() {
+            locatable_paths(&mut diagnostics, &r.schema.block);
             return PlanResponse {
                 diagnostics,
                 ..Default::default()
@@ -637,8 +640,93 @@ impl Dispatcher {
     }
 }
 
+/// OpenTofu and Terraform place a diagnostic at its attribute path only as far as the path names
+/// attributes and blocks of the resource's body: a path into a nested attribute's object
+/// (`job.pull_policy`, `set[1].name`) lands on the `resource` line. So such a path is cut after
+/// the nested attribute (the diagnostic points at `job = { ... }`) and the detail starts with the
+/// whole path, which the location no longer shows.
+fn locatable_paths(diagnostics: &mut Diagnostics, block: &crate::framework::Block) {
+    for d in diagnostics.iter_mut() {
+        let Some(path) = &d.attribute else { continue };
+        let Some(keep) = nested_attribute_depth(&path.steps, block) else {
+            continue;
+        };
+        if keep >= path.steps.len() {
+            continue;
+        }
+        let full = path.to_string();
+        let mut cut = path.clone();
+        cut.steps.truncate(keep);
+        d.attribute = Some(cut);
+        if !d.detail.contains(&full) {
+            d.detail = format!("`{full}`: {}", d.detail);
+        }
+    }
+}
+
+/// How many steps of `steps` reach the first nested attribute (through nested blocks), if any.
+fn nested_attribute_depth(
+    steps: &[crate::values::PathStep],
+    block: &crate::framework::Block,
+) -> Option<usize> {
+    use crate::framework::AttributeType;
+    use crate::values::PathStep;
+    let mut block = block;
+    let mut i = 0;
+    while let Some(PathStep::Attribute(name)) = steps.get(i) {
+        if let Some(a) = block.attributes.iter().find(|a| &a.name == name) {
+            return matches!(a.ty, AttributeType::Nested { .. }).then_some(i + 1);
+        }
+        let nested = block.blocks.iter().find(|b| &b.type_name == name)?;
+        block = &nested.block;
+        i += 1;
+        // A list or set block's element key.
+        if matches!(
+            steps.get(i),
+            Some(PathStep::ElementKeyInt(_) | PathStep::ElementKeyString(_))
+        ) {
+            i += 1;
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn paths_into_nested_attributes_are_cut_where_clients_can_place_them() {
+        use crate::framework::{Attribute, Block, Nesting};
+        use crate::values::{AttributePath, Type};
+        let block = Block::new(
+            "",
+            vec![
+                Attribute::optional("version", Type::String, ""),
+                Attribute::optional("job", Type::Dynamic, "").nested(
+                    Nesting::Single,
+                    vec![Attribute::optional("pull_policy", Type::String, "")],
+                ),
+            ],
+        );
+        let mut d = Diagnostics::new();
+        d.error_at(
+            AttributePath::attr("job").then_attr("pull_policy"),
+            "Invalid pull policy",
+            "use `Always`",
+        );
+        d.error_at(AttributePath::attr("version"), "Bad version", "x");
+        locatable_paths(&mut d, &block);
+        let all: Vec<_> = d.iter().collect();
+        assert_eq!(all[0].attribute, Some(AttributePath::attr("job")));
+        assert_eq!(all[0].detail, "`job.pull_policy`: use `Always`");
+        assert_eq!(
+            all[1].attribute,
+            Some(AttributePath::attr("version")),
+            "top level: untouched"
+        );
+        assert_eq!(all[1].detail, "x");
+    }
+
     use std::sync::Mutex;
 
     use async_trait::async_trait;

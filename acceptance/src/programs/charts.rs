@@ -40,7 +40,9 @@ impl Chart {
             "flux-operator" => "0.33.0",
             _ => "0.1.0",
         };
+        // `--version ""` is no constraint to Helm: the latest.
         let version = version
+            .filter(|v| !v.trim().is_empty())
             .unwrap_or(default)
             .trim_start_matches('v')
             .to_string();

@@ -332,3 +332,25 @@ async fn a_local_chart_directory_is_shipped_to_the_job_and_an_oversized_one_refu
         out.text()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unpinned_chart_records_the_version_it_installed() {
+    let cluster = TestCluster::start().await;
+    let ws = workspace(
+        &cluster,
+        &format!(
+            "{CILIUM}\nresource \"talosboot_helm_release\" \"podinfo\" {{\n  name       = \"podinfo\"\n  repository = \"oci://ghcr.io/stefanprodan/charts\"\n  chart      = \"podinfo\"\n  namespace  = \"default\"\n  depends_on = [talosboot_cilium.this]\n}}\n"
+        ),
+    );
+    ws.apply();
+    let state: serde_json::Value = serde_json::from_str(&ws.state_text()).expect("state json");
+    let podinfo = state["resources"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "podinfo"))
+        .map(|r| r["instances"][0]["attributes"].clone())
+        .expect("podinfo in state");
+    let installed = podinfo["chart_version"].as_str().unwrap_or_default();
+    assert!(!installed.is_empty(), "{podinfo}");
+    assert_eq!(podinfo["version"], installed, "the version Helm resolved");
+    assert!(!ws.plan_has_changes());
+}
