@@ -664,6 +664,16 @@ fn locatable_paths(diagnostics: &mut Diagnostics, block: &crate::framework::Bloc
     }
 }
 
+/// Whether a nested attribute holds a sensitive or write-only attribute at any depth.
+fn nested_secret(a: &crate::framework::Attribute) -> bool {
+    match &a.ty {
+        crate::framework::AttributeType::Nested { attributes, .. } => attributes
+            .iter()
+            .any(|n| n.sensitive || n.write_only || nested_secret(n)),
+        crate::framework::AttributeType::Type(_) => false,
+    }
+}
+
 /// How many steps of `steps` reach the first nested attribute (through nested blocks), if any.
 fn nested_attribute_depth(
     steps: &[crate::values::PathStep],
@@ -675,7 +685,10 @@ fn nested_attribute_depth(
     let mut i = 0;
     while let Some(PathStep::Attribute(name)) = steps.get(i) {
         if let Some(a) = block.attributes.iter().find(|a| &a.name == name) {
-            return matches!(a.ty, AttributeType::Nested { .. }).then_some(i + 1);
+            // The client prints the source lines of the range it points at: never those of a
+            // secret (a literal key in the configuration would be shown).
+            let secret = a.sensitive || a.write_only || nested_secret(a);
+            return (matches!(a.ty, AttributeType::Nested { .. }) && !secret).then_some(i + 1);
         }
         let nested = block.blocks.iter().find(|b| &b.type_name == name)?;
         block = &nested.block;
@@ -725,6 +738,19 @@ mod tests {
             "top level: untouched"
         );
         assert_eq!(all[1].detail, "x");
+        // The client would print the attribute's source lines: never for one holding a secret.
+        let secret = Block::new(
+            "",
+            vec![Attribute::optional("managed", Type::Dynamic, "").nested(
+                Nesting::Single,
+                vec![Attribute::optional("key", Type::String, "").sensitive()],
+            )],
+        );
+        let mut d = Diagnostics::new();
+        d.error_at(AttributePath::attr("managed").then_attr("key"), "Bad", "y");
+        locatable_paths(&mut d, &secret);
+        let path = d.iter().next().and_then(|d| d.attribute.clone());
+        assert_eq!(path, Some(AttributePath::attr("managed").then_attr("key")));
     }
 
     use std::sync::Mutex;

@@ -285,6 +285,15 @@ async fn values_changed_out_of_band_show_as_an_update_and_apply_converges() {
         "the diff names the drifted values hash:\n{}",
         plan.stdout
     );
+    assert!(
+        plan.flat()
+            .contains("Release values differ from the configuration")
+            && plan
+                .flat()
+                .contains("helm get values -n kube-system cilium"),
+        "the plan says the cluster's values get replaced:\n{}",
+        plan.text()
+    );
     ws.apply();
     assert!(!ws.plan_has_changes(), "converged");
     assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));

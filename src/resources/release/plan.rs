@@ -99,6 +99,18 @@ pub fn plan(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
                 format!("The release is {pending:?}: an install or upgrade was interrupted. Apply unlocks it (marks that revision `failed`, as Helm users do by hand) and upgrades from it, under the bootstrap Lease, so a run still in progress elsewhere is waited for, not broken."),
             );
         }
+        if drifted && hash_known && !inputs_changed && !unhealthy_release {
+            let id = planned
+                .attr("id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let (ns, name) = id.split_once('/').unwrap_or(("", &id));
+            diagnostics.warning(
+                "Release values differ from the configuration",
+                format!("The values release {id} runs differ from the ones this configuration makes (they were changed outside of talosboot, or the release was imported): apply upgrades it to the configuration's values, replacing what it runs now. `helm get values -n {ns} {name}` shows those; put what must stay into `values`/`set` first."),
+            );
+        }
         let revision = prior.attr("revision").and_then(Value::as_i64);
         let unready = private.unready_revision.is_some() && private.unready_revision == revision;
         if unready {
