@@ -268,6 +268,7 @@ fn cause_of(text: &str) -> Option<&'static str> {
                 "connection refused",
                 "connection reset",
                 "unreachable",
+                "cannot reach the Kubernetes API",
                 "Connection reset",
                 "broken pipe",
                 "error trying to connect",

@@ -829,7 +829,7 @@ async fn run_job(
     let report = report::collect(&pods, &events, &names.object, &pod_selector).await;
     let mut failure = match outcome {
         JobWait::Succeeded if spec.capture_output => {
-            let output = report::output(&pods, report.pod.as_deref().unwrap_or_default())
+            let output = report::output(&pods, &pod_selector)
                 .await
                 .map_err(|e| {
                     EngineError::new(

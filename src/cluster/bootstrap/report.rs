@@ -75,17 +75,27 @@ pub fn describe_container(c: &ContainerStatus) -> String {
     }
 }
 
-/// The whole log of a finished pod, bounded by [`super::MAX_OUTPUT`]: a log that fills the bound
-/// is refused rather than read as if it were complete.
-pub async fn output(pods: &Api<Pod>, pod: &str) -> Result<String, String> {
-    if pod.is_empty() {
-        return Err("no pod of the Job was found".into());
-    }
+/// The whole log of the run's pod (selected by `pod_selector`: the newest one), bounded by
+/// [`super::MAX_OUTPUT`]: a log that fills the bound is refused rather than read as if it were
+/// complete. Transient API errors are retried: the run succeeded, its output must not be lost to
+/// a 503.
+pub async fn output(pods: &Api<Pod>, pod_selector: &str) -> Result<String, String> {
+    use crate::cluster::retry::retry;
+    let params = ListParams::default().labels(pod_selector);
+    let list = retry("list the run's pods", || pods.list(&params))
+        .await
+        .map_err(|e| scrub_api_message(&e.to_string()))?;
+    let pod = list
+        .items
+        .into_iter()
+        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .and_then(|p| p.metadata.name)
+        .ok_or("no pod of the Job was found")?;
     let params = LogParams {
         limit_bytes: Some(super::MAX_OUTPUT),
         ..Default::default()
     };
-    let log = crate::cluster::retry::retry("read the pod log", || pods.logs(pod, &params))
+    let log = retry("read the pod log", || pods.logs(&pod, &params))
         .await
         .map_err(|e| scrub_api_message(&e.to_string()))?;
     if log.len() as i64 >= super::MAX_OUTPUT {

@@ -99,7 +99,13 @@ pub fn plan(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
                 format!("The release is {pending:?}: an install or upgrade was interrupted. Apply unlocks it (marks that revision `failed`, as Helm users do by hand) and upgrades from it, under the bootstrap Lease, so a run still in progress elsewhere is waited for, not broken."),
             );
         }
-        if drifted && hash_known && !inputs_changed && !unhealthy_release {
+        // Drift from the cluster, not an edit: the value inputs are as the last apply left them
+        // (a write-only `set_wo` is not in state, so with one set an edit cannot be told apart).
+        let values_edited = !changed_inputs(prior, &planned, spec.value_inputs).is_empty()
+            || WRITE_ONLY_VALUE_INPUTS
+                .iter()
+                .any(|a| config.attr(a).is_some_and(|v| !v.is_null()));
+        if drifted && hash_known && !inputs_changed && !values_edited && !unhealthy_release {
             let id = planned
                 .attr("id")
                 .and_then(Value::as_str)
