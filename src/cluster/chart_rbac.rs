@@ -258,16 +258,12 @@ pub async fn install_rules(
             "render chart {} {} to learn what it creates (rbac = \"minimal\")",
             chart.chart, chart.version
         ),
-        target: format!("helm/{}/{}", chart.namespace, chart.release),
+        target: chart.target(),
         namespace: bootstrap_ns.clone(),
         job: job.clone(),
         command,
         files,
-        binary_files: chart
-            .chart_archive
-            .iter()
-            .map(|a| (chart.chart.clone(), a.clone()))
-            .collect(),
+        binary_files: chart.binary_files(),
         secret_files,
         timeout: deadline
             .saturating_duration_since(Instant::now())

@@ -95,6 +95,19 @@ impl ChartInstall {
         (args, files, secret_files)
     }
 
+    /// The Lease key of every run on this release (render, install, uninstall).
+    pub fn target(&self) -> String {
+        release_target(&self.namespace, &self.release)
+    }
+
+    /// The packaged local chart, as the run's binary input file.
+    pub fn binary_files(&self) -> BTreeMap<String, Vec<u8>> {
+        self.chart_archive
+            .iter()
+            .map(|a| (self.chart.clone(), a.clone()))
+            .collect()
+    }
+
     /// The installer's argv and input files.
     pub fn command(
         &self,
@@ -139,6 +152,11 @@ impl ChartInstall {
         }
         (argv, files, secret_files)
     }
+}
+
+/// The Lease key of the runs on release `namespace/name`.
+pub fn release_target(namespace: &str, name: &str) -> String {
+    format!("helm/{namespace}/{name}")
 }
 
 /// The current record of a release, or `None`.
@@ -349,16 +367,12 @@ pub async fn install_or_upgrade(
             "install chart {} {} as {}/{}",
             chart.chart, chart.version, chart.namespace, chart.release
         ),
-        target: format!("helm/{}/{}", chart.namespace, chart.release),
+        target: chart.target(),
         namespace: bootstrap_ns.clone(),
         job: job.clone(),
         command,
         files,
-        binary_files: chart
-            .chart_archive
-            .iter()
-            .map(|a| (chart.chart.clone(), a.clone()))
-            .collect(),
+        binary_files: chart.binary_files(),
         secret_files,
         timeout,
         rbac,
@@ -412,7 +426,7 @@ pub async fn uninstall(
     .collect();
     let spec = RunSpec {
         purpose: format!("uninstall release {namespace}/{release_name}"),
-        target: format!("helm/{namespace}/{release_name}"),
+        target: release_target(namespace, release_name),
         namespace: bootstrap_ns.clone(),
         job: job.clone(),
         command,

@@ -281,6 +281,24 @@ struct State {
 }
 
 impl State {
+    /// Nothing seen yet; `installing_cni`: the wait is for the CNI itself.
+    fn new(installing_cni: bool) -> State {
+        State {
+            daemonsets: BTreeMap::new(),
+            deployments: BTreeMap::new(),
+            statefulsets: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            pods: BTreeMap::new(),
+            inspected: BTreeSet::new(),
+            preexisting: None,
+            log_tail: Vec::new(),
+            events: Vec::new(),
+            started: Instant::now(),
+            installing_cni,
+        }
+    }
+
     /// Whether a pod is of its workload's current revision, so its crash says something about
     /// what was just installed. A DaemonSet pod says so itself (`pod-template-generation`); for
     /// the others, a pod created during the wait is current, and an older one only once its
@@ -584,20 +602,7 @@ pub async fn wait_ready(
         watcher::Config::default().labels(pods),
     );
     tokio::pin!(ds, deploy, sts, job_stream, node_stream, pod_stream);
-    let mut state = State {
-        daemonsets: BTreeMap::new(),
-        deployments: BTreeMap::new(),
-        statefulsets: BTreeMap::new(),
-        jobs: BTreeMap::new(),
-        nodes: BTreeMap::new(),
-        pods: BTreeMap::new(),
-        inspected: BTreeSet::new(),
-        preexisting: None,
-        log_tail: Vec::new(),
-        events: Vec::new(),
-        started: Instant::now(),
-        installing_cni: nodes,
-    };
+    let mut state = State::new(nodes);
     let deadline = tokio::time::Instant::from_std(deadline);
     let mut synced = [false; 6];
     let mut event_check =
@@ -682,20 +687,7 @@ mod tests {
     }
 
     fn empty_state() -> State {
-        State {
-            daemonsets: BTreeMap::new(),
-            deployments: BTreeMap::new(),
-            statefulsets: BTreeMap::new(),
-            jobs: BTreeMap::new(),
-            nodes: BTreeMap::new(),
-            pods: BTreeMap::new(),
-            inspected: BTreeSet::new(),
-            preexisting: None,
-            log_tail: Vec::new(),
-            events: Vec::new(),
-            started: Instant::now(),
-            installing_cni: true,
-        }
+        State::new(true)
     }
 
     fn pod(name: &str, owner_kind: &str, owner: &str, generation: Option<&str>) -> Pod {
