@@ -316,12 +316,40 @@ pub struct Installed {
     pub release: Option<HelmRelease>,
 }
 
-/// `helm upgrade --install` of `chart` in a bootstrap Job, after unlocking a stuck release.
+/// `helm upgrade --install` of `chart` in a bootstrap Job, after unlocking a stuck release. The
+/// current release is read only when `rbac = "minimal"` needs its kinds.
 pub async fn install_or_upgrade(
     clients: &Clients,
     bootstrap_ns: &BootstrapNamespace,
     job: &JobSettings,
     chart: &ChartInstall,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<Installed, EngineError> {
+    let current = match job.rbac {
+        RbacPolicy::Minimal => release(clients, &chart.namespace, &chart.release).await?,
+        RbacPolicy::ClusterAdmin => None,
+    };
+    install_or_upgrade_from(
+        clients,
+        bootstrap_ns,
+        job,
+        chart,
+        current.as_ref(),
+        timeout,
+        cancel,
+    )
+    .await
+}
+
+/// [`install_or_upgrade`] for a caller that has just read the release (`current`: its record,
+/// `None` when there is none or it is uninstalled).
+pub async fn install_or_upgrade_from(
+    clients: &Clients,
+    bootstrap_ns: &BootstrapNamespace,
+    job: &JobSettings,
+    chart: &ChartInstall,
+    current: Option<&HelmRelease>,
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<Installed, EngineError> {
@@ -343,13 +371,12 @@ pub async fn install_or_upgrade(
         RbacPolicy::ClusterAdmin => Rbac::ClusterAdmin,
         RbacPolicy::Minimal => {
             chart_rbac::ensure_release_namespace(clients, chart).await?;
-            let current = release(clients, &chart.namespace, &chart.release).await?;
             let rules = chart_rbac::install_rules(
                 clients,
                 bootstrap_ns,
                 job,
                 chart,
-                current.as_ref(),
+                current,
                 deadline,
                 cancel,
             )

@@ -74,12 +74,17 @@ pub fn service_account(spec: &RunSpec, names: &RunNames) -> ServiceAccount {
     }))
 }
 
+/// Whether a rule is granted cluster-wide (by the run's own ClusterRole).
+fn any_cluster_wide(rules: &[rbac::Rule]) -> bool {
+    rules.iter().any(|r| r.namespace.is_none())
+}
+
 /// The binding of the run's ServiceAccount: to `cluster-admin`, or to the run's own ClusterRole
 /// ([`cluster_role`]) for [`Rbac::Minimal`]; none when no rule is cluster-wide.
 pub fn cluster_role_binding(spec: &RunSpec, names: &RunNames) -> Option<ClusterRoleBinding> {
     let role = match &spec.rbac {
         Rbac::ClusterAdmin => "cluster-admin",
-        Rbac::Minimal(rules) if rules.iter().all(|r| r.namespace.is_some()) => return None,
+        Rbac::Minimal(rules) if !any_cluster_wide(rules) => return None,
         Rbac::Minimal(_) => names.object.as_str(),
     };
     Some(rbac::cluster_role_binding(
@@ -93,7 +98,7 @@ pub fn cluster_role_binding(spec: &RunSpec, names: &RunNames) -> Option<ClusterR
 pub fn cluster_role(spec: &RunSpec, names: &RunNames) -> Option<ClusterRole> {
     match &spec.rbac {
         Rbac::ClusterAdmin => None,
-        Rbac::Minimal(rules) if rules.iter().all(|r| r.namespace.is_some()) => None,
+        Rbac::Minimal(rules) if !any_cluster_wide(rules) => None,
         Rbac::Minimal(rules) => Some(rbac::cluster_role(names, rules)),
     }
 }

@@ -227,8 +227,9 @@ impl Runner<'_> {
         let Some(current) = current.filter(|r| r.status == "deployed") else {
             return Ok(false);
         };
-        let wanted = chart.version.trim_start_matches('v');
-        if !wanted.is_empty() && current.chart_version.trim_start_matches('v') != wanted {
+        if !chart.version.is_empty()
+            && !crate::resources::release::same_version(&chart.version, &current.chart_version)
+        {
             return Ok(false);
         }
         let docs = chart.values_yaml.iter().chain(&chart.sensitive_values_yaml);

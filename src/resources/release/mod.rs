@@ -350,11 +350,12 @@ pub async fn install<R: Release>(
     });
     let deadline = started + desired.timeout();
     if !unchanged {
-        let installed = helm_install::install_or_upgrade(
+        let installed = helm_install::install_or_upgrade_from(
             clients,
             &desired.bootstrap_namespace(),
             &desired.job_settings(),
             &chart,
+            current,
             desired.timeout(),
             cancel,
         )
