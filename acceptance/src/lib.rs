@@ -26,6 +26,7 @@ mod seed;
 pub mod server;
 pub mod sim;
 pub mod store;
+pub mod talos;
 mod util;
 
 pub use config::{Pace, SimConfig};

@@ -1,0 +1,1 @@
+//! The chart repositories (placeholder; see the charts helper's work).
