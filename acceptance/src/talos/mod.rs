@@ -7,3 +7,7 @@
 //! real node components do; nothing reads or writes etcd or the simulated store.
 
 pub mod charts;
+pub mod control_plane;
+pub mod pki;
+pub mod process;
+pub mod tools;
