@@ -74,8 +74,10 @@ build_tofu() {
 # The control plane and Helm: wrapper modules like OpenTofu's, built once per pinned version. The
 # version ldflags make /version (and `helm version`) report the release instead of v0.0.0; the
 # build date and commit are fixed so that a rebuild yields the same bytes.
-kube_version() { awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$root/scripts/kube-build/go.mod"; }
-helm_version() { awk '$1 == "helm.sh/helm/v3" { print $2; exit }' "$root/scripts/helm-build/go.mod"; }
+# The version a wrapper module requires (`require M V` or a line of a `require (...)` block).
+required() { awk -v m="$2" '$1 == m { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$1"; }
+kube_version() { required "$root/scripts/kube-build/go.mod" k8s.io/kubernetes; }
+helm_version() { required "$root/scripts/helm-build/go.mod" helm.sh/helm/v3; }
 kube_is() {
   local dir="$tools/kube" want
   want=$(kube_version)

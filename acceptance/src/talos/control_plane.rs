@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 
-use super::pki::{CertPair, ClusterPki, Usage, API_SERVER_SANS};
-use super::process::{free_port, Supervised};
+use super::pki::{API_SERVER_SANS, CertPair, ClusterPki, Usage};
+use super::process::{Supervised, free_port};
 use super::tools::Tools;
 
 /// The Service CIDR, as Talos' default.
@@ -103,7 +103,12 @@ impl ControlPlane {
 
         let serving = pki.leaf("kube-apiserver", &[], API_SERVER_SANS, Usage::Server)?;
         serving.write(&pki_dir, "apiserver")?;
-        let kubelet_client = pki.leaf("apiserver-kubelet-client", &["system:masters"], &[], Usage::Client)?;
+        let kubelet_client = pki.leaf(
+            "apiserver-kubelet-client",
+            &["system:masters"],
+            &[],
+            Usage::Client,
+        )?;
         kubelet_client.write(&pki_dir, "apiserver-kubelet-client")?;
         let admin = pki.leaf("admin", &["system:masters"], &[], Usage::Client)?;
 
@@ -152,7 +157,10 @@ impl ControlPlane {
             "--allow-privileged=true".into(),
             "--endpoint-reconciler-type=none".into(),
             "--kubelet-preferred-address-types=InternalIP".into(),
-            format!("--kubelet-client-certificate={}", p("apiserver-kubelet-client.crt")),
+            format!(
+                "--kubelet-client-certificate={}",
+                p("apiserver-kubelet-client.crt")
+            ),
             format!("--kubelet-client-key={}", p("apiserver-kubelet-client.key")),
             format!("--kubelet-certificate-authority={}", p("ca.crt")),
             "--profiling=false".into(),
@@ -188,12 +196,27 @@ impl ControlPlane {
         let component = |plane: &ControlPlane, user: &str, file: &str| -> anyhow::Result<PathBuf> {
             let cert = plane.pki.leaf(user, &[], &[], Usage::Client)?;
             let path = plane.dir.path().join(file);
-            std::fs::write(&path, kubeconfig(&plane.server, &plane.pki.ca_pem, &cert, "component"))?;
+            std::fs::write(
+                &path,
+                kubeconfig(&plane.server, &plane.pki.ca_pem, &cert, "component"),
+            )?;
             Ok(path)
         };
-        let cm_config = component(&plane, "system:kube-controller-manager", "controller-manager.kubeconfig")?;
+        let cm_config = component(
+            &plane,
+            "system:kube-controller-manager",
+            "controller-manager.kubeconfig",
+        )?;
         let scheduler_config = component(&plane, "system:kube-scheduler", "scheduler.kubeconfig")?;
-        let pki_path = |name: &str| plane.dir.path().join("pki").join(name).display().to_string();
+        let pki_path = |name: &str| {
+            plane
+                .dir
+                .path()
+                .join("pki")
+                .join(name)
+                .display()
+                .to_string()
+        };
         let mut cm_args = vec![
             format!("--kubeconfig={}", cm_config.display()),
             format!("--authentication-kubeconfig={}", cm_config.display()),
@@ -233,7 +256,9 @@ impl ControlPlane {
             plane.dir.path().join("kube-scheduler.log"),
         )?;
         plane.processes.push(scheduler);
-        plane.wait_for_default_service_account(Duration::from_secs(60)).await?;
+        plane
+            .wait_for_default_service_account(Duration::from_secs(60))
+            .await?;
         plane.started_in = begin.elapsed();
         tracing::info!(server = %plane.server, started_in = ?plane.started_in, "control plane ready");
         Ok(plane)
@@ -328,7 +353,9 @@ impl ControlPlane {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                anyhow::bail!("the controller-manager did not create the default ServiceAccount within {timeout:?}");
+                anyhow::bail!(
+                    "the controller-manager did not create the default ServiceAccount within {timeout:?}"
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -339,7 +366,8 @@ impl ControlPlane {
 pub async fn client_from_kubeconfig(yaml: &str) -> anyhow::Result<kube::Client> {
     let config = kube::config::Kubeconfig::from_yaml(yaml)?;
     let config =
-        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default()).await?;
+        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+            .await?;
     Ok(kube::Client::try_from(config)?)
 }
 

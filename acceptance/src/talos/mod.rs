@@ -7,7 +7,18 @@
 //! real node components do; nothing reads or writes etcd or the simulated store.
 
 pub mod charts;
+pub mod cluster;
 pub mod control_plane;
+pub mod emulated;
+pub mod kubelet;
+pub mod kubelet_logs;
+pub mod netns;
+pub mod network;
+pub mod nodes;
 pub mod pki;
 pub mod process;
+pub mod programs;
+pub mod sandbox;
 pub mod tools;
+
+pub use cluster::{TalosCluster, TalosConfig};

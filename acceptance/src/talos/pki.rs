@@ -75,8 +75,12 @@ impl ClusterPki {
     pub fn generate() -> Result<ClusterPki, rcgen::Error> {
         let ca_key = KeyPair::generate()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.distinguished_name.push(DnType::CommonName, "talos-sim-ca");
-        params.distinguished_name.push(DnType::OrganizationName, "talos-sim");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "talos-sim-ca");
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "talos-sim");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
@@ -113,9 +117,13 @@ impl ClusterPki {
                 Err(_) => Ok(SanType::DnsName((*s).try_into()?)),
             })
             .collect::<Result<_, rcgen::Error>>()?;
-        params.distinguished_name.push(DnType::CommonName, common_name);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
         for org in organizations {
-            params.distinguished_name.push(DnType::OrganizationName, *org);
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, *org);
         }
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
@@ -142,8 +150,8 @@ impl ClusterPki {
 }
 
 fn write_private(path: &Path, pem: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

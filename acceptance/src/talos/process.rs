@@ -36,8 +36,16 @@ pub fn tie_to_parent(command: &mut Command) {
 
 impl Supervised {
     /// Starts `program args` with stdout and stderr appended to `log`.
-    pub fn start(name: &str, program: &Path, args: &[String], log: PathBuf) -> std::io::Result<Supervised> {
-        let out = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
+    pub fn start(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        log: PathBuf,
+    ) -> std::io::Result<Supervised> {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
         let err = out.try_clone()?;
         let mut command = Command::new(program);
         command
@@ -47,7 +55,10 @@ impl Supervised {
             .stderr(Stdio::from(err));
         tie_to_parent(&mut command);
         let child = command.spawn().map_err(|e| {
-            std::io::Error::new(e.kind(), format!("failed to start {}: {e}", program.display()))
+            std::io::Error::new(
+                e.kind(),
+                format!("failed to start {}: {e}", program.display()),
+            )
         })?;
         Ok(Supervised {
             name: name.to_owned(),

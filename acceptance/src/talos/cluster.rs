@@ -1,0 +1,484 @@
+//! [`TalosCluster`]: a real control plane with the Talos node layer around it: nodes with their
+//! kubelets, KubePrism on every node, the network before the CNI, the chart repositories, and
+//! the emulated programs. Dropping it ends every process and task.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::Api;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::control_plane::{self, ControlPlane, ControlPlaneOptions};
+use super::kubelet::Kubelet;
+use super::kubelet_logs::{KubeletLogServer, LogStore};
+use super::netns::{NetNs, Relay};
+use super::network::{self, Vantage};
+use super::nodes::{self, NodeInfo, Role};
+use super::pki::Usage;
+use super::programs::{self, ImageKind};
+use super::tools::Tools;
+
+/// Settings of a cluster.
+#[derive(Clone, Debug)]
+pub struct TalosConfig {
+    pub control_planes: usize,
+    pub workers: usize,
+    /// KubePrism's port on every node (`None`: KubePrism off, as before Talos 1.6).
+    pub kubeprism: Option<u16>,
+    /// Talos runs kube-proxy (`cluster.proxy.disabled: false`): Service IPs route before the CNI.
+    pub kube_proxy: bool,
+    /// How long a dial to an unreachable address takes before `i/o timeout` (30 s on a real
+    /// node; shorter here so that tests of the failure do not wait that long).
+    pub dial_timeout: Duration,
+    pub pod_security: bool,
+    pub controller_manager_flags: Vec<String>,
+}
+
+impl Default for TalosConfig {
+    fn default() -> Self {
+        TalosConfig {
+            control_planes: 1,
+            workers: 1,
+            kubeprism: Some(network::KUBEPRISM_PORT),
+            kube_proxy: false,
+            dial_timeout: Duration::from_secs(3),
+            pod_security: true,
+            controller_manager_flags: Vec::new(),
+        }
+    }
+}
+
+/// What the node layer shares between nodes and pods.
+pub struct Shared {
+    pub dir: PathBuf,
+    pub logs: LogStore,
+    pub dial_timeout: Duration,
+    pub tools: Tools,
+    apiserver: SocketAddr,
+    server_url: String,
+    ca_pem: String,
+    charts: Option<(SocketAddr, Vec<String>)>,
+    kubeprism: Option<u16>,
+    kube_proxy: bool,
+    nodes: Vec<NodeInfo>,
+    cni: Mutex<HashSet<String>>,
+    cni_tx: watch::Sender<u64>,
+    cilium_kpr: AtomicBool,
+    ids: AtomicU64,
+    node_clients: Mutex<HashMap<String, kube::Client>>,
+    kubectl: Option<PathBuf>,
+}
+
+impl Shared {
+    pub fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn node_ip(&self, node: &str) -> String {
+        self.nodes
+            .iter()
+            .find(|n| n.name == node)
+            .map(|n| n.ip.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn cni_ready(&self, node: &str) -> bool {
+        self.cni
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(node)
+    }
+
+    pub fn cni_watch(&self) -> watch::Receiver<u64> {
+        self.cni_tx.subscribe()
+    }
+
+    /// An address for a pod-network pod (a status value only: nothing dials it).
+    pub fn allocate_pod_ip(&self, node: &str) -> String {
+        let index = self.nodes.iter().position(|n| n.name == node).unwrap_or(0);
+        let id = self.next_id();
+        format!("10.244.{}.{}", index, 2 + id % 250)
+    }
+
+    pub fn vantage(&self, node: &str) -> Vantage {
+        let info = self.nodes.iter().find(|n| n.name == node);
+        let cni = self.cni_ready(node);
+        Vantage {
+            host_network: false,
+            control_plane: info.is_some_and(|n| n.role == Role::ControlPlane),
+            pod_network: cni,
+            service_routing: self.kube_proxy || (cni && self.cilium_kpr.load(Ordering::Relaxed)),
+            kubeprism: self.kubeprism,
+            control_plane_ips: self
+                .nodes
+                .iter()
+                .filter(|n| n.role == Role::ControlPlane)
+                .map(|n| n.ip.clone())
+                .collect(),
+        }
+    }
+
+    /// The relays of a network namespace: the chart repositories on `127.0.0.1:443`, the
+    /// Service and node addresses (renamed, see [`network::Route`]) on `127.0.0.2`, and on the
+    /// host network KubePrism and a control plane's own `:6443`.
+    fn relays(&self, host_network: Option<&NodeInfo>) -> Vec<Relay> {
+        let relay = |listen: &str, target: SocketAddr| Relay {
+            listen: listen.parse().expect("a socket address"),
+            target,
+        };
+        let mut relays = vec![
+            relay("127.0.0.2:443", self.apiserver),
+            relay("127.0.0.2:6443", self.apiserver),
+        ];
+        if let Some((charts, _)) = &self.charts {
+            relays.push(relay("127.0.0.1:443", *charts));
+        }
+        if let Some(node) = host_network {
+            if let Some(port) = self.kubeprism {
+                relays.push(relay(&format!("127.0.0.1:{port}"), self.apiserver));
+            }
+            if node.role == Role::ControlPlane && self.kubeprism != Some(network::APISERVER_PORT) {
+                relays.push(relay("127.0.0.1:6443", self.apiserver));
+            }
+        }
+        relays
+    }
+
+    pub async fn pod_netns(&self) -> std::io::Result<NetNs> {
+        NetNs::create(self.relays(None)).await
+    }
+
+    pub fn image_kind(&self, image: &str) -> Option<ImageKind> {
+        let repository = programs::repository(image);
+        let last = repository.rsplit('/').next().unwrap_or(&repository);
+        let mut binaries = Vec::new();
+        let kubectl = self
+            .kubectl
+            .iter()
+            .map(|k| (k.clone(), "kubectl".to_owned()));
+        match last {
+            "helm" | "helm-kubectl" | "flux-operator-bootstrap" => {
+                binaries.push((self.tools.helm.clone(), "helm".to_owned()));
+                binaries.extend(kubectl);
+                Some(ImageKind::Real {
+                    binaries,
+                    entrypoint: vec!["helm".into()],
+                    cmd: vec!["--help".into()],
+                })
+            }
+            "kubectl" => Some(ImageKind::Real {
+                binaries: kubectl.collect(),
+                entrypoint: vec!["kubectl".into()],
+                cmd: vec![],
+            }),
+            "busybox" | "alpine" | "debian" | "ubuntu" | "bash" => Some(ImageKind::Real {
+                binaries,
+                entrypoint: vec![],
+                cmd: vec!["sh".into()],
+            }),
+            _ => super::emulated::lookup(&repository).map(ImageKind::Emulated),
+        }
+    }
+
+    /// The kubelet reports a container's readiness; a Ready `cilium-agent` brings up the node's
+    /// CNI (and its Service dataplane when Cilium replaces kube-proxy).
+    pub fn container_ready(
+        self: &Arc<Self>,
+        node: &str,
+        image: &str,
+        container: &str,
+        ready: bool,
+    ) {
+        if programs::repository(image) != "cilium/cilium" || container != "cilium-agent" {
+            return;
+        }
+        let changed = {
+            let mut cni = self.cni.lock().unwrap_or_else(|e| e.into_inner());
+            if ready {
+                cni.insert(node.to_owned())
+            } else {
+                cni.remove(node)
+            }
+        };
+        if !changed {
+            return;
+        }
+        let shared = self.clone();
+        let node = node.to_owned();
+        tokio::spawn(async move {
+            let client = shared
+                .node_clients
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&node)
+                .cloned();
+            let Some(client) = client else { return };
+            if ready {
+                let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+                if let Ok(Some(cm)) = configmaps.get_opt("cilium-config").await {
+                    let kpr = cm
+                        .data
+                        .and_then(|d| d.get("kube-proxy-replacement").cloned())
+                        .is_some_and(|v| v == "true" || v == "strict");
+                    shared.cilium_kpr.store(kpr, Ordering::Relaxed);
+                }
+            }
+            shared.cni_tx.send_modify(|v| *v += 1);
+            if let Some(info) = shared.nodes.iter().find(|n| n.name == node) {
+                let ready = shared.cni_ready(&node);
+                if let Err(e) = nodes::set_ready(&client, info, ready).await {
+                    tracing::warn!(error = %e, "failed to update the node's Ready condition");
+                }
+            }
+        });
+    }
+
+    /// A client acting as the pod's ServiceAccount, with a token the kubelet requests for it.
+    pub async fn service_account_client(
+        &self,
+        kubelet: &Kubelet,
+        pod: &Pod,
+    ) -> anyhow::Result<kube::Client> {
+        let token = super::kubelet::token_for(kubelet, pod, Some(3600), None)
+            .await
+            .map_err(|e| anyhow::anyhow!(e))?;
+        let b64 = |s: &str| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, s);
+        let yaml = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority-data: {}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: {token}\n",
+            self.server_url,
+            b64(&self.ca_pem)
+        );
+        control_plane::client_from_kubeconfig(&yaml).await
+    }
+
+    /// A pod's `/etc`: `hosts` naming the chart repositories (and the renamed Service), a CA
+    /// bundle with the cluster CA, users for the pods' non-root ids.
+    pub fn write_etc(&self, dir: &Path) -> std::io::Result<()> {
+        if dir.join("hosts").exists() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(dir.join("ssl/certs"))?;
+        let charts = self
+            .charts
+            .as_ref()
+            .map(|(_, h)| h.join(" "))
+            .unwrap_or_default();
+        std::fs::write(
+            dir.join("hosts"),
+            format!(
+                "127.0.0.1\tlocalhost {charts}\n::1\tlocalhost\n127.0.0.2\tkubernetes kubernetes.default kubernetes.default.svc kubernetes.default.svc.cluster.local\n"
+            ),
+        )?;
+        std::fs::write(dir.join("resolv.conf"), "")?;
+        std::fs::write(dir.join("nsswitch.conf"), "hosts: files dns\n")?;
+        std::fs::write(
+            dir.join("passwd"),
+            "root:x:0:0:root:/root:/bin/sh\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
+        )?;
+        std::fs::write(dir.join("group"), "root:x:0:\nnonroot:x:65532:\n")?;
+        std::fs::write(dir.join("ssl/certs/ca-certificates.crt"), &self.ca_pem)?;
+        Ok(())
+    }
+}
+
+/// A running cluster.
+pub struct TalosCluster {
+    pub plane: ControlPlane,
+    pub shared: Arc<Shared>,
+    pub config: TalosConfig,
+    kubelets: HashMap<String, CancellationToken>,
+    stop: CancellationToken,
+    _log_servers: Vec<KubeletLogServer>,
+    _charts: Option<Box<dyn std::any::Any + Send + Sync>>,
+    _host_netns: Vec<Arc<NetNs>>,
+    /// From the first process started to every node registered and its kubelet running.
+    pub started_in: Duration,
+}
+
+impl std::fmt::Debug for TalosCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TalosCluster")
+            .field("plane", &self.plane)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A loopback address for a node, unique in this process and, by the process id, unlikely to
+/// collide with another test process's: `127.P.H.L`.
+fn next_node_address() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let p = 1 + std::process::id() % 250;
+    format!("127.{p}.{}.{}", (n / 250) % 250, 2 + n % 250)
+}
+
+/// The chart repositories (filled in by the chart server).
+fn start_charts(
+    _plane: &ControlPlane,
+) -> Option<(
+    SocketAddr,
+    Vec<String>,
+    Box<dyn std::any::Any + Send + Sync>,
+)> {
+    None
+}
+
+impl TalosCluster {
+    pub async fn start(config: TalosConfig) -> anyhow::Result<TalosCluster> {
+        let begin = std::time::Instant::now();
+        let tools = Tools::find()?;
+        let plane = ControlPlane::start(
+            tools.clone(),
+            ControlPlaneOptions {
+                no_pod_security: !config.pod_security,
+                controller_manager_flags: config.controller_manager_flags.clone(),
+            },
+        )
+        .await?;
+        let mut infos = Vec::new();
+        for i in 0..config.control_planes {
+            infos.push(NodeInfo {
+                name: format!("talos-cp-{}", i + 1),
+                role: Role::ControlPlane,
+                ip: String::new(),
+            });
+        }
+        for i in 0..config.workers {
+            infos.push(NodeInfo {
+                name: format!("talos-worker-{}", i + 1),
+                role: Role::Worker,
+                ip: String::new(),
+            });
+        }
+        for info in infos.iter_mut() {
+            info.ip = next_node_address();
+        }
+        let charts = start_charts(&plane);
+        let kubectl = std::env::var_os("TALOSBOOT_KUBECTL")
+            .map(PathBuf::from)
+            .or_else(|| {
+                Some(
+                    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".work/kubectl/usr/bin/kubectl"),
+                )
+            })
+            .filter(|p| p.is_file());
+        let (cni_tx, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            dir: plane.dir.path().join("node"),
+            logs: LogStore::new(),
+            dial_timeout: config.dial_timeout,
+            tools: tools.clone(),
+            apiserver: SocketAddr::from(([127, 0, 0, 1], plane.api_port)),
+            server_url: plane.server.clone(),
+            ca_pem: plane.pki.ca_pem.clone(),
+            charts: charts.as_ref().map(|(a, h, _)| (*a, h.clone())),
+            kubeprism: config.kubeprism,
+            kube_proxy: config.kube_proxy,
+            nodes: infos.clone(),
+            cni: Mutex::new(HashSet::new()),
+            cni_tx,
+            cilium_kpr: AtomicBool::new(false),
+            ids: AtomicU64::new(1),
+            node_clients: Mutex::new(HashMap::new()),
+            kubectl,
+        });
+        std::fs::create_dir_all(&shared.dir)?;
+        let stop = CancellationToken::new();
+        let mut cluster = TalosCluster {
+            plane,
+            shared: shared.clone(),
+            config,
+            kubelets: HashMap::new(),
+            stop: stop.clone(),
+            _log_servers: Vec::new(),
+            _charts: charts.map(|(_, _, keep)| keep),
+            _host_netns: Vec::new(),
+            started_in: Duration::ZERO,
+        };
+        for info in &infos {
+            cluster.start_node(info).await?;
+        }
+        cluster.started_in = begin.elapsed();
+        Ok(cluster)
+    }
+
+    async fn start_node(&mut self, info: &NodeInfo) -> anyhow::Result<()> {
+        let client = self
+            .plane
+            .client_as(&format!("system:node:{}", info.name), &["system:nodes"])
+            .await?;
+        self.shared
+            .node_clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(info.name.clone(), client.clone());
+        nodes::register(&client, info).await?;
+        nodes::label_role(&self.plane.client().await?, info).await?;
+        let serving =
+            self.plane
+                .pki
+                .leaf(&info.name, &[], &[&info.ip, &info.name], Usage::Server)?;
+        let server = KubeletLogServer::start(
+            info.ip.parse()?,
+            nodes::KUBELET_PORT,
+            &serving.cert_pem,
+            &serving.key_pem,
+            &self.plane.pki.ca_pem,
+            self.shared.logs.clone(),
+        )?;
+        self._log_servers.push(server);
+        let netns = Arc::new(NetNs::create(self.shared.relays(Some(info))).await?);
+        self._host_netns.push(netns.clone());
+        let stop = self.stop.child_token();
+        tokio::spawn(nodes::heartbeat(client.clone(), info.clone(), stop.clone()));
+        let kubelet = Arc::new(Kubelet {
+            node: info.name.clone(),
+            client,
+            shared: self.shared.clone(),
+            host_netns: netns,
+        });
+        tokio::spawn(kubelet.run(stop.clone()));
+        self.kubelets.insert(info.name.clone(), stop);
+        Ok(())
+    }
+
+    /// Stops a node's kubelet: no more Lease renewals or pod updates (the controller-manager
+    /// then marks the node `Unknown`, as for a real node whose kubelet died).
+    pub fn stop_kubelet(&mut self, node: &str) {
+        if let Some(stop) = self.kubelets.remove(node) {
+            stop.cancel();
+        }
+    }
+
+    pub fn nodes(&self) -> &[NodeInfo] {
+        &self.shared.nodes
+    }
+
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        self.plane.client().await
+    }
+
+    pub fn kubeconfig_yaml(&self) -> String {
+        self.plane.kubeconfig_yaml()
+    }
+
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        self.plane.write_kubeconfig(path)
+    }
+
+    pub fn server_url(&self) -> &str {
+        &self.plane.server
+    }
+}
+
+impl Drop for TalosCluster {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

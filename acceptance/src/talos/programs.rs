@@ -1,0 +1,195 @@
+//! What runs in a container, chosen by its image: a real program (Helm, with the host's `sh` and
+//! `sed` as the image's userland) in a [`super::sandbox`], or an emulated one for images whose
+//! program cannot run here (the Cilium agent, operator and Envoy, Hubble, the Flux Operator and
+//! controllers, Argo CD, `pause`), which acts through the Kubernetes API like the real one.
+//!
+//! An image is known by its repository (tag and digest ignored, `docker.io/` and `library/`
+//! normalized away, any registry host accepted so that mirrors work); an unknown one is an
+//! image pull failure.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::watch;
+
+use super::kubelet_logs::LogStore;
+use super::network::{DialError, Endpoint};
+
+/// How a container's process ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exit {
+    pub code: i32,
+    /// `StartError` when the runtime could not start it; `None`: `Completed`/`Error` by code.
+    pub reason: Option<String>,
+    pub message: Option<String>,
+}
+
+impl Exit {
+    pub fn code(code: i32) -> Exit {
+        Exit {
+            code,
+            reason: None,
+            message: None,
+        }
+    }
+
+    pub fn start_error(message: impl Into<String>) -> Exit {
+        Exit {
+            code: 128,
+            reason: Some("StartError".into()),
+            message: Some(message.into()),
+        }
+    }
+}
+
+pub type ProgramFuture = Pin<Box<dyn Future<Output = Exit> + Send>>;
+
+/// The running container as an emulated program sees it.
+#[derive(Clone)]
+pub struct Container {
+    pub pod: Arc<Pod>,
+    pub name: String,
+    pub image: String,
+    pub argv: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub node: String,
+    /// The API endpoint from the environment, and whether the pod can reach it.
+    pub endpoint: Endpoint,
+    pub reachable: Result<(), DialError>,
+    /// A client acting as the pod's ServiceAccount (only when `reachable`).
+    pub api: Option<kube::Client>,
+    /// How long a dial to an unreachable address takes to time out.
+    pub dial_timeout: Duration,
+    pub(crate) logs: LogStore,
+    pub(crate) ready: Arc<watch::Sender<bool>>,
+}
+
+impl Container {
+    pub fn namespace(&self) -> &str {
+        self.pod.metadata.namespace.as_deref().unwrap_or("default")
+    }
+
+    pub fn pod_name(&self) -> &str {
+        self.pod.metadata.name.as_deref().unwrap_or("")
+    }
+
+    /// Writes a line to the container's log.
+    pub fn out(&self, line: &str) {
+        let mut text = line.to_owned();
+        text.push('\n');
+        self.logs.append(
+            self.namespace(),
+            self.pod_name(),
+            &self.name,
+            text.as_bytes(),
+        );
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.send_replace(ready);
+    }
+
+    /// Connects as the program would: `Ok` with the client, or the dial error after the time the
+    /// real client would wait for it.
+    pub async fn dial(&self) -> Result<kube::Client, DialError> {
+        match (&self.reachable, &self.api) {
+            (Ok(()), Some(client)) => Ok(client.clone()),
+            (Err(e), _) => {
+                if e.is_timeout() {
+                    tokio::time::sleep(self.dial_timeout).await;
+                }
+                Err(e.clone())
+            }
+            (Ok(()), None) => Err(DialError::Refused {
+                addr: self.endpoint.to_string(),
+            }),
+        }
+    }
+
+    /// `Get "https://HOST:PORT/version"`: the request a client makes first.
+    pub fn version_url(&self) -> String {
+        format!("{}/version", self.endpoint.url())
+    }
+
+    /// A container value (`securityContext.capabilities.add`, ...) from the pod spec.
+    pub fn spec(&self) -> Option<&k8s_openapi::api::core::v1::Container> {
+        let spec = self.pod.spec.as_ref()?;
+        spec.containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .find(|c| c.name == self.name)
+    }
+}
+
+/// An emulated program.
+pub trait Program: Send + Sync {
+    fn run(&self, container: Container) -> ProgramFuture;
+}
+
+/// What an image is here.
+#[derive(Clone)]
+pub enum ImageKind {
+    /// Real binaries: the host files mounted as `/usr/local/bin/NAME`, the image's `ENTRYPOINT`
+    /// and `CMD`, and its `PATH`.
+    Real {
+        binaries: Vec<(std::path::PathBuf, String)>,
+        entrypoint: Vec<String>,
+        cmd: Vec<String>,
+    },
+    Emulated(Arc<dyn Program>),
+}
+
+/// The repository of an image reference, without registry host, tag or digest
+/// (`quay.io/cilium/cilium:v1.18.4@sha256:...` → `cilium/cilium`; `alpine/helm:3.18.4` →
+/// `alpine/helm`; `docker.io/library/busybox` → `busybox`).
+pub fn repository(image: &str) -> String {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let (path, _) = match without_digest.rsplit_once(':') {
+        Some((p, tag)) if !tag.contains('/') => (p, tag),
+        _ => (without_digest, ""),
+    };
+    let mut parts: Vec<&str> = path.split('/').collect();
+    if parts.len() > 1
+        && (parts[0].contains('.') || parts[0].contains(':') || parts[0] == "localhost")
+    {
+        parts.remove(0);
+    }
+    if parts.first() == Some(&"library") {
+        parts.remove(0);
+    }
+    parts.join("/")
+}
+
+/// The tag of an image reference (`""` when none).
+pub fn tag(image: &str) -> &str {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    match without_digest.rsplit_once(':') {
+        Some((_, tag)) if !tag.contains('/') => tag,
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repositories_ignore_registry_tag_and_digest() {
+        assert_eq!(
+            repository("quay.io/cilium/cilium:v1.18.4@sha256:abc"),
+            "cilium/cilium"
+        );
+        assert_eq!(repository("alpine/helm:3.18.4"), "alpine/helm");
+        assert_eq!(
+            repository("mirror.local:5000/alpine/helm:3.18.4"),
+            "alpine/helm"
+        );
+        assert_eq!(repository("docker.io/library/busybox"), "busybox");
+        assert_eq!(tag("quay.io/cilium/cilium:v1.18.4@sha256:abc"), "v1.18.4");
+        assert_eq!(tag("registry:5000/x"), "");
+    }
+}

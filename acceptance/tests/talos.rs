@@ -1,0 +1,15 @@
+//! The Talos node layer over the real control plane (`talos_sim::talos`): real etcd,
+//! kube-apiserver, controller-manager and scheduler, real Helm in pod sandboxes, emulated nodes,
+//! kubelets, KubePrism and the programs that cannot run here.
+//!
+//! Index:
+//! - `control_plane`: versions, start time and memory, Pod Security and RBAC refusals by the real server
+//! - `pods`: the kubelet: pre-CNI networking, real Helm through KubePrism, `kubectl logs` through
+//!   the real apiserver, image pulls, restarts, deletion
+
+#[path = "talos/common.rs"]
+mod common;
+#[path = "talos/control_plane.rs"]
+mod control_plane;
+#[path = "talos/pods.rs"]
+mod pods;

@@ -1,0 +1,159 @@
+//! Shared setup: a fresh cluster per test, an admin client, polling, manifests.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+use talos_sim::talos::{TalosCluster, TalosConfig};
+
+/// A fresh cluster (1 control plane, 1 worker, KubePrism on 7445, no kube-proxy) and an admin client.
+pub async fn start() -> (TalosCluster, kube::Client) {
+    start_with(TalosConfig::default()).await
+}
+
+pub async fn start_with(config: TalosConfig) -> (TalosCluster, kube::Client) {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .try_init();
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let cluster = TalosCluster::start(config)
+        .await
+        .expect("the cluster starts");
+    let client = cluster.client().await.expect("an admin client");
+    (cluster, client)
+}
+
+/// Polls `f` until it returns `Some`, for at most `secs` seconds.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {secs}s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).expect("valid manifest")
+}
+
+/// A namespace whose Pod Security level allows host-network pods, as a Talos user must label it.
+pub async fn privileged_namespace(client: &kube::Client, name: &str) {
+    let ns: Namespace = from_json(json!({
+        "metadata": {"name": name, "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}
+    }));
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
+    // Pods are refused until the controller-manager has created the default ServiceAccount.
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), name);
+    eventually(30, "default ServiceAccount", || async {
+        accounts.get_opt("default").await.ok().flatten()
+    })
+    .await;
+}
+
+/// Grants cluster-admin to a namespace's `default` ServiceAccount.
+pub async fn cluster_admin(client: &kube::Client, namespace: &str) {
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = from_json(json!({
+        "metadata": {"name": format!("{namespace}-default-admin")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+    }));
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("binding");
+}
+
+/// The pod, once `done` says so.
+pub async fn wait_pod(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    secs: u64,
+    done: impl Fn(&Pod) -> bool,
+) -> Pod {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    eventually(secs, &format!("pod {ns}/{name}"), || async {
+        pods.get_opt(name).await.ok().flatten().filter(|p| done(p))
+    })
+    .await
+}
+
+pub fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+/// `reason: message` of the events about `name` in `ns`.
+pub async fn events(client: &kube::Client, ns: &str, name: &str) -> Vec<String> {
+    let api: Api<Event> = Api::namespaced(client.clone(), ns);
+    api.list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|e| e.involved_object.name.as_deref() == Some(name))
+                .map(|e| {
+                    format!(
+                        "{}: {}",
+                        e.reason.unwrap_or_default(),
+                        e.message.unwrap_or_default()
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Debian's kubectl, installed by `acceptance/scripts/install-kubectl.sh` (never the machine's own).
+pub fn kubectl() -> std::path::PathBuf {
+    let path = std::env::var_os("TALOSBOOT_KUBECTL")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join(".work/kubectl/usr/bin/kubectl")
+        });
+    assert!(
+        path.is_file(),
+        "{} is missing: run acceptance/scripts/install-kubectl.sh",
+        path.display()
+    );
+    path
+}
+
+/// Runs kubectl against the cluster; (exit ok, stdout, stderr).
+pub fn run_kubectl(cluster: &TalosCluster, args: &[&str]) -> (bool, String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&config).expect("kubeconfig");
+    let out = std::process::Command::new(kubectl())
+        .arg("--kubeconfig")
+        .arg(&config)
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

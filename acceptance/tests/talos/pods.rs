@@ -1,0 +1,201 @@
+//! The kubelet on the real control plane: pre-CNI networking, real Helm through KubePrism, logs
+//! through the real apiserver, image pulls and deletion.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+
+use super::common::{self, from_json};
+
+fn helm_job(name: &str, script: &str, env: serde_json::Value) -> Job {
+    from_json(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "hostNetwork": true,
+                "dnsPolicy": "Default",
+                "tolerations": [{"operator": "Exists"}],
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532},
+                "volumes": [{"name": "tmp", "emptyDir": {}}],
+                "containers": [{
+                    "name": "helm", "image": "alpine/helm:3.18.4",
+                    "command": ["sh", "-c", script],
+                    "env": env,
+                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                }],
+            }},
+        },
+    }))
+}
+
+fn kubeprism_env() -> serde_json::Value {
+    json!([
+        {"name": "KUBERNETES_SERVICE_HOST", "value": "localhost"},
+        {"name": "KUBERNETES_SERVICE_PORT", "value": "7445"},
+        {"name": "HOME", "value": "/tmp"},
+    ])
+}
+
+async fn job_pod(client: &kube::Client, ns: &str, job: &str, secs: u64) -> Pod {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    common::eventually(secs, &format!("a finished pod of job {job}"), || async {
+        let list = pods
+            .list(&kube::api::ListParams::default().labels(&format!("job-name={job}")))
+            .await
+            .ok()?;
+        list.items
+            .into_iter()
+            .find(|p| matches!(common::phase(p), "Succeeded" | "Failed"))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_network_job_runs_the_real_helm_through_kubeprism() {
+    let (cluster, client) = common::start().await;
+    common::privileged_namespace(&client, "boot").await;
+    common::cluster_admin(&client, "boot").await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "boot");
+    let job = helm_job(
+        "list",
+        "helm version --template '{{.Version}}'; echo; helm list -A --output json; id -u",
+        kubeprism_env(),
+    );
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("job");
+    let pod = job_pod(&client, "boot", "list", 90).await;
+    let (ok, log, err) = common::run_kubectl(&cluster, &["logs", "-n", "boot", "job/list"]);
+    assert!(ok, "kubectl logs: {err}");
+    assert_eq!(common::phase(&pod), "Succeeded", "log:\n{log}");
+    assert!(log.contains("v3.18.4"), "the real Helm runs: {log}");
+    assert!(
+        log.contains("[]"),
+        "helm list reached the API through KubePrism: {log}"
+    );
+    assert!(
+        log.lines().any(|l| l.trim() == "65532"),
+        "as the pod's user: {log}"
+    );
+    // The Job controller is the real one.
+    common::eventually(30, "job Complete", || async {
+        let job = jobs.get("list").await.ok()?;
+        job.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Complete" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_service_ip_before_the_cni_is_the_users_timeout() {
+    let (cluster, client) = common::start().await;
+    common::privileged_namespace(&client, "boot").await;
+    common::cluster_admin(&client, "boot").await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "boot");
+    let env = json!([{"name": "HOME", "value": "/tmp"}]);
+    jobs.create(
+        &PostParams::default(),
+        &helm_job("svc", "helm upgrade --install x /tmp/none", env),
+    )
+    .await
+    .expect("job");
+    let pod = job_pod(&client, "boot", "svc", 90).await;
+    assert_eq!(common::phase(&pod), "Failed");
+    let (_, log, _) = common::run_kubectl(&cluster, &["logs", "-n", "boot", "job/svc"]);
+    assert!(log.contains("dial tcp 10.96.0.1:443: i/o timeout"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_network_pod_waits_for_the_cni() {
+    let (_cluster, client) = common::start().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = from_json(json!({
+        "metadata": {"name": "app"},
+        "spec": {
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+        },
+    }));
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("pod");
+    let events = common::eventually(60, "FailedCreatePodSandBox", || async {
+        let events = common::events(&client, "default", "app").await;
+        events
+            .iter()
+            .any(|e| e.starts_with("FailedCreatePodSandBox"))
+            .then_some(events)
+    })
+    .await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("cni plugin not initialized")),
+        "{events:?}"
+    );
+    let pod = pods.get("app").await.expect("pod");
+    assert_eq!(common::phase(&pod), "Pending");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_images_back_off_and_deleted_pods_go_away() {
+    let (_cluster, client) = common::start().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    let pod = |name: &str, image: &str| -> Pod {
+        from_json(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "hostNetwork": true,
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "c", "image": image}],
+            },
+        }))
+    };
+    pods.create(
+        &PostParams::default(),
+        &pod("nope", "example.invalid/nope:1"),
+    )
+    .await
+    .expect("pod");
+    pods.create(
+        &PostParams::default(),
+        &pod("pause", "registry.k8s.io/pause:3.10"),
+    )
+    .await
+    .expect("pod");
+    common::wait_pod(&client, "kube-system", "nope", 60, |p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|c| {
+                c.iter().any(|c| {
+                    c.state
+                        .as_ref()
+                        .and_then(|s| s.waiting.as_ref())
+                        .and_then(|w| w.reason.as_deref())
+                        .is_some_and(|r| r == "ImagePullBackOff" || r == "ErrImagePull")
+                })
+            })
+    })
+    .await;
+    common::wait_pod(&client, "kube-system", "pause", 60, |p| {
+        common::phase(p) == "Running"
+    })
+    .await;
+    pods.delete("pause", &DeleteParams::default())
+        .await
+        .expect("delete");
+    common::eventually(60, "the pod is gone", || async {
+        pods.get_opt("pause")
+            .await
+            .ok()
+            .and_then(|p| p.is_none().then_some(()))
+    })
+    .await;
+}
