@@ -6,6 +6,7 @@
 //! - `control_plane`: versions, start time and memory, Pod Security and RBAC refusals by the real server
 //! - `pods`: the kubelet: pre-CNI networking, real Helm through KubePrism, `kubectl logs` through
 //!   the real apiserver, image pulls, restarts, deletion
+//! - `helm`: release records written by the real Helm, read by the provider
 
 #[path = "talos/common.rs"]
 mod common;
@@ -13,3 +14,5 @@ mod common;
 mod control_plane;
 #[path = "talos/pods.rs"]
 mod pods;
+#[path = "talos/helm.rs"]
+mod helm;

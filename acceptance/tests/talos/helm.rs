@@ -1,0 +1,121 @@
+//! Helm records written by the real Helm, in a bootstrap-like Job, read by the provider's code.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::ByteString;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use talosboot::cluster::helm_release;
+
+use super::common::{self, from_json};
+
+/// A small chart (a ConfigMap from a value, and a Deployment), packaged by the real Helm.
+fn packaged_chart(dir: &std::path::Path) -> Vec<u8> {
+    let chart = dir.join("demo");
+    std::fs::create_dir_all(chart.join("templates")).unwrap();
+    std::fs::write(chart.join("Chart.yaml"), "apiVersion: v2\nname: demo\nversion: 1.2.3\nappVersion: \"4.5\"\n").unwrap();
+    std::fs::write(chart.join("values.yaml"), "greeting: hello\nreplicas: 1\n").unwrap();
+    std::fs::write(
+        chart.join("templates/config.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-config\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        chart.join("templates/deployment.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: {{ .Values.replicas }}\n  selector:\n    matchLabels: {app: demo}\n  template:\n    metadata:\n      labels: {app: demo}\n    spec:\n      hostNetwork: true\n      tolerations: [{operator: Exists}]\n      containers:\n      - name: pause\n        image: registry.k8s.io/pause:3.10\n",
+    )
+    .unwrap();
+    let helm = talos_sim::talos::tools::Tools::find().expect("tools").helm;
+    let out = std::process::Command::new(helm)
+        .args(["package", "--destination"])
+        .arg(dir)
+        .arg(&chart)
+        .output()
+        .expect("helm package");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::read(dir.join("demo-1.2.3.tgz")).expect("the package")
+}
+
+fn helm_job(name: &str, script: &str) -> Job {
+    from_json(json!({
+        "metadata": {"name": name},
+        "spec": {"backoffLimit": 0, "template": {"spec": {
+            "restartPolicy": "Never", "hostNetwork": true, "dnsPolicy": "Default",
+            "tolerations": [{"operator": "Exists"}],
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532},
+            "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "charts", "configMap": {"name": "charts"}}],
+            "containers": [{
+                "name": "helm", "image": "alpine/helm:3.18.4", "command": ["sh", "-c", script],
+                "env": [
+                    {"name": "KUBERNETES_SERVICE_HOST", "value": "localhost"},
+                    {"name": "KUBERNETES_SERVICE_PORT", "value": "7445"},
+                    {"name": "HOME", "value": "/tmp"},
+                ],
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, {"name": "charts", "mountPath": "/charts", "readOnly": true}],
+            }],
+        }}},
+    }))
+}
+
+async fn run_job(client: &kube::Client, cluster: &talos_sim::talos::TalosCluster, name: &str, script: &str) -> String {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "boot");
+    jobs.create(&PostParams::default(), &helm_job(name, script)).await.expect("job");
+    common::eventually(90, &format!("job {name} finished"), || async {
+        let job = jobs.get(name).await.ok()?;
+        job.status?.conditions?.iter().any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True").then_some(())
+    })
+    .await;
+    let (_, log, _) = common::run_kubectl(cluster, &["logs", "-n", "boot", &format!("job/{name}")]);
+    let job = jobs.get(name).await.expect("job");
+    let complete = job.status.and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| c.type_ == "Complete");
+    assert!(complete, "job {name} failed:\n{log}");
+    log
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_provider_reads_what_the_real_helm_wrote() {
+    let (cluster, client) = common::start().await;
+    common::privileged_namespace(&client, "boot").await;
+    common::cluster_admin(&client, "boot").await;
+    let dir = tempfile::tempdir().unwrap();
+    let package = packaged_chart(dir.path());
+    let charts: ConfigMap = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("charts".into()),
+            ..Default::default()
+        },
+        binary_data: Some(BTreeMap::from([("demo-1.2.3.tgz".to_owned(), ByteString(package))])),
+        ..Default::default()
+    };
+    Api::<ConfigMap>::namespaced(client.clone(), "boot")
+        .create(&PostParams::default(), &charts)
+        .await
+        .expect("charts");
+    run_job(&client, &cluster, "install", "helm upgrade --install demo /charts/demo-1.2.3.tgz --namespace apps --create-namespace --set greeting=hi").await;
+
+    let release = helm_release::current_release(client.clone(), "talos", "apps", "demo")
+        .await
+        .expect("the record reads")
+        .expect("a release");
+    assert_eq!((release.name.as_str(), release.revision, release.status.as_str()), ("demo", 1, "deployed"));
+    assert_eq!((release.chart.as_str(), release.chart_version.as_str(), release.app_version.as_str()), ("demo", "1.2.3", "4.5"));
+    assert_eq!(release.values_sha256, helm_release::values_digest(Some(&json!({"greeting": "hi"}))));
+    assert!(
+        release.workloads.iter().any(|w| w.kind == "Deployment" && w.name == "demo"),
+        "{:?}",
+        release.workloads
+    );
+    // The objects are the chart's, created by Helm as the Job's ServiceAccount.
+    let config = Api::<ConfigMap>::namespaced(client.clone(), "apps").get("demo-config").await.expect("rendered");
+    assert_eq!(config.data.unwrap()["greeting"], "hi");
+
+    run_job(&client, &cluster, "upgrade", "helm upgrade demo /charts/demo-1.2.3.tgz --namespace apps --reuse-values --set greeting=again && helm history demo -n apps").await;
+    let upgraded = helm_release::current_release(client.clone(), "talos", "apps", "demo")
+        .await
+        .expect("reads")
+        .expect("a release");
+    assert_eq!((upgraded.revision, upgraded.status.as_str()), (2, "deployed"));
+    assert_eq!(upgraded.values_sha256, helm_release::values_digest(Some(&json!({"greeting": "again"}))));
+}
