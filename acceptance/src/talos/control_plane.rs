@@ -191,8 +191,8 @@ impl ControlPlane {
             tools,
             started_in: Duration::ZERO,
         };
-        plane.wait_ready(Duration::from_secs(60)).await?;
-
+        // The controller-manager and the scheduler retry until the apiserver answers: start them
+        // at once rather than after its readiness, which saves their start-up time.
         let component = |plane: &ControlPlane, user: &str, file: &str| -> anyhow::Result<PathBuf> {
             let cert = plane.pki.leaf(user, &[], &[], Usage::Client)?;
             let path = plane.dir.path().join(file);
