@@ -1,11 +1,17 @@
-//! `talos-sim`: a simulated Talos cluster for talosboot's acceptance tests and demo.
+//! `talos-sim`: a Talos cluster for talosboot's acceptance tests and demo.
 //!
-//! The part in this crate today is the Kubernetes API server: real HTTPS (rustls, HTTP/1.1 and
+//! [`talos`] is the ground: the real Kubernetes control plane (etcd, kube-apiserver,
+//! controller-manager, scheduler) with the Talos node layer around it (nodes, kubelets,
+//! KubePrism, the network before the CNI, real Helm in pod sandboxes, emulated Cilium and Flux
+//! Operator, the chart repositories), acting only through the Kubernetes API.
+//!
+//! The older part, still used by the suites that have not moved, is a simulated API server: real HTTPS (rustls, HTTP/1.1 and
 //! HTTP/2), real client-certificate and bearer-token authentication, Kubernetes-shaped discovery,
 //! CRUD, watch, server-side apply and patches over a generic object store. `kube` and `kubectl`
 //! talk to it like to a real API server. See `README.md` for what is real and what is simulated.
 //!
 //! Map of the crate:
+//! - [`talos`]: [`talos::TalosCluster`] on the real control plane.
 //! - [`config`]: [`SimConfig`] and [`Pace`].
 //! - [`sim`]: [`SimCluster`], the running simulation (server, PKI, kubeconfigs, controllers).
 //! - [`store`]: the in-process API ([`Store`]): objects, resourceVersions, admission, managed
