@@ -7,6 +7,7 @@
 //! - `pods`: the kubelet: pre-CNI networking, real Helm through KubePrism, `kubectl logs` through
 //!   the real apiserver, image pulls, restarts, deletion
 //! - `helm`: release records written by the real Helm, read by the provider
+//! - `cilium`: the engine installs Cilium from its repository; every node becomes Ready
 
 #[path = "talos/common.rs"]
 mod common;
@@ -16,3 +17,5 @@ mod control_plane;
 mod pods;
 #[path = "talos/helm.rs"]
 mod helm;
+#[path = "talos/cilium.rs"]
+mod cilium;
