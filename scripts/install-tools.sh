@@ -86,8 +86,11 @@ kube_is() {
     && "$dir/kube-apiserver" --version 2>/dev/null | grep -x "Kubernetes $want" >/dev/null
 }
 helm_is() {
-  [ -x "$tools/helm/helm" ] && "$tools/helm/helm" version --template '{{.Version}}' 2>/dev/null | grep -x "$(helm_version)" >/dev/null
+  [ -x "$tools/helm/helm" ] && "$tools/helm/helm" version --template '{{.Version}}' 2>/dev/null | grep -x "$(helm_version)" >/dev/null \
+    && [ "$(cat "$tools/helm/.build" 2>/dev/null)" = "$helm_build" ]
 }
+# Bumped when the Helm build's flags change, so an older build is replaced.
+helm_build=2
 go_build() { # module dir, output dir, ldflags, packages...
   local src=$1 out=$2 ldflags=$3
   shift 3
@@ -133,8 +136,17 @@ build_helm() {
     local want start=$SECONDS
     want=$(helm_version)
     echo "install-tools: building Helm $want" >&2
-    go_build "$root/scripts/helm-build" "$tools/helm" "-X helm.sh/helm/v3/internal/version.version=$want -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
+    # As Helm's Makefile: the Kubernetes version `helm template` assumes without --kube-version is
+    # the client-go minor Helm builds with (else v1.20, which charts with kubeVersion refuse).
+    local k8s_minor ldflags
+    k8s_minor=$(required "$root/scripts/helm-build/go.mod" k8s.io/client-go | cut -d. -f2)
+    ldflags="-X helm.sh/helm/v3/internal/version.version=$want -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+    for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+      ldflags="$ldflags -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
+    done
+    go_build "$root/scripts/helm-build" "$tools/helm" "$ldflags" \
       helm.sh/helm/v3/cmd/helm
+    echo "$helm_build" >"$tools/helm/.build"
     echo "install-tools: built Helm in $((SECONDS - start)) s" >&2
   ) 9>"$tools/helm/.lock"
   helm_is || { echo "install-tools: $tools/helm/helm does not report Helm $(helm_version)" >&2; return 1; }

@@ -9,13 +9,13 @@
 //! - `helm`: release records written by the real Helm, read by the provider
 //! - `cilium`: the engine installs Cilium from its repository; every node becomes Ready
 
+#[path = "talos/cilium.rs"]
+mod cilium;
 #[path = "talos/common.rs"]
 mod common;
 #[path = "talos/control_plane.rs"]
 mod control_plane;
-#[path = "talos/pods.rs"]
-mod pods;
 #[path = "talos/helm.rs"]
 mod helm;
-#[path = "talos/cilium.rs"]
-mod cilium;
+#[path = "talos/pods.rs"]
+mod pods;

@@ -363,13 +363,16 @@ mod tests {
             .get(&GroupResource::core("pods"))
             .cloned()
             .unwrap();
-        let pod = json!({"metadata": {"name": "p", "creationTimestamp": crate::util::now_rfc3339()},
+        // Half an hour old: the AGE column reads "30m" for a whole minute, so a slow machine
+        // cannot cross a boundary between creating the pod and rendering the table.
+        let created = crate::util::format_rfc3339(crate::util::now_secs() - 1800);
+        let pod = json!({"metadata": {"name": "p", "creationTimestamp": created},
             "spec": {"containers": [{"name": "c"}], "nodeName": "n1"},
             "status": {"phase": "Running", "containerStatuses": [{"ready": true, "restartCount": 2}]}});
         let t = table(&ty, &[pod], 7, "Metadata");
         assert_eq!(
             t["rows"][0]["cells"],
-            json!(["p", "1/1", "Running", "2", "0s", "<none>", "n1"])
+            json!(["p", "1/1", "Running", "2", "30m", "<none>", "n1"])
         );
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
         assert!(wants_table(

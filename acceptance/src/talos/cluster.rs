@@ -63,6 +63,8 @@ pub struct Shared {
     apiserver: SocketAddr,
     server_url: String,
     ca_pem: String,
+    /// The CA bundle of the pods: the cluster CA and the chart repositories'.
+    trusted_pem: String,
     charts: Option<(SocketAddr, Vec<String>)>,
     kubeprism: Option<u16>,
     kube_proxy: bool,
@@ -282,7 +284,7 @@ impl Shared {
             "root:x:0:0:root:/root:/bin/sh\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
         )?;
         std::fs::write(dir.join("group"), "root:x:0:\nnonroot:x:65532:\n")?;
-        std::fs::write(dir.join("ssl/certs/ca-certificates.crt"), &self.ca_pem)?;
+        std::fs::write(dir.join("ssl/certs/ca-certificates.crt"), &self.trusted_pem)?;
         Ok(())
     }
 }
@@ -295,7 +297,6 @@ pub struct TalosCluster {
     kubelets: HashMap<String, CancellationToken>,
     stop: CancellationToken,
     _log_servers: Vec<KubeletLogServer>,
-    _charts: Option<Box<dyn std::any::Any + Send + Sync>>,
     _host_netns: Vec<Arc<NetNs>>,
     /// From the first process started to every node registered and its kubelet running.
     pub started_in: Duration,
@@ -318,15 +319,76 @@ fn next_node_address() -> String {
     format!("127.{p}.{}.{}", (n / 250) % 250, 2 + n % 250)
 }
 
-/// The chart repositories (filled in by the chart server).
-fn start_charts(
-    _plane: &ControlPlane,
-) -> Option<(
-    SocketAddr,
-    Vec<String>,
-    Box<dyn std::any::Any + Send + Sync>,
-)> {
-    None
+/// The chart repositories: one [`ChartServer`](super::charts::ChartServer) per process, on its own
+/// thread and runtime (so it outlives the runtime of the test that started it first), packaging
+/// the charts once. Pods trust its CA beside the cluster's.
+struct Charts {
+    addr: SocketAddr,
+    hostnames: Vec<String>,
+    ca_pem: String,
+}
+
+fn charts(helm: &Path) -> anyhow::Result<&'static Charts> {
+    static CHARTS: std::sync::OnceLock<Result<Charts, String>> = std::sync::OnceLock::new();
+    let helm = helm.to_owned();
+    CHARTS
+        .get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::Builder::new()
+                .name("talos-sim-charts".into())
+                .spawn(move || {
+                    let runtime = match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(rt) => rt,
+                        Err(e) => {
+                            let _ = tx.send(Err(e.to_string()));
+                            return;
+                        }
+                    };
+                    runtime.block_on(async move {
+                        let started = async {
+                            let charts_dir = super::charts::default_charts_dir();
+                            let hostnames = super::charts::served_hostnames(&charts_dir)?;
+                            let certs = super::charts::test_certificates(&hostnames)?;
+                            let work_dir = std::env::temp_dir()
+                                .join(format!("talos-sim-charts-{}", std::process::id()));
+                            std::fs::create_dir_all(&work_dir)?;
+                            let server = super::charts::ChartServer::start(
+                                super::charts::ChartServerConfig {
+                                    charts_dir,
+                                    helm,
+                                    work_dir,
+                                    cert_pem: certs.cert_pem,
+                                    key_pem: certs.key_pem,
+                                },
+                            )
+                            .await?;
+                            anyhow::Ok((server, hostnames, certs.ca_pem))
+                        };
+                        match started.await {
+                            Ok((server, hostnames, ca_pem)) => {
+                                let _ = tx.send(Ok(Charts {
+                                    addr: server.addr(),
+                                    hostnames,
+                                    ca_pem,
+                                }));
+                                // Serves for the rest of the process.
+                                std::future::pending::<()>().await;
+                                drop(server);
+                            }
+                            Err(e) => {
+                                let _ = tx.send(Err(format!("{e:#}")));
+                            }
+                        }
+                    });
+                })
+                .map_err(|e| e.to_string())?;
+            rx.recv().map_err(|e| e.to_string())?
+        })
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("the chart repositories failed to start: {e}"))
 }
 
 impl TalosCluster {
@@ -359,7 +421,11 @@ impl TalosCluster {
         for info in infos.iter_mut() {
             info.ip = next_node_address();
         }
-        let charts = start_charts(&plane);
+        let charts = tokio::task::spawn_blocking({
+            let helm = tools.helm.clone();
+            move || charts(&helm)
+        })
+        .await??;
         let kubectl = std::env::var_os("TALOSBOOT_KUBECTL")
             .map(PathBuf::from)
             .or_else(|| {
@@ -377,7 +443,8 @@ impl TalosCluster {
             apiserver: SocketAddr::from(([127, 0, 0, 1], plane.api_port)),
             server_url: plane.server.clone(),
             ca_pem: plane.pki.ca_pem.clone(),
-            charts: charts.as_ref().map(|(a, h, _)| (*a, h.clone())),
+            trusted_pem: format!("{}{}", plane.pki.ca_pem, charts.ca_pem),
+            charts: Some((charts.addr, charts.hostnames.clone())),
             kubeprism: config.kubeprism,
             kube_proxy: config.kube_proxy,
             nodes: infos.clone(),
@@ -397,7 +464,6 @@ impl TalosCluster {
             kubelets: HashMap::new(),
             stop: stop.clone(),
             _log_servers: Vec::new(),
-            _charts: charts.map(|(_, _, keep)| keep),
             _host_netns: Vec::new(),
             started_in: Duration::ZERO,
         };

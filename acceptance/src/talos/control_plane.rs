@@ -256,6 +256,7 @@ impl ControlPlane {
             plane.dir.path().join("kube-scheduler.log"),
         )?;
         plane.processes.push(scheduler);
+        plane.wait_ready(Duration::from_secs(60)).await?;
         plane
             .wait_for_default_service_account(Duration::from_secs(60))
             .await?;

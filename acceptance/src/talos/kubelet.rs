@@ -345,14 +345,9 @@ impl PodWorker {
                 cancel.clone(),
             ));
             let mut ok = false;
-            loop {
-                match rx.recv().await {
-                    Some(Update::Status(status)) => {
-                        ok = status.terminated() == Some(0);
-                        self.set_status(status, true).await;
-                    }
-                    Some(Update::Done) | None => break,
-                }
+            while let Some(Update::Status(status)) = rx.recv().await {
+                ok = status.terminated() == Some(0);
+                self.set_status(status, true).await;
             }
             let _ = runner.await;
             if !ok {

@@ -63,23 +63,42 @@ async fn cilium_installed_by_the_engine_makes_every_node_ready() {
     .await
     .unwrap_or_else(|e| panic!("the install failed: {e}\n{:?}\n{:?}", e.diagnosis, e.report));
     let log = installed.run.log_tail.join("\n");
-    assert!(log.contains("STATUS: deployed"), "the real Helm's output: {log}");
+    assert!(
+        log.contains("STATUS: deployed"),
+        "the real Helm's output: {log}"
+    );
     // The engine leaves nothing behind after a success (the real garbage collector removes the pods).
-    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), "kube-system");
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> =
+        Api::namespaced(client.clone(), "kube-system");
     let left = jobs
         .list(&kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=talosboot"))
         .await
         .expect("jobs");
-    assert!(left.items.is_empty(), "bootstrap Jobs left: {:?}", left.items.iter().map(|j| j.metadata.name.clone()).collect::<Vec<_>>());
+    assert!(
+        left.items.is_empty(),
+        "bootstrap Jobs left: {:?}",
+        left.items
+            .iter()
+            .map(|j| j.metadata.name.clone())
+            .collect::<Vec<_>>()
+    );
     let release = helm_release::current_release(client.clone(), "talos", "kube-system", "cilium")
         .await
         .expect("reads")
         .expect("the release");
-    assert_eq!((release.status.as_str(), release.chart_version.as_str()), ("deployed", "1.18.4"));
+    assert_eq!(
+        (release.status.as_str(), release.chart_version.as_str()),
+        ("deployed", "1.18.4")
+    );
     let nodes: Api<Node> = Api::all(client.clone());
     common::eventually(120, "every node Ready and untainted", || async {
         let list = nodes.list(&Default::default()).await.ok()?;
-        (list.items.len() == 2 && list.items.iter().all(|n| node_ready(n) && !not_ready_taint(n))).then_some(())
+        (list.items.len() == 2
+            && list
+                .items
+                .iter()
+                .all(|n| node_ready(n) && !not_ready_taint(n)))
+        .then_some(())
     })
     .await;
 }

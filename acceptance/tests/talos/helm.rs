@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::ByteString;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use talosboot::cluster::helm_release;
@@ -15,7 +15,11 @@ use super::common::{self, from_json};
 fn packaged_chart(dir: &std::path::Path) -> Vec<u8> {
     let chart = dir.join("demo");
     std::fs::create_dir_all(chart.join("templates")).unwrap();
-    std::fs::write(chart.join("Chart.yaml"), "apiVersion: v2\nname: demo\nversion: 1.2.3\nappVersion: \"4.5\"\n").unwrap();
+    std::fs::write(
+        chart.join("Chart.yaml"),
+        "apiVersion: v2\nname: demo\nversion: 1.2.3\nappVersion: \"4.5\"\n",
+    )
+    .unwrap();
     std::fs::write(chart.join("values.yaml"), "greeting: hello\nreplicas: 1\n").unwrap();
     std::fs::write(
         chart.join("templates/config.yaml"),
@@ -34,7 +38,11 @@ fn packaged_chart(dir: &std::path::Path) -> Vec<u8> {
         .arg(&chart)
         .output()
         .expect("helm package");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::read(dir.join("demo-1.2.3.tgz")).expect("the package")
 }
 
@@ -59,17 +67,33 @@ fn helm_job(name: &str, script: &str) -> Job {
     }))
 }
 
-async fn run_job(client: &kube::Client, cluster: &talos_sim::talos::TalosCluster, name: &str, script: &str) -> String {
+async fn run_job(
+    client: &kube::Client,
+    cluster: &talos_sim::talos::TalosCluster,
+    name: &str,
+    script: &str,
+) -> String {
     let jobs: Api<Job> = Api::namespaced(client.clone(), "boot");
-    jobs.create(&PostParams::default(), &helm_job(name, script)).await.expect("job");
+    jobs.create(&PostParams::default(), &helm_job(name, script))
+        .await
+        .expect("job");
     common::eventually(90, &format!("job {name} finished"), || async {
         let job = jobs.get(name).await.ok()?;
-        job.status?.conditions?.iter().any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True").then_some(())
+        job.status?
+            .conditions?
+            .iter()
+            .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+            .then_some(())
     })
     .await;
     let (_, log, _) = common::run_kubectl(cluster, &["logs", "-n", "boot", &format!("job/{name}")]);
     let job = jobs.get(name).await.expect("job");
-    let complete = job.status.and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| c.type_ == "Complete");
+    let complete = job
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Complete");
     assert!(complete, "job {name} failed:\n{log}");
     log
 }
@@ -86,7 +110,10 @@ async fn the_provider_reads_what_the_real_helm_wrote() {
             name: Some("charts".into()),
             ..Default::default()
         },
-        binary_data: Some(BTreeMap::from([("demo-1.2.3.tgz".to_owned(), ByteString(package))])),
+        binary_data: Some(BTreeMap::from([(
+            "demo-1.2.3.tgz".to_owned(),
+            ByteString(package),
+        )])),
         ..Default::default()
     };
     Api::<ConfigMap>::namespaced(client.clone(), "boot")
@@ -99,16 +126,39 @@ async fn the_provider_reads_what_the_real_helm_wrote() {
         .await
         .expect("the record reads")
         .expect("a release");
-    assert_eq!((release.name.as_str(), release.revision, release.status.as_str()), ("demo", 1, "deployed"));
-    assert_eq!((release.chart.as_str(), release.chart_version.as_str(), release.app_version.as_str()), ("demo", "1.2.3", "4.5"));
-    assert_eq!(release.values_sha256, helm_release::values_digest(Some(&json!({"greeting": "hi"}))));
+    assert_eq!(
+        (
+            release.name.as_str(),
+            release.revision,
+            release.status.as_str()
+        ),
+        ("demo", 1, "deployed")
+    );
+    assert_eq!(
+        (
+            release.chart.as_str(),
+            release.chart_version.as_str(),
+            release.app_version.as_str()
+        ),
+        ("demo", "1.2.3", "4.5")
+    );
+    assert_eq!(
+        release.values_sha256,
+        helm_release::values_digest(Some(&json!({"greeting": "hi"})))
+    );
     assert!(
-        release.workloads.iter().any(|w| w.kind == "Deployment" && w.name == "demo"),
+        release
+            .workloads
+            .iter()
+            .any(|w| w.kind == "Deployment" && w.name == "demo"),
         "{:?}",
         release.workloads
     );
     // The objects are the chart's, created by Helm as the Job's ServiceAccount.
-    let config = Api::<ConfigMap>::namespaced(client.clone(), "apps").get("demo-config").await.expect("rendered");
+    let config = Api::<ConfigMap>::namespaced(client.clone(), "apps")
+        .get("demo-config")
+        .await
+        .expect("rendered");
     assert_eq!(config.data.unwrap()["greeting"], "hi");
 
     run_job(&client, &cluster, "upgrade", "helm upgrade demo /charts/demo-1.2.3.tgz --namespace apps --reuse-values --set greeting=again && helm history demo -n apps").await;
@@ -116,6 +166,12 @@ async fn the_provider_reads_what_the_real_helm_wrote() {
         .await
         .expect("reads")
         .expect("a release");
-    assert_eq!((upgraded.revision, upgraded.status.as_str()), (2, "deployed"));
-    assert_eq!(upgraded.values_sha256, helm_release::values_digest(Some(&json!({"greeting": "again"}))));
+    assert_eq!(
+        (upgraded.revision, upgraded.status.as_str()),
+        (2, "deployed")
+    );
+    assert_eq!(
+        upgraded.values_sha256,
+        helm_release::values_digest(Some(&json!({"greeting": "again"})))
+    );
 }
