@@ -32,9 +32,10 @@ pub fn lookup(repository: &str) -> Option<Arc<dyn Program>> {
         "cilium/operator-generic" | "cilium/operator" => {
             Arc::new(Daemon::cilium("cilium-operator-generic"))
         }
-        "cilium/cilium-envoy"
-        | "cilium/hubble-relay"
-        | "cilium/hubble-ui"
+        // Envoy and Hubble relay talk to the agents, not to the Kubernetes API (the chart mounts
+        // no ServiceAccount token into the relay).
+        "cilium/cilium-envoy" | "cilium/hubble-relay" => Arc::new(Daemon::offline(last)),
+        "cilium/hubble-ui"
         | "cilium/hubble-ui-backend"
         | "cilium/clustermesh-apiserver"
         | "cilium/certgen" => Arc::new(Daemon::cilium(last)),
@@ -68,6 +69,8 @@ pub struct Daemon {
     name: String,
     /// Cilium's logfmt (`level=info msg=...`) or controller-runtime's JSON lines.
     logfmt: bool,
+    /// Whether it connects to the Kubernetes API before it is Ready.
+    uses_api: bool,
 }
 
 impl Daemon {
@@ -75,6 +78,14 @@ impl Daemon {
         Daemon {
             name: name.into(),
             logfmt: true,
+            uses_api: true,
+        }
+    }
+
+    fn offline(name: &str) -> Daemon {
+        Daemon {
+            uses_api: false,
+            ..Daemon::cilium(name)
         }
     }
 
@@ -82,15 +93,16 @@ impl Daemon {
         Daemon {
             name: name.into(),
             logfmt: false,
+            uses_api: true,
         }
     }
 }
 
 impl Program for Daemon {
     fn run(&self, c: Container) -> ProgramFuture {
-        let (name, logfmt) = (self.name.clone(), self.logfmt);
+        let (name, logfmt, uses_api) = (self.name.clone(), self.logfmt, self.uses_api);
         Box::pin(async move {
-            if let Err(e) = c.dial().await {
+            if let Err(e) = if uses_api { c.dial().await.map(|_| ()) } else { Ok(()) } {
                 if logfmt {
                     c.out(&format!("level=error msg=\"Unable to contact k8s api-server\" error=\"Get \\\"{}\\\": {e}\" subsys=k8s-client", c.version_url()));
                     c.out(&format!("level=fatal msg=\"Unable to create k8s client\" error=\"{e}\" subsys={name}"));

@@ -1184,10 +1184,13 @@ async fn start(
     match kind {
         ImageKind::Emulated(program) => {
             let api = match &route {
-                Ok(_) => shared
-                    .service_account_client(&ctx.kubelet, &ctx.pod)
-                    .await
-                    .ok(),
+                Ok(_) => match shared.service_account_client(&ctx.kubelet, &ctx.pod).await {
+                    Ok(client) => Some(client),
+                    Err(e) => {
+                        tracing::warn!(pod = %pod_name, namespace = %ns, error = %e, "no ServiceAccount credentials for an emulated program");
+                        None
+                    }
+                },
                 Err(_) => None,
             };
             let container = Container {
