@@ -28,6 +28,9 @@ use super::network::{self, Endpoint, Route, Vantage};
 use super::programs::{Container, Exit, ImageKind};
 use super::sandbox::{self, Mount, SandboxSpec};
 
+/// A pod (template) annotation that makes its containers hang until the pod is deleted.
+pub const HANG_ANNOTATION: &str = "talos-sim.dev/hang";
+
 /// The image `PATH` of the Helm and shell images.
 const IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const RUNC: &str = "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process";
@@ -1144,6 +1147,20 @@ async fn start(
 ) -> Exit {
     if let Err(exit) = start_check(spec) {
         return exit;
+    }
+    // The node layer's pod-level fault: the program hangs (an installer stuck on a lock, a
+    // network that swallows packets) until the pod is deleted.
+    let hangs = ctx
+        .pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(HANG_ANNOTATION))
+        .is_some_and(|v| v == "true");
+    if hangs {
+        ready.send_replace(true);
+        cancel.cancelled().await;
+        return Exit::code(137);
     }
     let shared = &ctx.kubelet.shared;
     let node = &ctx.kubelet.node;

@@ -646,7 +646,7 @@ async fn a_lease_held_by_another_run_is_waited_for_and_taken_over_once_expired()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn api_faults_and_a_dropped_watch_during_apply_do_not_fail_it() {
-    let cluster = TestCluster::start().await;
+    let cluster = TestCluster::start_simulated(talos_sim::SimConfig::default()).await;
     let Some(sim) = cluster.simulator() else {
         return;
     };
@@ -665,8 +665,8 @@ async fn api_faults_and_a_dropped_watch_during_apply_do_not_fail_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hung_installer_ends_at_the_deadline_with_its_diagnosis() {
     let cluster = TestCluster::start().await;
-    if cluster.simulator().is_none() {
-        return; // the hang is the simulator's pod-level fault
+    if !cluster.nodes_are_emulated() {
+        return; // the hang is the node layer's pod-level fault
     }
     let client = cluster.client().await;
     let ws = workspace(
@@ -698,8 +698,8 @@ async fn a_hung_installer_ends_at_the_deadline_with_its_diagnosis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_interrupt_during_apply_deletes_the_job_and_frees_the_lease() {
     let cluster = TestCluster::start().await;
-    if cluster.simulator().is_none() {
-        return;
+    if !cluster.nodes_are_emulated() {
+        return; // the hang is the node layer's pod-level fault
     }
     let client = cluster.client().await;
     let ws = workspace(

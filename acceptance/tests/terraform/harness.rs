@@ -357,28 +357,73 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// The cluster under test: a real one when `TALOSBOOT_TEST_KUBECONFIG` is set, else a fresh
-/// simulated Talos cluster. Holds the simulator alive for the test's duration.
+/// Talos cluster on the real control plane (`talos_sim::talos`), or, for tests that need the
+/// simulator's own faults or setups, the simulated API server. Holds it alive for the test.
 pub struct TestCluster {
     pub kubeconfig_path: PathBuf,
     _sim: Option<talos_sim::SimCluster>,
+    _talos: Option<talos_sim::talos::TalosCluster>,
     _dir: tempfile::TempDir,
 }
 
 impl TestCluster {
+    /// A fresh Talos cluster on the real control plane (1 control plane, 1 worker, KubePrism).
     pub async fn start() -> TestCluster {
         TestCluster::start_with(talos_sim::SimConfig::default()).await
     }
 
-    /// A simulated cluster with `config` (a real cluster from `TALOSBOOT_TEST_KUBECONFIG` is used
-    /// as it is: tests that need a particular simulated setup check [`TestCluster::simulator`]).
+    fn external(dir: tempfile::TempDir) -> Option<TestCluster> {
+        let path = std::env::var_os("TALOSBOOT_TEST_KUBECONFIG")?;
+        Some(TestCluster {
+            kubeconfig_path: PathBuf::from(path),
+            _sim: None,
+            _talos: None,
+            _dir: dir,
+        })
+    }
+
+    /// A cluster with the settings of `config`: on the real control plane when it can have them
+    /// (nodes, KubePrism, kube-proxy, Pod Security), else on the simulated API server (Cilium
+    /// from inline manifests, RBAC off, the human pace). A real cluster from
+    /// `TALOSBOOT_TEST_KUBECONFIG` is used as it is.
     pub async fn start_with(config: talos_sim::SimConfig) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
-        if let Some(path) = std::env::var_os("TALOSBOOT_TEST_KUBECONFIG") {
-            return TestCluster {
-                kubeconfig_path: PathBuf::from(path),
-                _sim: None,
-                _dir: dir,
-            };
+        if let Some(external) = TestCluster::external(tempfile::tempdir().expect("tempdir")) {
+            return external;
+        }
+        let simulated_only = config.inline_cilium.is_some()
+            || !config.rbac
+            || config.pace != talos_sim::Pace::Fast
+            || config.listen.is_some();
+        if simulated_only || std::env::var_os("TALOSBOOT_TEST_SIMULATED").is_some() {
+            return TestCluster::start_simulated(config).await;
+        }
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let talos = talos_sim::talos::TalosCluster::start(talos_sim::talos::TalosConfig {
+            control_planes: config.control_planes,
+            workers: config.workers,
+            kubeprism: config.kubeprism_port,
+            kube_proxy: config.kube_proxy,
+            pod_security: config.pod_security,
+            ..Default::default()
+        })
+        .await
+        .expect("start the Talos cluster on the real control plane");
+        let path = dir.path().join("kubeconfig");
+        talos.write_kubeconfig(&path).expect("write kubeconfig");
+        TestCluster {
+            kubeconfig_path: path,
+            _sim: None,
+            _talos: Some(talos),
+            _dir: dir,
+        }
+    }
+
+    /// The simulated API server with `config`, for tests of its own faults (`simulator()`).
+    pub async fn start_simulated(config: talos_sim::SimConfig) -> TestCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        if let Some(external) = TestCluster::external(tempfile::tempdir().expect("tempdir")) {
+            return external;
         }
         let sim = talos_sim::SimCluster::start(config)
             .await
@@ -388,13 +433,22 @@ impl TestCluster {
         TestCluster {
             kubeconfig_path: path,
             _sim: Some(sim),
+            _talos: None,
             _dir: dir,
         }
     }
 
+    /// The simulated API server, when the test runs on it.
     pub fn simulator(&self) -> Option<&talos_sim::SimCluster> {
         self._sim.as_ref()
     }
+
+    /// Whether the nodes are talos-sim's (either ground): its pod-level faults (the
+    /// `talos-sim.dev/hang` annotation) work and the cluster starts without a CNI.
+    pub fn nodes_are_emulated(&self) -> bool {
+        self._sim.is_some() || self._talos.is_some()
+    }
+
 
     pub async fn client(&self) -> kube::Client {
         let kubeconfig =

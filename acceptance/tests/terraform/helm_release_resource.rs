@@ -166,7 +166,7 @@ async fn minimal_rbac_installs_upgrades_and_uninstalls_a_chart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_chart_whose_pods_cannot_start_says_why_and_stays_in_state_tainted() {
     let cluster = TestCluster::start().await;
-    if cluster.simulator().is_none() {
+    if !cluster.nodes_are_emulated() {
         return; // needs a cluster without a CNI
     }
     // No Cilium yet: the operator's pods need the pod network.

@@ -68,7 +68,7 @@ async fn operator_install_failure_is_relayed_with_diagnosis() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn api_faults_during_apply_fail_cleanly_and_the_next_apply_converges() {
-    let cluster = TestCluster::start().await;
+    let cluster = TestCluster::start_simulated(talos_sim::SimConfig::default()).await;
     let client = cluster.client().await;
     install_cilium(&client).await;
     let ws = Workspace::new(&root(
