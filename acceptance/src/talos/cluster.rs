@@ -167,6 +167,7 @@ impl Shared {
         match last {
             "helm" | "helm-kubectl" | "flux-operator-bootstrap" => {
                 binaries.push((self.tools.helm.clone(), "helm".to_owned()));
+                binaries.extend(self.busybox());
                 binaries.extend(kubectl);
                 Some(ImageKind::Real {
                     binaries,
@@ -174,18 +175,54 @@ impl Shared {
                     cmd: vec!["--help".into()],
                 })
             }
+            // cilium-cli's Helm mode is the Helm SDK with the Cilium chart: a shim over the real
+            // Helm (`acceptance/images/cilium-cli.sh`).
+            "cilium-cli" | "cilium-cli-ci" => Some(ImageKind::Real {
+                binaries: vec![
+                    (self.tools.helm.clone(), "helm".to_owned()),
+                    (
+                        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("images/cilium-cli.sh"),
+                        "cilium".to_owned(),
+                    ),
+                ],
+                entrypoint: vec!["cilium".into()],
+                cmd: vec![],
+            }),
             "kubectl" => Some(ImageKind::Real {
                 binaries: kubectl.collect(),
                 entrypoint: vec!["kubectl".into()],
                 cmd: vec![],
             }),
-            "busybox" | "alpine" | "debian" | "ubuntu" | "bash" => Some(ImageKind::Real {
+            "busybox" | "alpine" => Some(ImageKind::Real {
+                binaries: self.busybox(),
+                entrypoint: vec![],
+                cmd: vec!["sh".into()],
+            }),
+            "debian" | "ubuntu" | "bash" => Some(ImageKind::Real {
                 binaries,
                 entrypoint: vec![],
                 cmd: vec!["sh".into()],
             }),
             _ => super::emulated::lookup(&repository).map(ImageKind::Emulated),
         }
+    }
+
+    /// Alpine's userland for Alpine-based images: busybox as `sh` (ash: `set -o pipefail`, which
+    /// the machine's dash lacks) and its text tools, when `acceptance/scripts/install-busybox.sh`
+    /// has installed it.
+    fn busybox(&self) -> Vec<(PathBuf, String)> {
+        let busybox = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".work/busybox/bin/busybox");
+        if !busybox.is_file() {
+            return Vec::new();
+        }
+        [
+            "sh", "ash", "sed", "grep", "awk", "cat", "head", "tail", "tr", "cut", "sort", "wc",
+            "base64", "echo", "printf", "ls", "id", "env", "mkdir", "rm", "cp", "mv", "sleep",
+            "test", "[",
+        ]
+        .iter()
+        .map(|applet| (busybox.clone(), (*applet).to_owned()))
+        .collect()
     }
 
     /// The kubelet reports a container's readiness; a Ready `cilium-agent` brings up the node's

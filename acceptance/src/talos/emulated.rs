@@ -100,9 +100,26 @@ impl Daemon {
 
 impl Program for Daemon {
     fn run(&self, c: Container) -> ProgramFuture {
-        let (name, logfmt, uses_api) = (self.name.clone(), self.logfmt, self.uses_api);
+        // A pod without a ServiceAccount token (`automountServiceAccountToken: false`, as charts
+        // set it for Redis or Hubble relay) runs a program that does not talk to the API.
+        let token = c
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.automount_service_account_token)
+            != Some(false);
+        let (name, logfmt, uses_api) = (self.name.clone(), self.logfmt, self.uses_api && token);
         Box::pin(async move {
-            if let Err(e) = if uses_api { c.dial().await.map(|_| ()) } else { Ok(()) } {
+            if c.init {
+                // An init step of a daemon's image (copying a binary, writing a config): done.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return Exit::code(0);
+            }
+            if let Err(e) = if uses_api {
+                c.dial().await.map(|_| ())
+            } else {
+                Ok(())
+            } {
                 if logfmt {
                     c.out(&format!("level=error msg=\"Unable to contact k8s api-server\" error=\"Get \\\"{}\\\": {e}\" subsys=k8s-client", c.version_url()));
                     c.out(&format!("level=fatal msg=\"Unable to create k8s client\" error=\"{e}\" subsys={name}"));

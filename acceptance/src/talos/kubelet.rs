@@ -999,7 +999,7 @@ async fn run_container(
                 let (ready_tx, mut ready_rx) = watch::channel(false);
                 let ready_tx = Arc::new(ready_tx);
                 shared.logs.open(&ns, &pod_name, &uid, &spec.name);
-                let run = start(&ctx, &spec, &kind, env, ready_tx.clone(), &cancel);
+                let run = start(&ctx, &spec, init, &kind, env, ready_tx.clone(), &cancel);
                 tokio::pin!(run);
                 status.state = json!({"running": {"startedAt": started_at}});
                 status.started = true;
@@ -1140,6 +1140,7 @@ fn helm_needs_api(argv: &[String]) -> bool {
 async fn start(
     ctx: &Arc<PodContext>,
     spec: &ContainerSpec,
+    init: bool,
     kind: &ImageKind,
     mut env: BTreeMap<String, String>,
     ready: Arc<watch::Sender<bool>>,
@@ -1213,6 +1214,7 @@ async fn start(
             let container = Container {
                 pod: ctx.pod.clone(),
                 name: spec.name.clone(),
+                init,
                 image: spec.image.clone().unwrap_or_default(),
                 argv,
                 env,

@@ -53,6 +53,8 @@ pub type ProgramFuture = Pin<Box<dyn Future<Output = Exit> + Send>>;
 pub struct Container {
     pub pod: Arc<Pod>,
     pub name: String,
+    /// An init container: it must finish for the pod to start.
+    pub init: bool,
     pub image: String,
     pub argv: Vec<String>,
     pub env: BTreeMap<String, String>,

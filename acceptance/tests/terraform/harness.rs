@@ -449,7 +449,6 @@ impl TestCluster {
         self._sim.is_some() || self._talos.is_some()
     }
 
-
     pub async fn client(&self) -> kube::Client {
         let kubeconfig =
             kube::config::Kubeconfig::read_from(&self.kubeconfig_path).expect("read kubeconfig");

@@ -81,6 +81,14 @@ const TABLE: &[Row] = &[
         detail: None,
     },
     Row {
+        // The real scheduler's wording when the nodes' taints differ (a control plane has its
+        // role taint too): the taints are not named.
+        all: &["FailedScheduling", "had untolerated taint(s)"],
+        cause: "no node is Ready (or none whose taints the pod tolerates): before the CNI (Cilium) runs, every node carries the `node.kubernetes.io/not-ready` taint, so ordinary pods cannot be scheduled yet",
+        fix: "install Cilium first: make this resource `depends_on` the `talosboot_cilium` resource; if the nodes are Ready, check the pod's tolerations (`kubectl describe nodes | grep Taints`)",
+        detail: None,
+    },
+    Row {
         all: &["cannot re-use a name that is still in use"],
         cause: "a Helm release of this name exists (possibly stuck in `pending-install` after a killed run)",
         fix: "apply again (talosboot unlocks a stuck release before it installs), or import the existing release",
@@ -244,6 +252,15 @@ mod tests {
         let d = diagnose([log]).expect("known");
         assert!(d.fix.contains("api_endpoint"));
         assert!(d.signature.contains("10.96.0.1:443"));
+    }
+
+    #[test]
+    fn the_real_schedulers_untolerated_taints_mean_no_node_is_ready() {
+        // kube-scheduler 1.37 with a control plane (role and not-ready taints) and a worker.
+        let event = "FailedScheduling: 0/2 nodes are available: 2 node(s) had untolerated taint(s). preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.";
+        let d = diagnose([event]).expect("known");
+        assert!(d.cause.starts_with("no node is Ready"), "{}", d.cause);
+        assert!(d.fix.contains("depends_on"), "{}", d.fix);
     }
 
     #[test]

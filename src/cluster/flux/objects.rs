@@ -96,6 +96,9 @@ pub async fn get(
     match api.get_opt(name).await {
         Ok(Some(object)) => Ok(Some(serde_json::to_value(object).unwrap_or_default())),
         Ok(None) => Ok(None),
+        // The kind itself is gone (its CRD was deleted, e.g. with the operator's chart): the real
+        // apiserver answers a bare `404 page not found`, not a NotFound Status; no object either.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(e) => Err(kube.error(format!("read {what}"), e)),
     }
 }
