@@ -41,6 +41,8 @@ pub fn lookup(repository: &str) -> Option<Arc<dyn Program>> {
         | "cilium/certgen" => Arc::new(Daemon::cilium(last)),
         "controlplaneio-fluxcd/flux-operator" => Arc::new(FluxOperator),
         "pause" | "google_containers/pause" => Arc::new(Pause),
+        // The chart repositories' podinfo: a web server that needs no API.
+        "stefanprodan/podinfo" => Arc::new(Daemon::offline(last)),
         _ if repository.starts_with("fluxcd/") && last.ends_with("-controller") => {
             Arc::new(Daemon::json(last))
         }
