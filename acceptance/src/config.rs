@@ -58,7 +58,9 @@ pub struct SimConfig {
     /// Talos KubePrism port (the node-local API endpoint, `127.0.0.1:<port>` on every node).
     /// Recorded for the cluster model; the API server itself listens on [`SimConfig::listen`].
     pub kubeprism_port: Option<u16>,
-    /// Whether kube-proxy runs (Service ClusterIPs routable before a CNI is up).
+    /// Whether Talos deploys kube-proxy (the default of Talos itself; off here, as with
+    /// `cluster.proxy.disabled: true`): DaemonSet `kube-system/kube-proxy`, whose Ready pods route
+    /// Service ClusterIPs on their nodes before a CNI is up.
     pub kube_proxy: bool,
     pub pace: Pace,
     /// Address of the HTTPS listener; `None` = `127.0.0.1:0` (an ephemeral port).

@@ -3,6 +3,8 @@
 //! the `not-ready` taint: no CNI yet), the `default` ServiceAccount per
 //! namespace, and the bootstrap ClusterRoles `cluster-admin`, `admin`, `edit`, `view` with the
 //! `cluster-admin` ClusterRoleBinding (group `system:masters`).
+//! With [`SimConfig::kube_proxy`], kube-proxy as Talos deploys it (ServiceAccount and DaemonSet
+//! `kube-system/kube-proxy`); without it there is none (`cluster.proxy.disabled: true`).
 //! With [`SimConfig::inline_cilium`], Cilium's objects as Talos' inline manifests create them.
 //! The cluster model may take the nodes over (readiness, conditions).
 
@@ -76,6 +78,9 @@ pub fn seed(store: &Store, config: &SimConfig, api_addr: SocketAddr) -> Result<(
                             "ports": [{"name": "https", "port": api_addr.port(), "protocol": "TCP"}]}]}),
         &opts,
     )?;
+    if config.kube_proxy {
+        seed_kube_proxy(store)?;
+    }
     if let Some(version) = &config.inline_cilium {
         seed_inline_cilium(store, version)?;
     }
@@ -88,6 +93,39 @@ pub fn seed(store: &Store, config: &SimConfig, api_addr: SocketAddr) -> Result<(
             &WriteOptions::manager("kubelet"),
         )?;
     }
+    Ok(())
+}
+
+/// kube-proxy as Talos deploys it when `cluster.proxy.disabled` is not set: ServiceAccount and
+/// DaemonSet `kube-system/kube-proxy` (host network, every node, iptables mode), created by Talos
+/// (field manager `talos`). Its pods route Service IPs on their node once Ready
+/// ([`crate::cluster::network`]).
+pub fn seed_kube_proxy(store: &Store) -> Result<(), ApiError> {
+    let opts = WriteOptions::manager("talos");
+    store.create(
+        &GroupResource::core("serviceaccounts"),
+        "kube-system",
+        json!({"metadata": {"name": "kube-proxy"}}),
+        &opts,
+    )?;
+    let labels = json!({"k8s-app": "kube-proxy", "tier": "node"});
+    let container = json!({"name": "kube-proxy", "image": "registry.k8s.io/kube-proxy:v1.33.0",
+        "command": ["/usr/local/bin/kube-proxy", "--cluster-cidr=10.244.0.0/16", "--hostname-override=$(NODE_NAME)",
+            "--kubeconfig=/etc/kubernetes/kubeconfig", "--proxy-mode=iptables", "--conntrack-max-per-core=0"],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}}],
+        "securityContext": {"privileged": true}});
+    store.create(
+        &GroupResource::new("apps", "daemonsets"),
+        "kube-system",
+        json!({"metadata": {"name": "kube-proxy", "labels": labels},
+            "spec": {"selector": {"matchLabels": {"k8s-app": "kube-proxy"}},
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+                "template": {"metadata": {"labels": labels},
+                    "spec": {"hostNetwork": true, "priorityClassName": "system-node-critical",
+                        "serviceAccountName": "kube-proxy", "tolerations": [{"operator": "Exists"}],
+                        "containers": [container]}}}}),
+        &opts,
+    )?;
     Ok(())
 }
 
@@ -109,6 +147,7 @@ pub fn seed_inline_cilium(store: &Store, version: &str) -> Result<(), ApiError> 
                 .ok_or_else(|| ApiError::bad_request(format!("no type for {kind}")))?,
             "ServiceAccount" => GroupResource::core("serviceaccounts"),
             "ConfigMap" => GroupResource::core("configmaps"),
+            "Service" => GroupResource::core("services"),
             "DaemonSet" => GroupResource::new("apps", "daemonsets"),
             "Deployment" => GroupResource::new("apps", "deployments"),
             other => {

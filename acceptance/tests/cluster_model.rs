@@ -7,6 +7,11 @@
 //! - `pre_cni`: node taints, FailedScheduling, ContainerCreating before the CNI, hostNetwork pods.
 //! - `bootstrap`: the Cilium bootstrap Job over KubePrism, and how it fails without it.
 //! - `cilium_talos`: Talos-incompatible Cilium values crash the agent.
+//! - `cilium_chart`: the simulated chart per accepted version (`cilium-envoy` by default, Hubble
+//!   relay/UI and their Services when enabled, two operators one per node), its images known to
+//!   the node layer, every component rolled out.
+//! - `kube_proxy`: the `kube-proxy` DaemonSet with `kube_proxy: true`, none without; a kube-proxy
+//!   that does not run leaves the Service IP unrouted.
 //! - `helm`: release records, name reuse and in-progress errors, revisions (which one is superseded).
 //! - `idle`: an idle cluster's CPU use (event-driven controllers).
 //! - `inputs`: ConfigMaps/Secrets in env, envFrom and volumes; missing ones keep pods waiting.
@@ -32,6 +37,8 @@
 
 #[path = "cluster_model/bootstrap.rs"]
 mod bootstrap;
+#[path = "cluster_model/cilium_chart.rs"]
+mod cilium_chart;
 #[path = "cluster_model/cilium_talos.rs"]
 mod cilium_talos;
 #[path = "cluster_model/common.rs"]
@@ -50,6 +57,8 @@ mod inline_cilium;
 mod inputs;
 #[path = "cluster_model/jobs.rs"]
 mod jobs;
+#[path = "cluster_model/kube_proxy.rs"]
+mod kube_proxy;
 #[path = "cluster_model/kubectl.rs"]
 mod kubectl;
 #[path = "cluster_model/pod_security.rs"]

@@ -1,6 +1,6 @@
 //! The cluster layer: the lazily built Kubernetes client with errors that name their cause, native
-//! readers of cluster state (Helm release records, workload readiness), and the pre-CNI bootstrap
-//! engine with the Helm installs that run on it.
+//! readers of cluster state (Helm release records, workload readiness, kube-proxy), and the
+//! pre-CNI bootstrap engine with the Helm installs that run on it.
 
 pub mod bootstrap;
 pub mod chart_rbac;
@@ -10,6 +10,7 @@ pub mod flux;
 pub mod helm_install;
 pub mod helm_release;
 pub mod helm_values;
+pub mod kube_proxy;
 pub mod readiness;
 pub mod retry;
 mod scrub;

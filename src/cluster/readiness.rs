@@ -29,6 +29,16 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The Kubernetes kind, as manifests spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::DaemonSet => "DaemonSet",
+            Kind::Deployment => "Deployment",
+            Kind::StatefulSet => "StatefulSet",
+            Kind::Job => "Job",
+        }
+    }
+
     /// The kind of a manifest object, if it is a workload whose readiness is judged.
     pub fn of(kind: &str) -> Option<Kind> {
         Some(match kind {
@@ -53,19 +63,25 @@ pub struct WorkloadRef {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Rollout {
     pub exists: bool,
+    /// DaemonSets: the nodes it is scheduled on; others: the replicas asked for.
     pub desired: i64,
     pub ready: i64,
+    /// Ready for the workload's `minReadySeconds` (what `cilium status` counts as available).
+    pub available: i64,
     pub updated: i64,
     /// The controller has seen the current spec.
     pub observed: bool,
 }
 
 impl Rollout {
+    /// Rolled out as `cilium status --wait` judges it: at the current generation, every desired
+    /// pod (DaemonSets: on every scheduled node) updated, ready and available.
     pub fn done(&self) -> bool {
         self.exists
             && self.observed
             && self.desired > 0
             && self.ready == self.desired
+            && self.available >= self.desired
             && self.updated == self.desired
     }
 }
@@ -76,6 +92,7 @@ pub fn daemonset_rollout(ds: &DaemonSet) -> Rollout {
         exists: true,
         desired: i64::from(status.desired_number_scheduled),
         ready: i64::from(status.number_ready),
+        available: i64::from(status.number_available.unwrap_or(0)),
         updated: i64::from(status.updated_number_scheduled.unwrap_or(0)),
         observed: status.observed_generation.unwrap_or(0) >= ds.metadata.generation.unwrap_or(0),
     }
@@ -87,12 +104,8 @@ pub fn deployment_rollout(d: &Deployment) -> Rollout {
     Rollout {
         exists: true,
         desired: i64::from(desired),
-        ready: i64::from(
-            status
-                .ready_replicas
-                .unwrap_or(0)
-                .min(status.available_replicas.unwrap_or(0)),
-        ),
+        ready: i64::from(status.ready_replicas.unwrap_or(0)),
+        available: i64::from(status.available_replicas.unwrap_or(0)),
         updated: i64::from(status.updated_replicas.unwrap_or(0)),
         observed: status.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0),
     }
@@ -105,6 +118,12 @@ pub fn statefulset_rollout(s: &StatefulSet) -> Rollout {
         exists: true,
         desired: i64::from(desired),
         ready: i64::from(status.ready_replicas.unwrap_or(0)),
+        available: i64::from(
+            status
+                .available_replicas
+                .or(status.ready_replicas)
+                .unwrap_or(0),
+        ),
         updated: i64::from(status.updated_replicas.unwrap_or(0)),
         observed: status.observed_generation.unwrap_or(0) >= s.metadata.generation.unwrap_or(0),
     }
@@ -126,6 +145,7 @@ pub fn job_rollout(j: &Job) -> Rollout {
         exists: true,
         desired: 1,
         ready: done,
+        available: done,
         updated: 1,
         observed: true,
     }
@@ -198,6 +218,50 @@ pub async fn observe(clients: &Clients, w: &WorkloadRef) -> Result<Observed, Clu
         }
         Kind::Job => get_one::<Job, _>(clients, ns, name, job_rollout).await,
     }
+}
+
+/// The DaemonSets and Deployments of `namespace`, each as observed (two LISTs, concurrently;
+/// transient errors retried): what a caller matches against the workloads it wants judged, so
+/// that a chart's many components cost one round trip.
+pub async fn observe_namespace(
+    clients: &Clients,
+    namespace: &str,
+) -> Result<Vec<(WorkloadRef, Observed)>, ClusterError> {
+    let params = kube::api::ListParams::default();
+    let daemonsets: Api<DaemonSet> = Api::namespaced(clients.client.clone(), namespace);
+    let deployments: Api<Deployment> = Api::namespaced(clients.client.clone(), namespace);
+    let (ds, deploy) = tokio::join!(
+        super::retry::retry("list daemonsets", || daemonsets.list(&params)),
+        super::retry::retry("list deployments", || deployments.list(&params)),
+    );
+    let error = |e| ClusterError::from_kube(e, &clients.endpoint);
+    let observed = |kind: Kind, meta: &kube::api::ObjectMeta, rollout: Rollout| {
+        (
+            WorkloadRef {
+                kind,
+                namespace: namespace.to_owned(),
+                name: meta.name.clone().unwrap_or_default(),
+            },
+            Observed {
+                rollout,
+                labels: meta.labels.clone().unwrap_or_default(),
+            },
+        )
+    };
+    let mut out: Vec<(WorkloadRef, Observed)> = ds
+        .map_err(error)?
+        .items
+        .iter()
+        .map(|d| observed(Kind::DaemonSet, &d.metadata, daemonset_rollout(d)))
+        .collect();
+    out.extend(
+        deploy
+            .map_err(error)?
+            .items
+            .iter()
+            .map(|d| observed(Kind::Deployment, &d.metadata, deployment_rollout(d))),
+    );
+    Ok(out)
 }
 
 /// Whether every node is Ready without the not-ready taint (one LIST).
@@ -351,6 +415,20 @@ impl State {
         rollout.is_none_or(|r| r.observed && r.updated >= r.desired)
     }
 
+    /// Whether a Warning event no longer says anything about its pod: a `FailedScheduling` of a
+    /// pod that has been scheduled since (a pod-network pod waits for the CNI first; once it
+    /// runs, what stops the pod now is what matters, such as an image that cannot be pulled).
+    fn outdated(&self, event: &k8s_openapi::api::core::v1::Event) -> bool {
+        event.reason.as_deref() == Some("FailedScheduling")
+            && event
+                .involved_object
+                .name
+                .as_ref()
+                .and_then(|n| self.pods.get(n))
+                .and_then(|p| p.spec.as_ref())
+                .is_some_and(|s| s.node_name.is_some())
+    }
+
     /// Not-ready pods of the current revisions.
     fn stuck_pods(&self) -> impl Iterator<Item = &Pod> {
         self.pods
@@ -386,8 +464,8 @@ impl State {
                 let r = self.rollout_of(w);
                 (!r.done()).then(|| match r.exists {
                     true => format!(
-                        "{:?} {}/{}: {} of {} ready, {} updated",
-                        w.kind, w.namespace, w.name, r.ready, r.desired, r.updated
+                        "{:?} {}/{}: {} of {} ready, {} available, {} updated",
+                        w.kind, w.namespace, w.name, r.ready, r.desired, r.available, r.updated
                     ),
                     false => format!("{:?} {}/{}: does not exist", w.kind, w.namespace, w.name),
                 })
@@ -456,15 +534,13 @@ fn describe_pod(pod: &Pod) -> String {
 
 /// Signatures that end the wait at once: the configuration is wrong, waiting will not help.
 fn permanent(d: &Diagnosis) -> bool {
-    ["SYS_MODULE", "cgroup2", "Service IP", "KubePrism", "pulled"]
-        .iter()
-        .any(|w| d.cause.contains(w))
+    d.kind.is_permanent()
 }
 
 /// No CNI yet (no pod network, nodes not Ready): permanent unless a CNI is being installed right
 /// now, so it ends the wait only once it has lasted [`NO_CNI_GRACE`].
 fn no_cni(d: &Diagnosis) -> bool {
-    d.cause.contains("pod network") || d.cause.contains("not-ready taint")
+    d.kind.is_no_cni()
 }
 
 const NO_CNI_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
@@ -493,6 +569,7 @@ async fn inspect_events(
                 .as_ref()
                 .is_some_and(|n| stuck.contains(n))
         })
+        .filter(|e| !state.outdated(e))
         .map(|e| {
             format!(
                 "{} {}: {}",
@@ -569,8 +646,29 @@ async fn inspect(clients: &Clients, namespace: &str, state: &mut State) -> Optio
 }
 
 /// Waits until every workload is rolled out (and, with `nodes`, every node Ready without the
-/// not-ready taint), until `deadline`. `pods` selects the pods behind the workloads.
+/// not-ready taint), until `deadline`. `pods` selects the pods behind the workloads. A Service-IP
+/// timeout in the diagnosis is worded for this cluster (kube-proxy deployed or not).
 pub async fn wait_ready(
+    clients: &Clients,
+    namespace: &str,
+    workloads: &[WorkloadRef],
+    pods: &str,
+    nodes: bool,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<Vec<Rollout>, NotReady> {
+    let waited =
+        watch_until_ready(clients, namespace, workloads, pods, nodes, deadline, cancel).await;
+    match waited {
+        Ok(rollouts) => Ok(rollouts),
+        Err(mut not_ready) => {
+            super::kube_proxy::explain(clients, &mut not_ready.diagnosis).await;
+            Err(not_ready)
+        }
+    }
+}
+
+async fn watch_until_ready(
     clients: &Clients,
     namespace: &str,
     workloads: &[WorkloadRef],
@@ -676,7 +774,8 @@ mod tests {
             serde_json::from_value(json!({
                 "metadata": {"name": "cilium", "generation": 2},
                 "status": {"desiredNumberScheduled": 3, "numberReady": ready, "updatedNumberScheduled": 3,
-                           "currentNumberScheduled": 3, "numberMisscheduled": 0, "observedGeneration": observed},
+                           "numberAvailable": ready, "currentNumberScheduled": 3, "numberMisscheduled": 0,
+                           "observedGeneration": observed},
             }))
             .expect("daemonset")
         };
@@ -684,6 +783,29 @@ mod tests {
         assert!(!daemonset_rollout(&ds(1, 3)).done(), "old generation");
         assert!(!daemonset_rollout(&ds(2, 2)).done(), "one agent not ready");
         assert!(!Rollout::default().done(), "missing");
+    }
+
+    #[test]
+    fn a_deployment_is_rolled_out_when_every_replica_is_available_at_its_generation() {
+        let d = |observed: i64, ready: i32, available: i32, updated: i32| -> Deployment {
+            serde_json::from_value(json!({
+                "metadata": {"name": "hubble-relay", "generation": 4},
+                "spec": {"replicas": 2, "selector": {}, "template": {}},
+                "status": {"observedGeneration": observed, "replicas": 2, "readyReplicas": ready,
+                           "availableReplicas": available, "updatedReplicas": updated},
+            }))
+            .expect("deployment")
+        };
+        assert!(deployment_rollout(&d(4, 2, 2, 2)).done());
+        assert!(!deployment_rollout(&d(3, 2, 2, 2)).done(), "old generation");
+        assert!(
+            !deployment_rollout(&d(4, 2, 1, 2)).done(),
+            "one not available"
+        );
+        assert!(
+            !deployment_rollout(&d(4, 2, 2, 1)).done(),
+            "one not updated"
+        );
     }
 
     fn empty_state() -> State {
@@ -738,6 +860,32 @@ mod tests {
         assert!(
             state.is_current(&old),
             "every replica updated: what is left is current"
+        );
+    }
+
+    #[test]
+    fn a_scheduling_failure_of_a_pod_scheduled_since_is_outdated() {
+        let mut state = empty_state();
+        let mut relay = pod("hubble-relay-x", "ReplicaSet", "hubble-relay-5d8f", None);
+        state.pods.insert("hubble-relay-x".into(), relay.clone());
+        let event = |reason: &str| -> k8s_openapi::api::core::v1::Event {
+            serde_json::from_value(json!({
+                "metadata": {"name": "e"}, "reason": reason, "type": "Warning",
+                "involvedObject": {"kind": "Pod", "name": "hubble-relay-x"},
+            }))
+            .expect("event")
+        };
+        assert!(!state.outdated(&event("FailedScheduling")), "still pending");
+        relay.spec =
+            Some(serde_json::from_value(json!({"nodeName": "w", "containers": []})).expect("spec"));
+        state.pods.insert("hubble-relay-x".into(), relay);
+        assert!(
+            state.outdated(&event("FailedScheduling")),
+            "scheduled since"
+        );
+        assert!(
+            !state.outdated(&event("Failed")),
+            "an image pull failure stays"
         );
     }
 

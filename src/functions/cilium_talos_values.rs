@@ -1,7 +1,8 @@
 //! `provider::talosboot::cilium_talos_values(api_endpoint)`: the Cilium Helm values Talos needs
-//! (Talos docs, "Deploying Cilium CNI": KubePrism as the API endpoint, kube-proxy replacement,
-//! Kubernetes IPAM, cgroup v2 already mounted by Talos, no SYS_MODULE capability), so that even a
-//! root that keeps `helm_release` gets them right.
+//! on a cluster without kube-proxy (Talos docs, "Deploying Cilium CNI", without kube-proxy:
+//! KubePrism as the API endpoint, kube-proxy replacement, Kubernetes IPAM, cgroup v2 already
+//! mounted by Talos, no SYS_MODULE capability), so that even a root that keeps `helm_release`
+//! gets them right. Clusters that run kube-proxy use `cilium_talos_values_with_kube_proxy()`.
 //!
 //! The values themselves live once, in [`crate::cluster::talos`], shared with `talosboot_cilium`.
 
@@ -72,7 +73,7 @@ impl Function for CiliumTalosValues {
             ],
             values_type(),
             "Cilium Helm values for Talos",
-            "Returns the Cilium Helm values Talos needs, as an object: `ipam.mode = \"kubernetes\"`, `kubeProxyReplacement = true`, `k8sServiceHost`/`k8sServicePort` from `api_endpoint`, `cgroup.autoMount.enabled = false` with `cgroup.hostRoot = \"/sys/fs/cgroup\"`, and the `securityContext.capabilities` for `ciliumAgent` and `cleanCiliumState` without `SYS_MODULE`.\n\nUse it with `helm_release` as `values = [yamlencode(provider::talosboot::cilium_talos_values(\"localhost:7445\"))]`, or merge your own settings on top.",
+            "Returns the Cilium Helm values Talos needs on a cluster without kube-proxy (`cluster.proxy.disabled: true`), as an object: `ipam.mode = \"kubernetes\"`, `kubeProxyReplacement = true`, `k8sServiceHost`/`k8sServicePort` from `api_endpoint`, `cgroup.autoMount.enabled = false` with `cgroup.hostRoot = \"/sys/fs/cgroup\"`, and the `securityContext.capabilities` for `ciliumAgent` and `cleanCiliumState` without `SYS_MODULE`.\n\nUse it with `helm_release` as `values = [yamlencode(provider::talosboot::cilium_talos_values(\"localhost:7445\"))]`, or merge your own settings on top. Clusters that run kube-proxy (Talos' default) take `cilium_talos_values_with_kube_proxy()` instead.",
         )
     }
 

@@ -7,9 +7,11 @@
 //! - KubePrism, `localhost`/`127.0.0.1`:`kubeprism_port`: reachable iff H and KubePrism is
 //!   enabled; otherwise `connect: connection refused` (nothing listens in the pod's own netns).
 //! - `localhost:6443` on a control-plane node with H: the API server's own port.
-//! - The `kubernetes` Service, `10.96.0.1:443`: reachable iff N has a Service dataplane
-//!   (kube-proxy runs, or the Cilium agent is Ready on N with kube-proxy replacement on) and
-//!   (H or N has a pod network). Otherwise the SYN goes nowhere: `i/o timeout`.
+//! - The `kubernetes` Service, `10.96.0.1:443`: reachable iff N has a Service dataplane (a Ready
+//!   pod of the `kube-system/kube-proxy` DaemonSet runs on N, or the Cilium agent is Ready on N
+//!   with kube-proxy replacement on) and (H or N has a pod network). Otherwise the SYN goes
+//!   nowhere: `i/o timeout` (a client that dials while the dataplane comes up connects once it
+//!   is there, within its dial timeout: SYNs are retransmitted).
 //! - A control-plane node IP on `:6443`: reachable from H anywhere, or from a pod network.
 //! - Anything else: `i/o timeout` (IPs) or `no such host` (names).
 //!
@@ -23,7 +25,7 @@ use serde_json::Value;
 
 use super::obj;
 use crate::config::{Pace, SimConfig};
-use crate::store::{GroupResource, Store};
+use crate::store::{GroupResource, ListOptions, Store};
 
 /// The `kubernetes` Service address the kubelet injects.
 pub const SERVICE_HOST: &str = "10.96.0.1";
@@ -126,10 +128,25 @@ fn cilium_kpr(store: &Store) -> bool {
         })
 }
 
-/// Whether Service ClusterIPs route on `node`: kube-proxy runs, or Cilium (kube-proxy
+/// Whether a Ready kube-proxy pod (DaemonSet `kube-system/kube-proxy`, label
+/// `k8s-app=kube-proxy`) runs on `node`: it has programmed the Service rules there.
+pub fn kube_proxy_routes(store: &Store, node: &str) -> bool {
+    let pods = store.list(
+        &obj::pods(),
+        Some("kube-system"),
+        &ListOptions::default().labels("k8s-app=kube-proxy"),
+    );
+    pods.is_ok_and(|list| {
+        list.items.iter().any(|p| {
+            obj::s(p, "/spec/nodeName") == node && obj::pod_ready(p) && !obj::is_deleting(p)
+        })
+    })
+}
+
+/// Whether Service ClusterIPs route on `node`: kube-proxy runs there, or Cilium (kube-proxy
 /// replacement) is up there.
-pub fn service_routing(store: &Store, config: &SimConfig, node: &str) -> bool {
-    config.kube_proxy || (pod_network_ready(store, node) && cilium_kpr(store))
+pub fn service_routing(store: &Store, node: &str) -> bool {
+    kube_proxy_routes(store, node) || (pod_network_ready(store, node) && cilium_kpr(store))
 }
 
 /// Checks whether `endpoint` is reachable from `from` (see the module docs for the rule).
@@ -163,7 +180,7 @@ pub fn check_api(
     }
     if host == SERVICE_HOST {
         let ok = port == SERVICE_PORT
-            && service_routing(store, config, &from.node)
+            && service_routing(store, &from.node)
             && (from.host_network || pod_net);
         return if ok {
             Ok(())

@@ -1,6 +1,8 @@
 //! The scheduler: binds Pending pods without `spec.nodeName` to a feasible node (fewest pods
 //! first). Filters, in the real scheduler's order: `spec.unschedulable`, taints (NoSchedule /
-//! NoExecute) against tolerations, `nodeSelector`, required node affinity. An unschedulable pod
+//! NoExecute) against tolerations, `nodeSelector`, required node affinity, required pod
+//! anti-affinity (no pod its `labelSelector` matches, in its namespaces, on a node with the same
+//! `topologyKey` label value: Cilium's operator replicas, one per node). An unschedulable pod
 //! gets `PodScheduled=False` (reason `Unschedulable`) and a `FailedScheduling` event worded like
 //! kube-scheduler's.
 
@@ -44,9 +46,21 @@ fn schedule_all(store: &Store) {
             .entry(obj::s(p, "/spec/nodeName").to_string())
             .or_default() += 1;
     }
+    // Pods on nodes, for anti-affinity: terminating ones still count, as in kube-scheduler.
+    let mut assigned: Vec<Value> = pods
+        .items
+        .iter()
+        .filter(|p| !obj::s(p, "/spec/nodeName").is_empty() && !obj::pod_finished(p))
+        .cloned()
+        .collect();
     for pod in pods.items.iter().filter(|p| wants_scheduling(p)) {
-        let result = match place(pod, &nodes.items, &load) {
-            Ok(node) => bind(store, pod, &node).map(|()| *load.entry(node).or_default() += 1),
+        let result = match place_among(pod, &nodes.items, &load, &assigned) {
+            Ok(node) => bind(store, pod, &node).map(|()| {
+                *load.entry(node.clone()).or_default() += 1;
+                let mut bound = pod.clone();
+                bound["spec"]["nodeName"] = json!(node);
+                assigned.push(bound);
+            }),
             Err(message) => mark_unschedulable(store, pod, &message),
         };
         if let Err(e) = result {
@@ -62,16 +76,30 @@ fn wants_scheduling(pod: &Value) -> bool {
         && obj::pod_phase(pod) == "Pending"
 }
 
-/// The node to bind to, or the `FailedScheduling` message.
+/// The node to bind to, or the `FailedScheduling` message (no other pod on any node).
 pub fn place(
     pod: &Value,
     nodes: &[Value],
     load: &BTreeMap<String, usize>,
 ) -> Result<String, String> {
+    place_among(pod, nodes, load, &[])
+}
+
+/// [`place`] with the pods already on nodes (`spec.nodeName` set), for pod anti-affinity.
+pub fn place_among(
+    pod: &Value,
+    nodes: &[Value],
+    load: &BTreeMap<String, usize>,
+    assigned: &[Value],
+) -> Result<String, String> {
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut feasible = Vec::new();
     for node in nodes {
-        match filter(pod, node) {
+        let reason = filter(pod, node).or_else(|| {
+            (!anti_affinity_allows(pod, node, nodes, assigned))
+                .then(|| "node(s) didn't match pod anti-affinity rules".to_owned())
+        });
+        match reason {
             None => feasible.push(obj::name(node).to_string()),
             Some(reason) => *reasons.entry(reason).or_default() += 1,
         }
@@ -135,6 +163,62 @@ pub fn tolerates_node(tolerations: &[Value], node: &Value) -> bool {
         !matches!(obj::s(taint, "/effect"), "NoSchedule" | "NoExecute")
             || tolerations.iter().any(|t| tolerates(t, taint))
     })
+}
+
+/// Whether `pod`'s required anti-affinity terms allow `node`: for each term, no pod of
+/// `assigned` in the term's namespaces (default: the pod's) whose labels its `labelSelector`
+/// matches runs on a node sharing `node`'s value of `topologyKey` (a node without that label is
+/// never in conflict).
+fn anti_affinity_allows(pod: &Value, node: &Value, nodes: &[Value], assigned: &[Value]) -> bool {
+    let terms = obj::arr(
+        pod,
+        "/spec/affinity/podAntiAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+    );
+    let label = |n: &Value, key: &str| {
+        n.pointer("/metadata/labels")
+            .and_then(|l| l.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    terms.iter().all(|term| {
+        let key = obj::s(term, "/topologyKey");
+        let Some(domain) = label(node, key) else {
+            return true;
+        };
+        let namespaces: Vec<&str> = match obj::arr(term, "/namespaces") {
+            [] => vec![obj::namespace(pod)],
+            list => list.iter().filter_map(Value::as_str).collect(),
+        };
+        !assigned.iter().any(|other| {
+            namespaces.contains(&obj::namespace(other))
+                && selector_matches(term.get("labelSelector").unwrap_or(&Value::Null), other)
+                && nodes.iter().any(|n| {
+                    obj::name(n) == obj::s(other, "/spec/nodeName")
+                        && label(n, key).as_deref() == Some(domain.as_str())
+                })
+        })
+    })
+}
+
+/// A `LabelSelector` (`matchLabels`, `matchExpressions`) against an object's labels; a null
+/// selector matches nothing.
+fn selector_matches(selector: &Value, o: &Value) -> bool {
+    if selector.is_null() {
+        return false;
+    }
+    let label = |k: &str| {
+        o.pointer("/metadata/labels")
+            .and_then(|l| l.get(k))
+            .and_then(Value::as_str)
+    };
+    let labels_ok = selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
+    labels_ok
+        && obj::arr(selector, "/matchExpressions")
+            .iter()
+            .all(|e| expr_matches(e, label(obj::s(e, "/key"))))
 }
 
 pub(crate) fn node_selector_matches(pod: &Value, node: &Value) -> bool {
@@ -288,5 +372,50 @@ mod tests {
         assert_eq!(place(&all, &nodes, &BTreeMap::new()).unwrap(), "cp");
         let affinity = json!({"spec": {"tolerations": [{"operator": "Exists"}], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}]}]}}}}});
         assert_eq!(place(&affinity, &nodes, &BTreeMap::new()).unwrap(), "w");
+    }
+
+    #[test]
+    fn required_pod_anti_affinity_keeps_replicas_on_separate_nodes() {
+        let nodes = vec![node("cp", json!([])), node("w", json!([]))];
+        let operator = |name: &str, on: Option<&str>| {
+            json!({"metadata": {"name": name, "namespace": "kube-system", "labels": {"io.cilium/app": "operator"}},
+                "spec": {"nodeName": on, "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"io.cilium/app": "operator"}}}]}}}})
+        };
+        let first = operator("op-1", Some("cp"));
+        assert_eq!(
+            place_among(
+                &operator("op-2", None),
+                &nodes,
+                &BTreeMap::new(),
+                std::slice::from_ref(&first)
+            )
+            .unwrap(),
+            "w"
+        );
+        let second = operator("op-2", Some("w"));
+        assert_eq!(
+            place_among(
+                &operator("op-3", None),
+                &nodes,
+                &BTreeMap::new(),
+                &[first, second]
+            )
+            .unwrap_err(),
+            "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        );
+        let mut elsewhere = operator("op-1", Some("cp"));
+        elsewhere["metadata"]["namespace"] = json!("other");
+        assert_eq!(
+            place_among(
+                &operator("op-2", None),
+                &nodes[..1],
+                &BTreeMap::new(),
+                &[elsewhere]
+            )
+            .unwrap(),
+            "cp",
+            "another namespace's pods do not count"
+        );
     }
 }

@@ -2,12 +2,12 @@
 //! `kube-system`, chart version from `--version`, values from `--set`/`--set-string`/`--values`; cilium-cli's
 //! flags, cobra-parsed: unknown flags such as the classic mode's `--helm-set` fail),
 //! `uninstall`, `status [--wait] [--wait-duration D]`, `version`. `status --wait` waits like
-//! cilium-cli: DaemonSet `cilium` desired == ready == updated and the Deployment
-//! `cilium-operator` likewise, both at their latest generation. `Error: ...` goes to stderr.
+//! cilium-cli: the DaemonSets `cilium` and `cilium-envoy` desired == ready == updated, the
+//! Deployments `cilium-operator`, `hubble-relay`, `hubble-ui` and `clustermesh-apiserver` ready
+//! and updated replicas as asked, all at their latest generation; a component other than the
+//! agent that does not exist is disabled, not an error. `Error: ...` goes to stderr.
 
 use std::time::{Duration, Instant};
-
-use serde_json::Value;
 
 use super::flags::{self, Flag};
 use super::helm::{self, Args};
@@ -156,7 +156,11 @@ async fn run(ctx: &ProgramContext) -> Result<(), String> {
                 version.trim_start_matches('v')
             ));
             ctx.out("🔮 Auto-detected cluster name: default");
-            if !ctx.config.kube_proxy {
+            let kube_proxy = ctx
+                .store
+                .get(&obj::daemonsets(), "kube-system", "kube-proxy")
+                .is_ok();
+            if !kube_proxy {
                 ctx.out("🔮 Auto-detected kube-proxy has not been installed");
             }
             args.version = Some(version);
@@ -187,30 +191,48 @@ async fn run(ctx: &ProgramContext) -> Result<(), String> {
     }
 }
 
-/// Whether the agent DaemonSet and the operator Deployment are fully rolled out.
-pub fn cilium_ready(ctx: &ProgramContext, ns: &str) -> bool {
-    let ds = ctx.store.get(&obj::daemonsets(), ns, "cilium").ok();
-    let op = ctx
-        .store
-        .get(&obj::deployments(), ns, "cilium-operator")
-        .ok();
-    let observed = |o: &Value| {
-        obj::i64_at(o, "/status/observedGeneration") == obj::i64_at(o, "/metadata/generation")
+/// The components `cilium status` judges, in its order: (name, is a DaemonSet, its status line).
+const COMPONENTS: &[(&str, bool, &str)] = &[
+    ("cilium", true, "Cilium"),
+    ("cilium-operator", false, "Operator"),
+    ("cilium-envoy", true, "Envoy DaemonSet"),
+    ("hubble-relay", false, "Hubble Relay"),
+    ("clustermesh-apiserver", false, "ClusterMesh"),
+];
+
+/// `None`: the component does not exist (disabled); else whether it is fully rolled out.
+fn component_ready(ctx: &ProgramContext, ns: &str, name: &str, daemonset: bool) -> Option<bool> {
+    let gr = if daemonset {
+        obj::daemonsets()
+    } else {
+        obj::deployments()
     };
-    let ds_ok = ds.is_some_and(|d| {
-        let desired = obj::i64_at(&d, "/status/desiredNumberScheduled").unwrap_or(0);
-        observed(&d)
+    let o = ctx.store.get(&gr, ns, name).ok()?;
+    let observed =
+        obj::i64_at(&o, "/status/observedGeneration") == obj::i64_at(&o, "/metadata/generation");
+    Some(if daemonset {
+        let desired = obj::i64_at(&o, "/status/desiredNumberScheduled").unwrap_or(0);
+        observed
             && desired > 0
-            && obj::i64_at(&d, "/status/numberReady") == Some(desired)
-            && obj::i64_at(&d, "/status/updatedNumberScheduled") == Some(desired)
-    });
-    let op_ok = op.is_some_and(|d| {
-        let want = obj::i64_at(&d, "/spec/replicas").unwrap_or(1);
-        observed(&d)
-            && obj::i64_at(&d, "/status/readyReplicas") == Some(want)
-            && obj::i64_at(&d, "/status/updatedReplicas") == Some(want)
-    });
-    ds_ok && op_ok
+            && obj::i64_at(&o, "/status/numberReady") == Some(desired)
+            && obj::i64_at(&o, "/status/updatedNumberScheduled") == Some(desired)
+    } else {
+        let want = obj::i64_at(&o, "/spec/replicas").unwrap_or(1);
+        observed
+            && obj::i64_at(&o, "/status/readyReplicas").unwrap_or(0) == want
+            && obj::i64_at(&o, "/status/updatedReplicas").unwrap_or(0) == want
+    })
+}
+
+/// Whether the agent exists and every component that exists is fully rolled out (`hubble-ui`
+/// included, which `cilium status` lists without a status line of its own).
+pub fn cilium_ready(ctx: &ProgramContext, ns: &str) -> bool {
+    component_ready(ctx, ns, "cilium", true) == Some(true)
+        && COMPONENTS
+            .iter()
+            .map(|(name, ds, _)| (*name, *ds))
+            .chain([("hubble-ui", false)])
+            .all(|(name, ds)| component_ready(ctx, ns, name, ds) != Some(false))
 }
 
 async fn wait_ready(
@@ -234,42 +256,50 @@ async fn wait_ready(
 }
 
 fn print_status(ctx: &ProgramContext, ns: &str) {
-    let ds = ctx.store.get(&obj::daemonsets(), ns, "cilium").ok();
-    let op = ctx
-        .store
-        .get(&obj::deployments(), ns, "cilium-operator")
-        .ok();
-    let ok = cilium_ready(ctx, ns);
-    let state = |present: bool| {
-        if !present {
-            "disabled"
-        } else if ok {
-            "OK"
-        } else {
-            "1 errors"
-        }
-    };
-    ctx.out("    /¯¯\\");
-    ctx.out(&format!(
-        " /¯¯\\__/¯¯\\    Cilium:             {}",
-        state(ds.is_some())
-    ));
-    ctx.out(&format!(
-        " \\__/¯¯\\__/    Operator:           {}",
-        state(op.is_some())
-    ));
-    ctx.out(" /¯¯\\__/¯¯\\    Envoy DaemonSet:    disabled (using embedded mode)");
-    ctx.out(" \\__/¯¯\\__/    Hubble Relay:       disabled");
-    ctx.out("    \\__/       ClusterMesh:        disabled");
-    ctx.out("");
-    if let Some(d) = ds {
-        let n = |p: &str| obj::i64_at(&d, p).unwrap_or(0);
-        let desired = n("/status/desiredNumberScheduled");
-        ctx.out(&format!("DaemonSet              cilium                   Desired: {desired}, Ready: {}/{desired}, Available: {}/{desired}", n("/status/numberReady"), n("/status/numberAvailable")));
+    let logo = [
+        "    /¯¯\\",
+        " /¯¯\\__/¯¯\\",
+        " \\__/¯¯\\__/",
+        " /¯¯\\__/¯¯\\",
+        " \\__/¯¯\\__/",
+        "    \\__/   ",
+    ];
+    ctx.out(logo[0]);
+    for (i, (name, ds, title)) in COMPONENTS.iter().enumerate() {
+        let state = match component_ready(ctx, ns, name, *ds) {
+            None => "disabled",
+            Some(true) => "OK",
+            Some(false) => "1 errors",
+        };
+        let title = format!("{title}:");
+        ctx.out(&format!("{:<14}    {title:<20}{state}", logo[i + 1]));
     }
-    if let Some(d) = op {
-        let n = |p: &str| obj::i64_at(&d, p).unwrap_or(0);
-        let want = n("/spec/replicas");
-        ctx.out(&format!("Deployment             cilium-operator          Desired: {want}, Ready: {}/{want}, Available: {}/{want}", n("/status/readyReplicas"), n("/status/availableReplicas")));
+    ctx.out("");
+    for (name, ds, _) in COMPONENTS.iter().chain([("hubble-ui", false, "")].iter()) {
+        let gr = if *ds {
+            obj::daemonsets()
+        } else {
+            obj::deployments()
+        };
+        let Ok(o) = ctx.store.get(&gr, ns, name) else {
+            continue;
+        };
+        let n = |p: &str| obj::i64_at(&o, p).unwrap_or(0);
+        let line = if *ds {
+            let desired = n("/status/desiredNumberScheduled");
+            format!(
+                "DaemonSet              {name:<25}Desired: {desired}, Ready: {}/{desired}, Available: {}/{desired}",
+                n("/status/numberReady"),
+                n("/status/numberAvailable")
+            )
+        } else {
+            let want = n("/spec/replicas");
+            format!(
+                "Deployment             {name:<25}Desired: {want}, Ready: {}/{want}, Available: {}/{want}",
+                n("/status/readyReplicas"),
+                n("/status/availableReplicas")
+            )
+        };
+        ctx.out(&line);
     }
 }

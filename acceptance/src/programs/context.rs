@@ -180,20 +180,35 @@ impl ProgramContext {
     }
 
     /// Connects to the API endpoint: `Ok` when reachable from this pod (see
-    /// [`network::check_api`]); a timeout only fails after the dial timeout (scaled by pace).
+    /// [`network::check_api`]); a timeout only fails after the dial timeout (scaled by pace), and
+    /// a route that appears meanwhile (kube-proxy or Cilium coming up on the node: the SYN is
+    /// retransmitted) connects.
     pub async fn dial_api(&self) -> Result<(), DialError> {
         let from = Vantage {
             node: self.node().to_string(),
             host_network: self.host_network(),
         };
-        let result =
-            network::check_api(&self.store.system(), &self.config, &from, &self.endpoint());
-        if let Err(e) = &result {
-            if e.is_timeout() {
-                tokio::time::sleep(network::dial_timeout(self.config.pace)).await;
+        let check =
+            || network::check_api(&self.store.system(), &self.config, &from, &self.endpoint());
+        let result = check();
+        match &result {
+            Err(e) if e.is_timeout() => {
+                let timeout = network::dial_timeout(self.config.pace);
+                let deadline = tokio::time::Instant::now() + timeout;
+                let step = (timeout / 10).max(std::time::Duration::from_millis(5));
+                while tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(
+                        step.min(deadline.saturating_duration_since(tokio::time::Instant::now())),
+                    )
+                    .await;
+                    if check().is_ok() {
+                        return Ok(());
+                    }
+                }
+                result
             }
+            _ => result,
         }
-        result
     }
 
     /// Reads a file of the container: volume mounts of ConfigMaps, Secrets and projected

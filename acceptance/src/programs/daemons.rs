@@ -1,5 +1,6 @@
 //! Long-running programs: the Cilium agent image (agent and init containers), the Cilium
-//! operator, Flux's controllers and `pause`. They connect to the API endpoint from their
+//! operator, Envoy, Hubble relay and UI, the cluster-mesh API server, kube-proxy, Flux's
+//! controllers and `pause`. Those that talk to the API connect to the endpoint from their
 //! environment first; unreachable → they log the Go error and exit 1 (CrashLoopBackOff).
 //!
 //! Talos specifics of the agent image: the `mount-cgroup` init container (rendered unless
@@ -28,6 +29,50 @@ async fn serve(ctx: &ProgramContext, started: &str) -> Exit {
     ctx.set_ready(true);
     ctx.out(started);
     std::future::pending().await
+}
+
+/// A component that reports Ready once started and runs until killed, logging `started` first;
+/// with `needs_api`, only after reaching the API endpoint of its environment (unreachable: the
+/// Go client's error, exit 1). Envoy, Hubble relay (it talks to the agents, not the API), Hubble
+/// UI's frontend and backend, the cluster-mesh API server's containers, kube-proxy.
+pub struct Component {
+    pub started: &'static str,
+    pub needs_api: bool,
+}
+
+impl Program for Component {
+    fn run(&self, ctx: ProgramContext) -> ProgramFuture {
+        let (started, needs_api) = (self.started, self.needs_api);
+        Box::pin(async move {
+            if needs_api {
+                if let Err(e) = ctx.dial_api().await {
+                    ctx.out(&format!("level=error msg=\"Unable to contact k8s api-server\" error=\"Get \\\"{}\\\": {e}\"", version_url(&ctx)));
+                    return Exit::code(1);
+                }
+            }
+            serve(&ctx, started).await
+        })
+    }
+}
+
+/// Everything run from the `quay.io/cilium/clustermesh-apiserver` image: the `etcd-init` init
+/// container (`clustermesh-apiserver etcdinit`) completes; `etcd` and the API server serve.
+pub struct ClusterMeshImage;
+
+impl Program for ClusterMeshImage {
+    fn run(&self, ctx: ProgramContext) -> ProgramFuture {
+        Box::pin(async move {
+            if ctx.argv.get(1).map(String::as_str) == Some("etcdinit") {
+                ctx.out("level=info msg=\"etcd initialized\" subsys=etcdinit");
+                return Exit::ok();
+            }
+            serve(
+                &ctx,
+                "level=info msg=\"Started clustermesh-apiserver\" subsys=clustermesh-apiserver",
+            )
+            .await
+        })
+    }
 }
 
 /// A Flux controller (`source-controller`, `kustomize-controller`, ...).

@@ -15,8 +15,9 @@
 //!
 //! Built-in programs: `sh` (busybox/alpine subset with pipelines, `sed` and `grep`: [`shell`]),
 //! `helm` ([`helm`]), `kubectl`
-//! (a subset: [`kubectl`]), `cilium` (cilium-cli: [`cilium`]), the Cilium agent and operator, Flux controllers and the Flux
-//! Operator ([`daemons`], [`flux_operator`]), `pause`.
+//! (a subset: [`kubectl`]), `cilium` (cilium-cli: [`cilium`]), the Cilium agent and operator,
+//! Envoy, Hubble relay and UI, the cluster-mesh API server, kube-proxy, Flux controllers and the
+//! Flux Operator ([`daemons`], [`flux_operator`]), `pause`.
 
 pub mod charts;
 pub mod cilium;
@@ -185,6 +186,19 @@ impl ProgramRegistry {
             &["cilium-operator-generic"],
             &["cilium-operator-generic"],
         );
+        r.add_cilium_components();
+        r.add_image(
+            "registry.k8s.io/kube-proxy",
+            &["/usr/local/bin/kube-proxy"],
+            &["kube-proxy"],
+        );
+        r.add_program(
+            "kube-proxy",
+            daemons::Component {
+                started: "I0101 00:00:00.000000       1 server_linux.go:66] \"Using iptables proxy\"",
+                needs_api: false,
+            },
+        );
         r.add_image(
             "ghcr.io/controlplaneio-fluxcd/flux-operator",
             &["flux-operator"],
@@ -216,6 +230,54 @@ impl ProgramRegistry {
         r.add_program("flux-operator", flux_operator::FluxOperator);
         r.add_program("cilium-image", daemons::CiliumAgentImage);
         r
+    }
+
+    /// The images of Cilium's other components, each run by a [`daemons::Component`] (their
+    /// repositories as the chart defaults them; the tag does not matter to the registry).
+    fn add_cilium_components(&mut self) {
+        let components: [(&str, &[&str], &str, &str, bool); 4] = [
+            (
+                "quay.io/cilium/cilium-envoy",
+                &["cilium-envoy-starter", "cilium-envoy"],
+                "cilium-envoy",
+                "[info][main] [source/server/server.cc:960] all clusters initialized. initializing init manager",
+                false,
+            ),
+            (
+                "quay.io/cilium/hubble-relay",
+                &["hubble-relay"],
+                "hubble-relay",
+                "level=info msg=\"Starting gRPC server...\" subsys=hubble-relay",
+                false,
+            ),
+            (
+                "quay.io/cilium/hubble-ui",
+                &["nginx"],
+                "hubble-ui",
+                "nginx: start worker processes",
+                false,
+            ),
+            (
+                "quay.io/cilium/hubble-ui-backend",
+                &["backend"],
+                "hubble-ui-backend",
+                "level=info msg=\"listening on :8090\" subsys=ui-backend",
+                true,
+            ),
+        ];
+        for (repository, commands, program, started, needs_api) in components {
+            self.add_image(repository, &commands[..1], commands);
+            self.set_handler(repository, program);
+            self.add_program(program, daemons::Component { started, needs_api });
+        }
+        let clustermesh = "quay.io/cilium/clustermesh-apiserver";
+        self.add_image(
+            clustermesh,
+            &["clustermesh-apiserver"],
+            &["clustermesh-apiserver", "etcd"],
+        );
+        self.set_handler(clustermesh, "clustermesh-image");
+        self.add_program("clustermesh-image", daemons::ClusterMeshImage);
     }
 
     /// Makes `repository` pullable: `entrypoint` runs when a container has no `command`.
@@ -350,6 +412,20 @@ mod tests {
                 .is_some_and(|i| !i.has("sh"))
         );
         assert!(r.image("example.com/unknown").is_none());
+        for component in [
+            "quay.io/cilium/cilium-envoy:v1.34.10",
+            "quay.io/cilium/hubble-relay:v1.18.4",
+            "quay.io/cilium/hubble-ui:v0.13.2",
+            "quay.io/cilium/hubble-ui-backend:v0.13.2",
+            "quay.io/cilium/clustermesh-apiserver:v1.18.4",
+            "registry.k8s.io/kube-proxy:v1.33.0",
+        ] {
+            assert!(r.image(component).is_some(), "{component} is known");
+        }
+        assert!(
+            r.image("quay.io/cilium/cilium-envoy-broken:v1").is_none(),
+            "a typo in a repository is an unknown image"
+        );
         assert!(
             r.image("docker.io/bitnami/helm:3")
                 .is_some_and(|i| i.has("helm"))

@@ -146,6 +146,8 @@ async fn render_job_prints_only_the_kinds_and_creates_nothing() {
     let want: BTreeSet<_> = [
         pair("v1", "ServiceAccount"),
         pair("v1", "ConfigMap"),
+        // Hubble's peer Service, rendered by default like the real chart's.
+        pair("v1", "Service"),
         pair(rbac, "ClusterRole"),
         pair(rbac, "ClusterRoleBinding"),
         pair(rbac, "Role"),

@@ -23,21 +23,21 @@ use talos_sim::faults::Matcher;
 
 use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
 
-const NS: &str = "kube-system";
-const MANAGED: &str = "app.kubernetes.io/managed-by=talosboot";
+pub(crate) const NS: &str = "kube-system";
+pub(crate) const MANAGED: &str = "app.kubernetes.io/managed-by=talosboot";
 
-fn root(cluster: &TestCluster, body: &str) -> String {
+pub(crate) fn root(cluster: &TestCluster, body: &str) -> String {
     format!(
         "{REQUIRED_PROVIDERS}\n{}\n{body}\n",
         cluster.provider_block()
     )
 }
 
-fn cilium(extra: &str) -> String {
+pub(crate) fn cilium(extra: &str) -> String {
     format!("resource \"talosboot_cilium\" \"this\" {{\n  version = \"1.18.4\"\n{extra}\n}}\n")
 }
 
-fn workspace(cluster: &TestCluster, body: &str) -> Workspace {
+pub(crate) fn workspace(cluster: &TestCluster, body: &str) -> Workspace {
     let ws = Workspace::new(&root(cluster, body));
     ws.init();
     ws
@@ -62,12 +62,12 @@ async fn release_history(client: &kube::Client, name: &str) -> BTreeMap<i64, Str
         .collect()
 }
 
-async fn current_status(client: &kube::Client) -> Option<String> {
+pub(crate) async fn current_status(client: &kube::Client) -> Option<String> {
     release_history(client, "cilium").await.into_values().last()
 }
 
 /// Bootstrap objects and Leases talosboot left behind in kube-system.
-async fn leftovers(client: &kube::Client) -> Vec<String> {
+pub(crate) async fn leftovers(client: &kube::Client) -> Vec<String> {
     let params = ListParams::default().labels(MANAGED);
     let mut out = Vec::new();
     let names = |kind: &str, items: Vec<Option<String>>| {
@@ -124,7 +124,7 @@ async fn leftovers(client: &kube::Client) -> Vec<String> {
     out
 }
 
-async fn nodes_ready(client: &kube::Client) -> bool {
+pub(crate) async fn nodes_ready(client: &kube::Client) -> bool {
     let nodes: Api<Node> = Api::all(client.clone());
     let list = nodes.list(&ListParams::default()).await.expect("nodes");
     !list.items.is_empty()
@@ -144,7 +144,7 @@ async fn nodes_ready(client: &kube::Client) -> bool {
 }
 
 /// Leftovers go in the background (Job deletion propagates); wait for them to be gone.
-async fn assert_no_leftovers(client: &kube::Client) {
+pub(crate) async fn assert_no_leftovers(client: &kube::Client) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let left = leftovers(client).await;
@@ -404,6 +404,12 @@ async fn the_service_ip_before_the_cni_gets_the_io_timeout_diagnosis() {
         ),
         "{text}"
     );
+    if cluster.simulator().is_some() {
+        assert!(
+            text.contains("kube-proxy is disabled in this cluster"),
+            "the simulated cluster runs no kube-proxy: {text}"
+        );
+    }
     assert!(
         text.contains("kubectl -n kube-system logs job/"),
         "names the kept Job for kubectl logs: {text}"

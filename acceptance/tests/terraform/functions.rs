@@ -1,5 +1,6 @@
 //! Provider-defined functions with the real CLI (protocol 6.5; OpenTofu 1.7+ / Terraform 1.8+):
-//! `provider::talosboot::cilium_talos_values(api_endpoint)`.
+//! `provider::talosboot::cilium_talos_values(api_endpoint)` and
+//! `provider::talosboot::cilium_talos_values_with_kube_proxy()`.
 
 use crate::harness::{REQUIRED_PROVIDERS, Workspace};
 
@@ -79,5 +80,34 @@ output "values" {{
     assert!(
         text.contains("api_endpoint"),
         "the error names the parameter: {text}"
+    );
+}
+
+#[test]
+fn cilium_talos_values_with_kube_proxy_is_talos_variant_for_kube_proxy() {
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
+output "values" {{ value = provider::talosboot::cilium_talos_values_with_kube_proxy() }}
+output "merged" {{ value = merge(provider::talosboot::cilium_talos_values_with_kube_proxy(), {{ hubble = {{ relay = {{ enabled = true }} }} }}) }}
+"#
+    ));
+    ws.init();
+    let apply = ws.apply();
+    let outputs = ws.outputs();
+    let values = &outputs["values"]["value"];
+    assert_eq!(values["kubeProxyReplacement"], false, "{}", apply.text());
+    assert!(
+        values.get("k8sServiceHost").is_none() && values.get("k8sServicePort").is_none(),
+        "kube-proxy routes the Service the agents use: {values}"
+    );
+    assert_eq!(values["ipam"]["mode"], "kubernetes");
+    assert_eq!(values["cgroup"]["autoMount"]["enabled"], false);
+    assert!(
+        !values["securityContext"].to_string().contains("SYS_MODULE"),
+        "{values}"
+    );
+    assert_eq!(
+        outputs["merged"]["value"]["hubble"]["relay"]["enabled"],
+        true
     );
 }

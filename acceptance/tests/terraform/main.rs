@@ -14,7 +14,11 @@
 //! - `unknown_provider_config`: provider settings unknown at plan still plan and apply in one run.
 //! - `checks`: `check` blocks and preconditions reading `data.talosboot_helm_release`.
 //! - `import_and_removed`: `import` blocks (and generated config), `removed` without destroy.
-//! - `functions`: `provider::talosboot::cilium_talos_values`.
+//! - `functions`: `provider::talosboot::cilium_talos_values` and `cilium_talos_values_with_kube_proxy`.
+//! - `cilium_components`: every component of the release waited for and watched (a broken
+//!   `cilium-envoy` fails the apply and warns on refresh, naming it; Hubble relay waited for).
+//! - `cilium_kube_proxy`: `kube_proxy_replacement` on clusters with and without kube-proxy (the
+//!   warning, the error at plan and before any Job, the Service-IP diagnosis).
 //! - `chaos`: seeded random faults during repeated applies; state stays truthful, applies converge
 //!   (`TALOSBOOT_CHAOS_SEED`, `TALOSBOOT_CHAOS_LONG=1`).
 //! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
@@ -28,6 +32,8 @@ mod harness;
 mod chaos;
 mod checks;
 mod cilium;
+mod cilium_components;
+mod cilium_kube_proxy;
 mod examples;
 mod flux_bootstrap;
 mod functions;

@@ -3,6 +3,10 @@
 resource "talosboot_cilium" "this" {
   version = "1.18.4"
 
+  # The Talos values for a cluster with `cluster.proxy.disabled: true` (the default); `false` on a
+  # cluster that runs kube-proxy (Talos' own default). Checked against the cluster at plan.
+  kube_proxy_replacement = true
+
   values = [yamlencode({
     hubble = { relay = { enabled = true } }
   })]

@@ -2,20 +2,93 @@
 //! sentence. The table is matched against everything a failed run left behind: the container log
 //! tail, container state messages and events. The first matching row wins, so more specific
 //! signatures come first.
+//!
+//! Callers decide on the [`Signature`] (which failures end a wait at once, which one a log
+//! signature may replace), never on the wording. The Service-IP timeout is worded for the cluster
+//! it happened in once [`Diagnosis::explain_service_ip`] knows whether kube-proxy is deployed.
+
+use crate::cluster::kube_proxy::KubeProxy;
+
+/// The known failures, one per row of the table (some have several spellings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signature {
+    PodSecurity,
+    SysModule,
+    CgroupMount,
+    /// `dial tcp 10.96.0.1:443: i/o timeout`: the `kubernetes` Service IP did not route.
+    ServiceIpTimeout,
+    KubePrismRefused,
+    EndpointTimeout,
+    NoPodNetwork,
+    NotReadyTaint,
+    NameInUse,
+    ReleaseLocked,
+    Ownership,
+    ImagePull,
+    Tls,
+    RbacEscalation,
+    Forbidden,
+    Deadline,
+}
+
+impl Signature {
+    /// The configuration is wrong: waiting will not help.
+    pub fn is_permanent(self) -> bool {
+        matches!(
+            self,
+            Signature::SysModule
+                | Signature::CgroupMount
+                | Signature::ServiceIpTimeout
+                | Signature::KubePrismRefused
+                | Signature::ImagePull
+        )
+    }
+
+    /// No CNI yet: permanent unless a CNI is being installed right now.
+    pub fn is_no_cni(self) -> bool {
+        matches!(self, Signature::NoPodNetwork | Signature::NotReadyTaint)
+    }
+}
 
 /// What a signature means and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnosis {
+    pub kind: Signature,
     /// The text that was recognised, as it appeared.
     pub signature: String,
     pub cause: String,
     pub fix: String,
 }
 
+const SERVICE_IP_FIX: &str = "point the client at an API endpoint outside the Service CIDR: `api_endpoint` (KubePrism `localhost:7445` on Talos, or a control-plane address), or for the flux bootstrap `job.env` KUBERNETES_SERVICE_HOST/PORT; for Cilium's agents `k8sServiceHost`/`k8sServicePort` (set by `talos_defaults` with `kube_proxy_replacement = true`)";
+
+impl Diagnosis {
+    /// Words a Service-IP timeout for a cluster where kube-proxy is (or is not) deployed; other
+    /// diagnoses are left alone.
+    pub fn explain_service_ip(&mut self, kube_proxy: KubeProxy) {
+        if self.kind != Signature::ServiceIpTimeout {
+            return;
+        }
+        match kube_proxy {
+            KubeProxy::Absent => {
+                self.cause = "the pod used the `kubernetes` Service IP, which routes nowhere before Cilium's service dataplane exists: kube-proxy is disabled in this cluster (no DaemonSet kube-system/kube-proxy), so only Cilium's kube-proxy replacement will route Services".into();
+                self.fix = SERVICE_IP_FIX.into();
+            }
+            KubeProxy::Deployed => {
+                self.cause = "the pod's connection to the `kubernetes` Service IP timed out although kube-proxy is deployed (DaemonSet kube-system/kube-proxy): kube-proxy is not routing Services on that node (its pod there is not running or not ready, or it cannot reach the API server itself), or the pod runs on the pod network, which does not exist before the CNI".into();
+                self.fix = format!(
+                    "check kube-proxy on that node (`kubectl -n kube-system get pods -l k8s-app=kube-proxy -o wide`, then its logs); or {SERVICE_IP_FIX}"
+                );
+            }
+        }
+    }
+}
+
 /// Builds cause and fix from the matched line.
 type Detail = fn(&str) -> Option<(String, String)>;
 
 struct Row {
+    kind: Signature,
     /// All of these must appear (case-sensitive, as the tools print them).
     all: &'static [&'static str],
     cause: &'static str,
@@ -27,54 +100,63 @@ struct Row {
 
 const TABLE: &[Row] = &[
     Row {
+        kind: Signature::PodSecurity,
         all: &["violates PodSecurity"],
         cause: "the namespace's Pod Security level forbids the bootstrap pod (Talos enforces `baseline` everywhere but kube-system, and host networking needs `privileged`)",
         fix: "label the bootstrap namespace `pod-security.kubernetes.io/enforce=privileged`, or use a bootstrap namespace that talosboot creates (it labels it itself)",
         detail: None,
     },
     Row {
+        kind: Signature::SysModule,
         all: &["unable to apply caps: operation not permitted"],
         cause: "a container requested the SYS_MODULE capability, which Talos forbids for every process",
         fix: "remove SYS_MODULE from `securityContext.capabilities.ciliumAgent` and `cleanCiliumState` (leave `talos_defaults = true` and do not override those lists)",
         detail: None,
     },
     Row {
+        kind: Signature::CgroupMount,
         all: &["cilium-mount", "Permission denied"],
         cause: "Cilium tried to mount the cgroup2 filesystem itself, which Talos does not allow",
         fix: "set `cgroup.autoMount.enabled=false` and `cgroup.hostRoot=/sys/fs/cgroup` (the Talos defaults)",
         detail: None,
     },
     Row {
+        kind: Signature::ServiceIpTimeout,
         all: &["dial tcp 10.96.0.1:443", "i/o timeout"],
-        cause: "the pod used the `kubernetes` Service IP, which routes nowhere before Cilium's service dataplane exists (kube-proxy is disabled on Talos)",
-        fix: "point the client at an API endpoint outside the Service CIDR: `api_endpoint` (KubePrism `localhost:7445` on Talos, or a control-plane address), or for the flux bootstrap `job.env` KUBERNETES_SERVICE_HOST/PORT; for Cilium's agents `k8sServiceHost`/`k8sServicePort` (set by `talos_defaults`)",
+        cause: "the pod used the `kubernetes` Service IP, which routes nowhere until a Service dataplane runs on the node: kube-proxy, or Cilium's kube-proxy replacement once its agent is up",
+        fix: SERVICE_IP_FIX,
         detail: None,
     },
     Row {
+        kind: Signature::KubePrismRefused,
         all: &[":7445: connect: connection refused"],
         cause: "nothing listens on the KubePrism port: KubePrism is disabled (Talos before 1.6, or `machine.features.kubePrism.enabled: false`) or runs on another port",
         fix: "enable KubePrism in the Talos machine config, or set `api_endpoint` to a control-plane address such as `<control-plane-ip>:6443`",
         detail: None,
     },
     Row {
+        kind: Signature::EndpointTimeout,
         all: &["i/o timeout"],
         cause: "the pod could not reach the API endpoint it was given",
         fix: "check `api_endpoint`: it must be reachable from the node's host network before any CNI runs (KubePrism `localhost:7445` on Talos)",
         detail: None,
     },
     Row {
+        kind: Signature::NoPodNetwork,
         all: &["network is not ready"],
         cause: "the pod needs the pod network, which does not exist before the CNI (Cilium) runs",
         fix: "run it with host networking, or make this resource `depends_on` the `talosboot_cilium` resource",
         detail: None,
     },
     Row {
+        kind: Signature::NoPodNetwork,
         all: &["cni plugin not initialized"],
         cause: "the pod needs the pod network, which does not exist before the CNI (Cilium) runs",
         fix: "run it with host networking, or make this resource `depends_on` the `talosboot_cilium` resource",
         detail: None,
     },
     Row {
+        kind: Signature::NotReadyTaint,
         all: &["untolerated taint {node.kubernetes.io/not-ready"],
         cause: "no node is Ready: nodes carry the not-ready taint until the CNI (Cilium) runs, so ordinary pods cannot be scheduled yet",
         fix: "install Cilium first: make this resource `depends_on` the `talosboot_cilium` resource",
@@ -83,66 +165,77 @@ const TABLE: &[Row] = &[
     Row {
         // The real scheduler's wording when the nodes' taints differ (a control plane has its
         // role taint too): the taints are not named.
+        kind: Signature::NotReadyTaint,
         all: &["FailedScheduling", "had untolerated taint(s)"],
         cause: "no node is Ready (or none whose taints the pod tolerates): before the CNI (Cilium) runs, every node carries the `node.kubernetes.io/not-ready` taint, so ordinary pods cannot be scheduled yet",
         fix: "install Cilium first: make this resource `depends_on` the `talosboot_cilium` resource; if the nodes are Ready, check the pod's tolerations (`kubectl describe nodes | grep Taints`)",
         detail: None,
     },
     Row {
+        kind: Signature::NameInUse,
         all: &["cannot re-use a name that is still in use"],
         cause: "a Helm release of this name exists (possibly stuck in `pending-install` after a killed run)",
         fix: "apply again (talosboot unlocks a stuck release before it installs), or import the existing release",
         detail: None,
     },
     Row {
+        kind: Signature::ReleaseLocked,
         all: &["another operation (install/upgrade/rollback) is in progress"],
         cause: "the release is locked by an operation that never finished (`pending-*`), or another Helm client is working on it right now",
         fix: "apply again once no other Helm client works on the release: talosboot unlocks stuck releases before upgrading",
         detail: None,
     },
     Row {
+        kind: Signature::Ownership,
         all: &["invalid ownership metadata"],
         cause: "objects of the chart exist without Helm's ownership labels (e.g. Cilium installed as Talos inline manifests)",
         fix: "set `adopt_existing = true` to take them under the release in place",
         detail: None,
     },
     Row {
+        kind: Signature::Ownership,
         all: &["exists and cannot be imported into the current release"],
         cause: "objects of the chart exist without Helm's ownership labels (e.g. Cilium installed as Talos inline manifests)",
         fix: "set `adopt_existing = true` to take them under the release in place",
         detail: None,
     },
     Row {
+        kind: Signature::ImagePull,
         all: &["ImagePullBackOff"],
         cause: "the image cannot be pulled",
         fix: "check the image name and tag, or point `job.image` at a mirror the nodes can reach",
         detail: None,
     },
     Row {
+        kind: Signature::ImagePull,
         all: &["ErrImagePull"],
         cause: "the image cannot be pulled",
         fix: "check the image name and tag, or point `job.image` at a mirror the nodes can reach",
         detail: None,
     },
     Row {
+        kind: Signature::Tls,
         all: &["x509:"],
         cause: "TLS verification failed between the pod and the API endpoint",
         fix: "use an `api_endpoint` covered by the API server certificate (KubePrism `localhost:7445` is on Talos)",
         detail: None,
     },
     Row {
+        kind: Signature::RbacEscalation,
         all: &["is attempting to grant RBAC permissions not currently held"],
         cause: "the bootstrap ServiceAccount may not create a role or binding that grants permissions it does not hold itself (the API server's escalation prevention)",
         fix: "charts that ship RBAC need `escalate` and `bind` on `clusterroles` and `roles` (group rbac.authorization.k8s.io); `rbac = \"minimal\"` grants them when the rendered chart holds a role or binding, so this one creates RBAC objects its render did not show: use `rbac = \"cluster-admin\"` for it",
         detail: None,
     },
     Row {
+        kind: Signature::Forbidden,
         all: &["is forbidden: User"],
         cause: "the bootstrap ServiceAccount lacks a permission",
         fix: "the message names the verb and resource; with `rbac = \"minimal\"` the chart needs it beyond the kinds it renders (a template `lookup`?): use `rbac = \"cluster-admin\"` for it",
         detail: Some(forbidden_detail),
     },
     Row {
+        kind: Signature::Deadline,
         all: &["DeadlineExceeded"],
         cause: "the bootstrap did not finish within `timeout` (the installer hung or waited for something that never came)",
         fix: "the log tail above shows where it stopped; fix that, or raise `timeout`",
@@ -161,6 +254,7 @@ pub fn diagnose<'a>(texts: impl IntoIterator<Item = &'a str> + Clone) -> Option<
                     .and_then(|f| f(line_of(text, row.all[0])))
                     .unwrap_or_else(|| (row.cause.to_owned(), row.fix.to_owned()));
                 Diagnosis {
+                    kind: row.kind,
                     signature,
                     cause,
                     fix,
@@ -261,6 +355,40 @@ mod tests {
         let d = diagnose([event]).expect("known");
         assert!(d.cause.starts_with("no node is Ready"), "{}", d.cause);
         assert!(d.fix.contains("depends_on"), "{}", d.fix);
+    }
+
+    #[test]
+    fn the_service_ip_timeout_says_kube_proxy_is_disabled_only_when_it_is() {
+        let log = "dial tcp 10.96.0.1:443: i/o timeout";
+        let neutral = diagnose([log]).expect("known");
+        assert_eq!(neutral.kind, Signature::ServiceIpTimeout);
+        assert!(!neutral.cause.contains("disabled"), "{}", neutral.cause);
+        let mut absent = neutral.clone();
+        absent.explain_service_ip(KubeProxy::Absent);
+        assert!(
+            absent
+                .cause
+                .contains("kube-proxy is disabled in this cluster"),
+            "{}",
+            absent.cause
+        );
+        let mut deployed = neutral.clone();
+        deployed.explain_service_ip(KubeProxy::Deployed);
+        assert!(
+            !deployed.cause.contains("disabled")
+                && deployed.cause.contains("although kube-proxy is deployed"),
+            "{}",
+            deployed.cause
+        );
+        assert!(
+            deployed.fix.contains("k8s-app=kube-proxy"),
+            "{}",
+            deployed.fix
+        );
+        let mut other = diagnose(["ErrImagePull"]).expect("known");
+        let before = other.clone();
+        other.explain_service_ip(KubeProxy::Absent);
+        assert_eq!(other, before, "other diagnoses are left alone");
     }
 
     #[test]

@@ -240,6 +240,7 @@ pub enum Step {
     ReadRelease,
     Render,
     Readiness,
+    Preflight,
 }
 
 impl Step {
@@ -255,6 +256,7 @@ impl Step {
             Step::ReadRelease => "read the Helm release",
             Step::Render => "learn what the chart creates (rbac = \"minimal\")",
             Step::Readiness => "wait for the workloads to become ready",
+            Step::Preflight => "check the cluster before installing",
         }
     }
 }
@@ -492,6 +494,7 @@ where
         )),
         Err(mut e) => {
             e.warnings.extend(warnings);
+            super::kube_proxy::explain(clients, &mut e.diagnosis).await;
             Err(e)
         }
     }
@@ -887,7 +890,7 @@ async fn run_job(
         || failure
             .diagnosis
             .as_ref()
-            .is_some_and(|d| d.fix.contains("raise `timeout`"))
+            .is_some_and(|d| d.kind == diagnosis::Signature::Deadline)
     {
         // A signature in the log beats the generic deadline diagnosis.
         if let Some(d) = diagnose(texts.iter().copied()) {

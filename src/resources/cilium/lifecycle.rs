@@ -1,16 +1,46 @@
 //! What is Cilium's own on top of the shared Helm-release lifecycle ([`crate::resources::release`]):
-//! readiness as `cilium status --wait` judges it (the agent DaemonSet and the operator Deployment
-//! rolled out at their current generation) plus every node Ready without the not-ready taint, and
-//! the agents and nodes in the state.
+//! readiness as `cilium status --wait` judges it: every component the release's manifest contains
+//! in its namespace (the `cilium` and `cilium-envoy` DaemonSets, the `cilium-operator`, and with
+//! their features the `hubble-relay`, `hubble-ui` and `clustermesh-apiserver` Deployments), each
+//! rolled out at its current generation, plus every node Ready without the not-ready taint; the
+//! components, agents and nodes in the state; and the kube-proxy check before an install
+//! ([`super::preflight`]).
 
 use std::time::Duration;
 
-use super::model::{Agents, Cilium};
-use crate::cluster::bootstrap::{BootstrapNamespace, JobSettings};
+use futures::future::BoxFuture;
+
+use super::model::{Agents, Cilium, Component};
+use crate::cluster::ClusterError;
+use crate::cluster::bootstrap::{BootstrapNamespace, Clients, JobSettings};
 use crate::cluster::helm_install::ChartInstall;
 use crate::cluster::helm_release::HelmRelease;
 use crate::cluster::readiness::{Kind, WorkloadRef};
-use crate::resources::release::{Observed, Readiness, Release, ReleaseFields};
+use crate::framework::Diagnostics;
+use crate::resources::release::{
+    Observed, PreflightAt, Readiness, Release, ReleaseFields, WorkloadSource,
+};
+
+/// The components of a Cilium release: the DaemonSets and Deployments its manifest puts in the
+/// release namespace (what `cilium status --wait` judges; Jobs, and workloads of other
+/// namespaces such as SPIRE's, are not components).
+pub fn components(release: Option<&HelmRelease>, namespace: &str) -> Vec<WorkloadRef> {
+    release
+        .map(|r| r.workloads.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|w| w.namespace.as_deref().is_none_or(|n| n == namespace))
+        .filter_map(|w| {
+            let kind =
+                Kind::of(&w.kind).filter(|k| matches!(k, Kind::DaemonSet | Kind::Deployment))?;
+            Some(WorkloadRef {
+                kind,
+                namespace: namespace.to_owned(),
+                name: w.name.clone(),
+            })
+        })
+        .collect()
+}
 
 impl Release for Cilium {
     fn label(&self) -> String {
@@ -47,35 +77,29 @@ impl Release for Cilium {
     fn bootstrap_namespace(&self) -> BootstrapNamespace {
         Cilium::bootstrap_namespace(self)
     }
-    fn readiness(&self, _release: Option<&HelmRelease>) -> Readiness {
-        let ns = self.release_namespace().to_owned();
+    fn readiness(&self, release: Option<&HelmRelease>) -> Readiness {
         Readiness {
-            workloads: vec![
-                WorkloadRef {
-                    kind: Kind::DaemonSet,
-                    namespace: ns.clone(),
-                    name: "cilium".into(),
-                },
-                WorkloadRef {
-                    kind: Kind::Deployment,
-                    namespace: ns,
-                    name: "cilium-operator".into(),
-                },
-            ],
+            workloads: components(release, self.release_namespace()),
             pods: "app.kubernetes.io/part-of=cilium".into(),
             nodes: true,
         }
     }
-    /// A refresh reads the agents only: a node's agent Ready means its CNI is up (the node lost the
-    /// not-ready taint), so `nodes_ready` follows from them; the operator counts at apply.
-    fn refresh_readiness(&self, _release: Option<&HelmRelease>) -> Readiness {
-        let mut r = self.readiness(None);
-        r.workloads.retain(|w| w.kind == Kind::DaemonSet);
+    /// A refresh reads the components, not the nodes: a node's agent Ready means its CNI is up
+    /// (the node lost the not-ready taint), so `nodes_ready` follows from the agents.
+    fn refresh_readiness(&self, release: Option<&HelmRelease>) -> Readiness {
+        let mut r = self.readiness(release);
         r.nodes = false;
         r
     }
-    fn readiness_is_fixed(&self) -> bool {
-        true
+    fn workload_source(&self) -> WorkloadSource {
+        WorkloadSource::ManifestListed
+    }
+    fn preflight<'a>(
+        &'a self,
+        clients: &'a Clients,
+        at: PreflightAt,
+    ) -> BoxFuture<'a, Result<Diagnostics, ClusterError>> {
+        Box::pin(super::preflight::check_kube_proxy(self, clients, at))
     }
     fn revision(&self) -> Option<i64> {
         self.revision
@@ -96,11 +120,28 @@ impl Release for Cilium {
         self.app_version = Some(f.app_version.clone());
         self.values_sha256 = Some(f.values_sha256.clone());
         self.version = Some(f.version.clone());
+        // States written before the input existed: those installs replaced kube-proxy.
+        self.kube_proxy_replacement.get_or_insert(true);
         let agents = o.rollout("cilium");
         self.agents = Some(Agents {
             ready: agents.map_or(0, |r| r.ready),
             desired: agents.map_or(0, |r| r.desired),
         });
+        self.components = Some(
+            o.workloads
+                .iter()
+                .map(|(w, seen)| {
+                    let r = &seen.rollout;
+                    let component = Component {
+                        kind: w.kind.as_str().to_owned(),
+                        desired: r.desired,
+                        ready: r.ready,
+                        rolled_out: r.done(),
+                    };
+                    (w.name.clone(), component)
+                })
+                .collect(),
+        );
         // Read at apply; a refresh infers it from the agents (one per node, tolerating everything).
         self.nodes_ready = o
             .nodes_ready

@@ -1,19 +1,22 @@
 //! Resource `talosboot_cilium`: Cilium installed, adopted, upgraded, watched and repaired before any
 //! CNI exists, as Cilium's values and readiness on top of the shared Helm-release lifecycle
 //! ([`crate::resources::release`]). Reads top-down: [`schema`], [`model`] (inputs, Talos values,
-//! checks), [`plan`], [`lifecycle`] (what "ready" means for Cilium, the agents in the state),
-//! [`moved`] (from `helm_release`).
+//! checks), [`plan`], [`preflight`] (the kube-proxy check, at plan and before any Job),
+//! [`lifecycle`] (what "ready" means for Cilium, the components in the state), [`moved`] (from
+//! `helm_release`).
 
 pub mod lifecycle;
 pub mod model;
 pub mod moved;
 pub mod plan;
+pub mod preflight;
 pub mod schema;
 
 use self::model::Cilium;
 use crate::framework::{Diagnostics, MoveRequest, PlanRequest, PlanResponse, Schema};
 use crate::resources::private::Private;
 use crate::resources::release::resource::{ReleaseModel, ReleaseResource};
+use crate::values::Value;
 
 /// The `talosboot_cilium` resource.
 pub type CiliumResource = ReleaseResource<Cilium>;
@@ -29,6 +32,9 @@ impl ReleaseModel for Cilium {
     }
     fn plan(req: PlanRequest) -> PlanResponse {
         plan::plan(req)
+    }
+    fn planned_for_preflight(planned: &Value, config: &Value) -> Option<Self> {
+        plan::planned_with_known_values(config, planned)
     }
     fn with_defaults(self) -> Self {
         Cilium::with_defaults(self)
@@ -46,6 +52,7 @@ impl ReleaseModel for Cilium {
         self.app_version = prior.app_version.clone();
         self.values_sha256 = prior.values_sha256.clone();
         self.agents = prior.agents.clone();
+        self.components = prior.components.clone();
         self.nodes_ready = prior.nodes_ready;
     }
     fn for_import(namespace: &str, name: &str) -> Self {

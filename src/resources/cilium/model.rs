@@ -1,7 +1,8 @@
 //! The model of `talosboot_cilium`: its configuration and state as plain structs, the values it
-//! installs (Talos defaults under the user's documents and `set` entries), and the checks that
-//! need no I/O.
+//! installs (Talos defaults, in the variant `kube_proxy_replacement` chooses, under the user's
+//! documents and `set` entries), and the checks that need no I/O.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,18 @@ pub struct Agents {
     pub desired: i64,
 }
 
+/// One workload of the release (`components` in the state), as a refresh or apply saw it.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+pub struct Component {
+    /// `DaemonSet` or `Deployment`.
+    pub kind: String,
+    /// DaemonSets: the nodes it is scheduled on; Deployments: the replicas asked for.
+    pub desired: i64,
+    pub ready: i64,
+    /// Updated, ready and available at the current generation (`cilium status --wait`).
+    pub rolled_out: bool,
+}
+
 /// Configuration, plan and state share one shape.
 #[derive(Clone, Deserialize, Serialize, PartialEq, Default)]
 pub struct Cilium {
@@ -45,6 +58,7 @@ pub struct Cilium {
     pub timeout: Option<String>,
     pub wait: Option<bool>,
     pub talos_defaults: Option<bool>,
+    pub kube_proxy_replacement: Option<bool>,
     pub api_endpoint: Option<String>,
     pub adopt_existing: Option<bool>,
     pub job: Option<JobInput>,
@@ -56,6 +70,7 @@ pub struct Cilium {
     pub app_version: Option<String>,
     pub values_sha256: Option<String>,
     pub agents: Option<Agents>,
+    pub components: Option<BTreeMap<String, Component>>,
     pub nodes_ready: Option<bool>,
 }
 
@@ -91,6 +106,29 @@ impl Cilium {
     pub fn talos_defaults(&self) -> bool {
         self.talos_defaults.unwrap_or(true)
     }
+    /// The input (default `true`, as before the input existed).
+    pub fn kube_proxy_replacement(&self) -> bool {
+        self.kube_proxy_replacement.unwrap_or(true)
+    }
+
+    /// Whether the installed Cilium will replace kube-proxy, and whether the input says so (or
+    /// the user's values or `talos_defaults = false` decide it).
+    ///
+    /// # Errors
+    /// The values do not merge (a document that is not YAML, a bad `set` path).
+    pub fn replacement_choice(&self) -> Result<ReplacementChoice, String> {
+        let values = self.merged_values()?;
+        let on = match values.get("kubeProxyReplacement") {
+            Some(Json::Bool(b)) => *b,
+            Some(Json::String(s)) => matches!(s.as_str(), "true" | "strict"),
+            // Absent: the chart's default, `false`.
+            _ => false,
+        };
+        Ok(ReplacementChoice {
+            on,
+            from_input: self.talos_defaults() && on == self.kube_proxy_replacement(),
+        })
+    }
     pub fn keep_on_destroy(&self) -> bool {
         self.deletion_policy.as_deref() == Some("keep")
     }
@@ -106,6 +144,7 @@ impl Cilium {
         self.timeout.get_or_insert_with(|| DEFAULT_TIMEOUT.into());
         self.wait.get_or_insert(true);
         self.talos_defaults.get_or_insert(true);
+        self.kube_proxy_replacement.get_or_insert(true);
         self.api_endpoint.get_or_insert_with(|| KUBEPRISM.into());
         self.adopt_existing.get_or_insert(false);
         self.deletion_policy
@@ -129,10 +168,10 @@ impl Cilium {
     /// Non-sensitive values (ConfigMap) and sensitive ones (Secret), merged each.
     pub fn values_parts(&self) -> Result<(Json, Json), String> {
         values_parts(
-            if self.talos_defaults() {
-                talos_values(&self.endpoint())
-            } else {
-                json!({})
+            match (self.talos_defaults(), self.kube_proxy_replacement()) {
+                (true, true) => talos_values(&self.endpoint()),
+                (true, false) => crate::cluster::talos::talos_cilium_values_with_kube_proxy(),
+                (false, _) => json!({}),
             },
             self.values.as_deref(),
             self.set.as_deref(),
@@ -188,7 +227,15 @@ impl Cilium {
     }
 }
 
-/// The Talos values of field notes §2, for an agent endpoint.
+/// Whether Cilium will replace kube-proxy (`kubeProxyReplacement` of the merged values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplacementChoice {
+    pub on: bool,
+    /// `kube_proxy_replacement` decides it (with `talos_defaults`, not overridden by the values).
+    pub from_input: bool,
+}
+
+/// The Talos values of field notes §2 with kube-proxy replacement, for an agent endpoint.
 pub fn talos_values(endpoint: &ApiEndpoint) -> Json {
     crate::cluster::talos::talos_cilium_values(&endpoint.host, endpoint.port)
 }
@@ -281,6 +328,52 @@ mod tests {
             .as_array()
             .expect("caps");
         assert!(!caps.contains(&json!("SYS_MODULE")));
+    }
+
+    #[test]
+    fn without_replacement_the_values_are_talos_values_for_kube_proxy() {
+        let mut c = cilium();
+        assert_eq!(
+            c.replacement_choice(),
+            Ok(ReplacementChoice {
+                on: true,
+                from_input: true
+            })
+        );
+        c.kube_proxy_replacement = Some(false);
+        let v = c.merged_values().expect("values");
+        assert_eq!(v["kubeProxyReplacement"], json!(false));
+        assert!(
+            v.get("k8sServiceHost").is_none(),
+            "kube-proxy routes the Service"
+        );
+        assert_eq!(v["cgroup"]["autoMount"]["enabled"], json!(false));
+        assert_eq!(
+            c.replacement_choice(),
+            Ok(ReplacementChoice {
+                on: false,
+                from_input: true
+            })
+        );
+        c.values = Some(vec!["kubeProxyReplacement: \"true\"\n".into()]);
+        assert_eq!(
+            c.replacement_choice(),
+            Ok(ReplacementChoice {
+                on: true,
+                from_input: false
+            }),
+            "the user's values win, and decide"
+        );
+        c.talos_defaults = Some(false);
+        c.values = None;
+        assert_eq!(
+            c.replacement_choice(),
+            Ok(ReplacementChoice {
+                on: false,
+                from_input: false
+            }),
+            "the chart's default"
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub fn plan(req: PlanRequest) -> PlanResponse {
             ("timeout", Value::from(model::DEFAULT_TIMEOUT)),
             ("wait", Value::from(true)),
             ("talos_defaults", Value::from(true)),
+            ("kube_proxy_replacement", Value::from(true)),
             (
                 "api_endpoint",
                 Value::from(crate::cluster::bootstrap::KUBEPRISM),
@@ -36,6 +37,7 @@ pub fn plan(req: PlanRequest) -> PlanResponse {
             "set",
             "set_sensitive",
             "talos_defaults",
+            "kube_proxy_replacement",
             "api_endpoint",
         ],
         upgrade_inputs: UPGRADE_INPUTS,
@@ -51,23 +53,44 @@ pub fn plan(req: PlanRequest) -> PlanResponse {
     resp
 }
 
-/// With `kubeProxyReplacement` on, the agents reach the API at `k8sServiceHost`; without it they
-/// use the `kubernetes` Service IP, which only Cilium itself makes work: a fresh cluster never
-/// gets its CNI. Talos defaults set it; a configuration that turned them off and forgot it (or
-/// misspelled it) is told at plan, not after a timeout.
-fn service_host_warning(config: &Value, planned: &Value) -> Option<String> {
-    let known = ["values", "set", "set_sensitive", "set_wo", "talos_defaults"]
-        .iter()
-        .all(|a| config.attr(a).is_none_or(Value::is_wholly_known));
-    if !known || planned.attr("talos_defaults").and_then(Value::as_bool) != Some(false) {
+/// Inputs the merged values are made of (beside the planned object, the write-only `set_wo` of
+/// the configuration).
+const VALUE_SOURCES: &[&str] = &[
+    "values",
+    "set",
+    "set_sensitive",
+    "set_wo",
+    "talos_defaults",
+    "kube_proxy_replacement",
+    "api_endpoint",
+];
+
+/// The planned model with the configuration's write-only values, when every input its values are
+/// made of is known at plan; `None` otherwise (a check of the values then waits for apply).
+pub fn planned_with_known_values(config: &Value, planned: &Value) -> Option<Cilium> {
+    let known = VALUE_SOURCES.iter().all(|a| {
+        config.attr(a).is_none_or(Value::is_wholly_known)
+            && planned.attr(a).is_none_or(Value::is_wholly_known)
+    });
+    if !known {
         return None;
     }
     let mut with_write_only = planned.clone();
     if let (Some(attrs), Some(wo)) = (with_write_only.attrs_mut(), config.attr("set_wo")) {
         attrs.insert("set_wo".into(), wo.clone());
     }
-    let values = decode::<Cilium>(&with_write_only, Unknowns::AsNull)
-        .ok()?
+    decode::<Cilium>(&with_write_only, Unknowns::AsNull).ok()
+}
+
+/// With `kubeProxyReplacement` on, the agents reach the API at `k8sServiceHost`; without it they
+/// use the `kubernetes` Service IP, which only Cilium itself makes work: a fresh cluster never
+/// gets its CNI. Talos defaults set it; a configuration that turned them off and forgot it (or
+/// misspelled it) is told at plan, not after a timeout.
+fn service_host_warning(config: &Value, planned: &Value) -> Option<String> {
+    if planned.attr("talos_defaults").and_then(Value::as_bool) != Some(false) {
+        return None;
+    }
+    let values = planned_with_known_values(config, planned)?
         .merged_values()
         .ok()?;
     let replacement = values.get("kubeProxyReplacement");

@@ -34,7 +34,7 @@ use crate::resources::release::inputs::{
 use crate::resources::release::moved::read_helm_state;
 use crate::resources::release::plan::{PlanSpec, plan};
 use crate::resources::release::resource::{ReleaseModel, ReleaseResource};
-use crate::resources::release::{Observed, Readiness, Release, ReleaseFields};
+use crate::resources::release::{Observed, Readiness, Release, ReleaseFields, WorkloadSource};
 use crate::values::{AttributePath, Type, Value};
 
 pub const TYPE_NAME: &str = "talosboot_helm_release";
@@ -418,8 +418,8 @@ impl Release for ChartRelease {
             nodes: false,
         }
     }
-    fn readiness_is_fixed(&self) -> bool {
-        false
+    fn workload_source(&self) -> WorkloadSource {
+        WorkloadSource::Manifest
     }
     fn status(&self) -> Option<&str> {
         self.status.as_deref()

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use futures::future::BoxFuture;
+
+use crate::cluster::ClusterError;
 use crate::cluster::bootstrap::{BootstrapNamespace, Clients, EngineError, JobSettings, Step};
 use crate::cluster::helm_install::{self, ChartInstall};
 use crate::cluster::helm_release::HelmRelease;
@@ -32,6 +35,26 @@ pub struct Readiness {
     pub nodes: bool,
 }
 
+/// How the lifecycle finds the workloads whose readiness it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkloadSource {
+    /// The record's manifest names them: each read after the record.
+    Manifest,
+    /// The record's manifest names them, DaemonSets and Deployments of the release namespace
+    /// only: both kinds are listed there concurrently with the record, then matched to the
+    /// manifest, so a chart's many components cost one round trip.
+    ManifestListed,
+}
+
+/// When a [`Release::preflight`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreflightAt {
+    /// Best-effort: one try, bounded, skipped when the cluster cannot be read.
+    Plan,
+    /// Before any Job runs: retried, and an error stops the apply.
+    Apply,
+}
+
 /// A Helm-release resource's model, as the shared lifecycle needs it.
 pub trait Release: Clone + Send + Sync {
     /// For messages: "Cilium 1.18.4 (kube-system/cilium)".
@@ -47,8 +70,17 @@ pub trait Release: Clone + Send + Sync {
     fn bootstrap_namespace(&self) -> BootstrapNamespace;
     /// What `wait` waits for; `release` is the current record (its manifest names the workloads).
     fn readiness(&self, release: Option<&HelmRelease>) -> Readiness;
-    /// Readiness does not depend on the record: reads fetch everything concurrently.
-    fn readiness_is_fixed(&self) -> bool;
+    /// How reads find the workloads of [`Release::refresh_readiness`].
+    fn workload_source(&self) -> WorkloadSource;
+    /// Checks of the cluster before an install or upgrade runs: an error diagnostic stops it
+    /// before any Job. Called at apply, and at plan (best-effort, when the cluster is reachable).
+    fn preflight<'a>(
+        &'a self,
+        _clients: &'a Clients,
+        _at: PreflightAt,
+    ) -> BoxFuture<'a, Result<Diagnostics, ClusterError>> {
+        Box::pin(async { Ok(Diagnostics::new()) })
+    }
     /// What a refresh reads beside the record (default: what `wait` waits for). A resource may
     /// read less to keep a refresh cheap.
     fn refresh_readiness(&self, release: Option<&HelmRelease>) -> Readiness {
@@ -156,26 +188,58 @@ async fn observe_workloads(
     ))
 }
 
-/// The release record and its workloads: concurrently when readiness is fixed.
+/// The release record and its workloads, in as few round trips as the [`WorkloadSource`] allows.
 pub async fn observe<R: Release>(clients: &Clients, m: &R) -> Result<Observed, EngineError> {
     let (ns, name, known) = (m.release_namespace(), m.release_name(), m.revision());
-    let (release, (workloads, nodes_ready)) = if m.readiness_is_fixed() {
-        let readiness = m.refresh_readiness(None);
-        let (release, rest) = tokio::join!(
-            helm_install::release_after(clients, ns, name, known),
-            observe_workloads(clients, &readiness),
-        );
-        (release?, rest?)
-    } else {
-        let release = helm_install::release_after(clients, ns, name, known).await?;
-        let readiness = m.refresh_readiness(release.as_ref());
-        (release, observe_workloads(clients, &readiness).await?)
+    let (release, (workloads, nodes_ready)) = match m.workload_source() {
+        WorkloadSource::Manifest => {
+            let release = helm_install::release_after(clients, ns, name, known).await?;
+            let readiness = m.refresh_readiness(release.as_ref());
+            (release, observe_workloads(clients, &readiness).await?)
+        }
+        WorkloadSource::ManifestListed => {
+            let (release, listed, nodes) = tokio::join!(
+                helm_install::release_after(clients, ns, name, known),
+                readiness::observe_namespace(clients, ns),
+                async {
+                    // Whether nodes are read does not depend on the record.
+                    match m.refresh_readiness(None).nodes {
+                        true => all_nodes_ready(clients).await.map(Some),
+                        false => Ok(None),
+                    }
+                },
+            );
+            let release = release?;
+            let listed = listed.map_err(api(Step::Release))?;
+            let nodes = nodes.map_err(api(Step::Release))?;
+            let wanted = m.refresh_readiness(release.as_ref()).workloads;
+            (release, (matched(&wanted, listed), nodes))
+        }
     };
     Ok(Observed {
         release,
         workloads,
         nodes_ready,
     })
+}
+
+/// Each wanted workload with what the listing found of it (missing: not rolled out, `exists`
+/// false).
+fn matched(
+    wanted: &[WorkloadRef],
+    listed: Vec<(WorkloadRef, readiness::Observed)>,
+) -> Vec<(WorkloadRef, readiness::Observed)> {
+    wanted
+        .iter()
+        .map(|w| {
+            let found = listed
+                .iter()
+                .find(|(l, _)| l == w)
+                .map(|(_, o)| o.clone())
+                .unwrap_or_default();
+            (w.clone(), found)
+        })
+        .collect()
 }
 
 /// Updates `state` with what was observed; `None` when the release is gone. Unhealthy workloads of
@@ -350,6 +414,28 @@ pub async fn install<R: Release>(
     });
     let deadline = started + desired.timeout();
     if !unchanged {
+        match desired.preflight(clients, PreflightAt::Apply).await {
+            Ok(found) => {
+                let refused = found.has_errors();
+                diagnostics.extend(found);
+                if refused {
+                    return Applied {
+                        state: prior.cloned(),
+                        diagnostics,
+                    };
+                }
+            }
+            Err(e) => {
+                diagnostics.push(engine_diagnostic(
+                    &what,
+                    &EngineError::api(Step::Preflight, e),
+                ));
+                return Applied {
+                    state: prior.cloned(),
+                    diagnostics,
+                };
+            }
+        }
         let installed = helm_install::install_or_upgrade_from(
             clients,
             &desired.bootstrap_namespace(),

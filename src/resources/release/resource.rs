@@ -3,12 +3,13 @@
 //! defaults through [`ReleaseModel`]; nothing here is specific to one chart.
 
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{Release, destroy, install, observe, refresh};
+use super::{PreflightAt, Release, destroy, install, observe, refresh};
 use crate::cluster::bootstrap::Clients;
 use crate::cluster::helm_release::values_digest;
 use crate::framework::model::{Unknowns, decode, encode};
@@ -23,6 +24,12 @@ pub trait ReleaseModel: Release + Serialize + DeserializeOwned + Default + 'stat
     fn schema() -> Schema;
     fn validate(&self, diagnostics: &mut Diagnostics);
     fn plan(req: PlanRequest) -> PlanResponse;
+    /// The model a plan-time [`Release::preflight`] checks: the planned object (with the
+    /// configuration's write-only inputs) when every input the check reads is known at plan.
+    /// `None` (the default) skips the check at plan; apply still runs it.
+    fn planned_for_preflight(_planned: &Value, _config: &Value) -> Option<Self> {
+        None
+    }
     /// Fills the defaults of optional+computed inputs the configuration leaves unset.
     fn with_defaults(self) -> Self;
     /// The values the release will record (for their salted hash).
@@ -74,6 +81,28 @@ fn decoded<M: ReleaseModel>(value: &Value, what: &str, diagnostics: &mut Diagnos
     }
 }
 
+/// How long a plan waits for its best-effort cluster checks (a cluster that does not answer in
+/// time is checked again at apply).
+const PLAN_PREFLIGHT_BUDGET: Duration = Duration::from_secs(5);
+
+/// [`Release::preflight`] at plan, best-effort: only when the provider is configured and the
+/// cluster answers within [`PLAN_PREFLIGHT_BUDGET`]; never an error because it could not.
+async fn plan_preflight<M: ReleaseModel>(ctx: &Ctx, m: &M) -> Diagnostics {
+    let cluster = crate::resources::cluster(ctx);
+    let checked = tokio::time::timeout(PLAN_PREFLIGHT_BUDGET, async {
+        let clients = Clients::connect(&cluster).await.ok()?;
+        match m.preflight(&clients, PreflightAt::Plan).await {
+            Ok(found) => Some(found),
+            Err(e) => {
+                tracing::debug!(error = %e, "plan-time cluster check skipped");
+                None
+            }
+        }
+    })
+    .await;
+    checked.ok().flatten().unwrap_or_default()
+}
+
 async fn connect(ctx: &Ctx, what: &str, diagnostics: &mut Diagnostics) -> Option<Clients> {
     match Clients::connect(&crate::resources::cluster(ctx)).await {
         Ok(c) => Some(c),
@@ -100,8 +129,20 @@ impl<M: ReleaseModel> Resource for ReleaseResource<M> {
         }
     }
 
-    async fn plan(&self, _ctx: &Ctx, req: PlanRequest) -> PlanResponse {
-        M::plan(req)
+    async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse {
+        let config = req.config.clone();
+        let mut resp = M::plan(req);
+        // An install or upgrade is planned when the revision becomes "known after apply".
+        let installs = resp
+            .planned_state
+            .attr("revision")
+            .is_some_and(Value::is_unknown);
+        if installs && !resp.diagnostics.has_errors() {
+            if let Some(m) = M::planned_for_preflight(&resp.planned_state, &config) {
+                resp.diagnostics.extend(plan_preflight(ctx, &m).await);
+            }
+        }
+        resp
     }
 
     async fn apply(&self, ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {

@@ -1,0 +1,80 @@
+//! `provider::talosboot::cilium_talos_values_with_kube_proxy()`: the Cilium Helm values Talos
+//! needs on a cluster that runs kube-proxy (Talos' default; its Cilium guide's "with kube-proxy"
+//! variant): Kubernetes IPAM, cgroup v2 already mounted by Talos, no SYS_MODULE capability, and
+//! no kube-proxy replacement, hence no `k8sServiceHost`/`k8sServicePort` (kube-proxy routes the
+//! `kubernetes` Service the agents use).
+//!
+//! A function of its own rather than an optional argument of `cilium_talos_values`: provider
+//! functions have fixed parameters (only a trailing variadic one), so a second parameter would
+//! break every existing call. The values live once, in [`crate::cluster::talos`].
+
+use crate::framework::{Function, FunctionError, Signature};
+use crate::values::{Type, Value, from_json};
+
+pub use crate::cluster::talos::talos_cilium_values_with_kube_proxy;
+
+/// The cty type of [`talos_cilium_values_with_kube_proxy`], as the function declares it.
+pub fn values_type() -> Type {
+    let strings = || Type::list(Type::String);
+    Type::object([
+        ("ipam", Type::object([("mode", Type::String)])),
+        ("kubeProxyReplacement", Type::Bool),
+        (
+            "cgroup",
+            Type::object([
+                ("autoMount", Type::object([("enabled", Type::Bool)])),
+                ("hostRoot", Type::String),
+            ]),
+        ),
+        (
+            "securityContext",
+            Type::object([(
+                "capabilities",
+                Type::object([("ciliumAgent", strings()), ("cleanCiliumState", strings())]),
+            )]),
+        ),
+    ])
+}
+
+pub struct CiliumTalosValuesWithKubeProxy;
+
+impl Function for CiliumTalosValuesWithKubeProxy {
+    fn name(&self) -> &'static str {
+        "cilium_talos_values_with_kube_proxy"
+    }
+
+    fn signature(&self) -> Signature {
+        Signature::new(
+            Vec::new(),
+            values_type(),
+            "Cilium Helm values for Talos clusters that run kube-proxy",
+            "Returns the Cilium Helm values Talos needs when kube-proxy runs (Talos' default, without `cluster.proxy.disabled: true`), as an object: `ipam.mode = \"kubernetes\"`, `kubeProxyReplacement = false`, `cgroup.autoMount.enabled = false` with `cgroup.hostRoot = \"/sys/fs/cgroup\"`, and the `securityContext.capabilities` for `ciliumAgent` and `cleanCiliumState` without `SYS_MODULE`. No `k8sServiceHost`/`k8sServicePort`: kube-proxy routes the `kubernetes` Service the agents use. For clusters without kube-proxy use `cilium_talos_values(api_endpoint)`.\n\nUse it with `helm_release` as `values = [yamlencode(provider::talosboot::cilium_talos_values_with_kube_proxy())]`, or merge your own settings on top.",
+        )
+    }
+
+    fn call(&self, _args: &[Value]) -> Result<Value, FunctionError> {
+        let json = serde_json::to_vec(&talos_cilium_values_with_kube_proxy())
+            .map_err(|e| FunctionError::new(format!("failed to encode the values: {e}")))?;
+        from_json(&json, &values_type())
+            .map_err(|e| FunctionError::new(format!("failed to build the values: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::function::call_checked;
+
+    #[test]
+    fn the_function_returns_the_kube_proxy_variant_of_its_declared_type() {
+        let out = call_checked(&CiliumTalosValuesWithKubeProxy, &[]).expect("call succeeds");
+        assert_eq!(out.implied_type(), values_type());
+        assert_eq!(out.attr("kubeProxyReplacement"), Some(&Value::from(false)));
+        assert_eq!(out.attr("k8sServiceHost"), None);
+        let caps = out
+            .attr("securityContext")
+            .and_then(|v| v.attr("capabilities"))
+            .expect("capabilities");
+        assert!(!format!("{caps:?}").contains("SYS_MODULE"));
+    }
+}

@@ -1,0 +1,117 @@
+//! What the cluster must offer before Cilium installs: one Service dataplane. Talos runs
+//! kube-proxy unless `cluster.proxy.disabled: true`, and its Cilium guide has a variant for each
+//! case; `kube_proxy_replacement` picks the variant. Checked at plan when the cluster is
+//! reachable (never an error when it is not) and at apply before any Job runs: kube-proxy
+//! deployed with the replacement on is a warning (both would handle Services), no kube-proxy with
+//! the replacement off is an error (no Service IP would ever route).
+
+use super::model::Cilium;
+use crate::cluster::ClusterError;
+use crate::cluster::bootstrap::Clients;
+use crate::cluster::kube_proxy::{self, Mismatch, Patience};
+use crate::framework::{Diagnostic, Diagnostics};
+use crate::resources::release::PreflightAt;
+use crate::values::AttributePath;
+
+/// Where the configuration's choice comes from, for the message.
+fn source(from_input: bool, on: bool) -> String {
+    match from_input {
+        true => format!("`kube_proxy_replacement` is {on}"),
+        false => format!(
+            "Cilium's `kubeProxyReplacement` is {on} (set by the values, or `talos_defaults = false`, over `kube_proxy_replacement`)"
+        ),
+    }
+}
+
+/// The diagnostic for a mismatch, on `kube_proxy_replacement` when the input decides it.
+pub fn mismatch_diagnostic(mismatch: Mismatch, from_input: bool, at: PreflightAt) -> Diagnostic {
+    let mut d = match mismatch {
+        Mismatch::BothHandleServices => Diagnostic::warning(
+            "kube-proxy and Cilium would both handle Services",
+            format!(
+                "DaemonSet {}/{} exists (Talos runs kube-proxy unless `cluster.proxy.disabled: true`), and {}: Cilium's kube-proxy replacement and kube-proxy would both program Service routing on every node. Choose one: keep kube-proxy and set `kube_proxy_replacement = false` (Talos' Cilium values for clusters with kube-proxy), or keep the replacement and disable kube-proxy in the Talos machine config (`cluster.proxy.disabled: true`), then delete the DaemonSet if it is still there (`kubectl -n {} delete daemonset {}`).",
+                kube_proxy::NAMESPACE,
+                kube_proxy::NAME,
+                source(from_input, true),
+                kube_proxy::NAMESPACE,
+                kube_proxy::NAME,
+            ),
+        ),
+        Mismatch::NothingRoutesServices => Diagnostic::error(
+            "Nothing would route Service IPs",
+            format!(
+                "{}, but kube-proxy is not deployed (no DaemonSet {}/{}; Talos: `cluster.proxy.disabled: true`). With neither, no Service IP ever routes: not the `kubernetes` Service the Cilium agents would use, not CoreDNS, not any other Service. Set `kube_proxy_replacement = true` (Cilium replaces kube-proxy and reaches the API at `api_endpoint`), or enable kube-proxy in the Talos machine config.{}",
+                source(from_input, false),
+                kube_proxy::NAMESPACE,
+                kube_proxy::NAME,
+                match at {
+                    PreflightAt::Plan => "",
+                    PreflightAt::Apply => " Nothing was installed: no Job ran.",
+                },
+            ),
+        ),
+    };
+    if from_input {
+        d = d.at(AttributePath::attr("kube_proxy_replacement"));
+    }
+    d
+}
+
+/// Looks kube-proxy up and judges the configuration's choice against it (see the module docs).
+///
+/// # Errors
+/// [`ClusterError`] when the cluster cannot be read (at plan the caller ignores it).
+pub async fn check_kube_proxy(
+    cilium: &Cilium,
+    clients: &Clients,
+    at: PreflightAt,
+) -> Result<Diagnostics, ClusterError> {
+    let mut diagnostics = Diagnostics::new();
+    // Values that do not merge are reported on their attribute by validation and apply.
+    let Ok(choice) = cilium.replacement_choice() else {
+        return Ok(diagnostics);
+    };
+    let patience = match at {
+        PreflightAt::Plan => Patience::Once,
+        PreflightAt::Apply => Patience::Retried,
+    };
+    let found = kube_proxy::find(clients, patience).await?;
+    if let Some(mismatch) = kube_proxy::judge(choice.on, found) {
+        diagnostics.push(mismatch_diagnostic(mismatch, choice.from_input, at));
+    }
+    Ok(diagnostics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::Severity;
+
+    #[test]
+    fn a_mismatch_names_the_input_that_decides_it() {
+        let both = mismatch_diagnostic(Mismatch::BothHandleServices, true, PreflightAt::Plan);
+        assert_eq!(both.severity, Severity::Warning);
+        assert_eq!(
+            both.attribute.as_ref().map(|p| p.describe()).as_deref(),
+            Some("kube_proxy_replacement")
+        );
+        assert!(
+            both.detail.contains("cluster.proxy.disabled: true"),
+            "{}",
+            both.detail
+        );
+        let none = mismatch_diagnostic(Mismatch::NothingRoutesServices, true, PreflightAt::Apply);
+        assert_eq!(none.severity, Severity::Error);
+        assert!(none.detail.contains("no Job ran"), "{}", none.detail);
+        let from_values =
+            mismatch_diagnostic(Mismatch::NothingRoutesServices, false, PreflightAt::Plan);
+        assert!(from_values.attribute.is_none());
+        assert!(
+            from_values
+                .detail
+                .contains("`kubeProxyReplacement` is false"),
+            "{}",
+            from_values.detail
+        );
+    }
+}
