@@ -507,6 +507,9 @@ impl TalosCluster {
         for info in &infos {
             cluster.start_node(info).await?;
         }
+        if cluster.config.kube_proxy {
+            cluster.deploy_kube_proxy().await?;
+        }
         cluster.started_in = begin.elapsed();
         Ok(cluster)
     }
@@ -548,6 +551,38 @@ impl TalosCluster {
         });
         tokio::spawn(kubelet.run(stop.clone()));
         self.kubelets.insert(info.name.clone(), stop);
+        Ok(())
+    }
+
+    /// The `kube-proxy` DaemonSet Talos deploys unless `cluster.proxy.disabled: true` (applied
+    /// with admin credentials, as Talos applies its bootstrap manifests).
+    async fn deploy_kube_proxy(&self) -> anyhow::Result<()> {
+        use k8s_openapi::api::apps::v1::DaemonSet;
+        let daemonset: DaemonSet = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "kube-proxy", "namespace": "kube-system", "labels": {"k8s-app": "kube-proxy", "tier": "node"}},
+            "spec": {
+                "selector": {"matchLabels": {"k8s-app": "kube-proxy"}},
+                "template": {
+                    "metadata": {"labels": {"k8s-app": "kube-proxy", "tier": "node"}},
+                    "spec": {
+                        "hostNetwork": true,
+                        "priorityClassName": "system-node-critical",
+                        "tolerations": [{"operator": "Exists"}],
+                        "containers": [{
+                            "name": "kube-proxy",
+                            "image": format!("registry.k8s.io/kube-proxy:{}", nodes::KUBELET_VERSION),
+                            "command": ["/usr/local/bin/kube-proxy", "--cluster-cidr=10.244.0.0/16", "--proxy-mode=iptables"],
+                            "env": [{"name": "KUBERNETES_SERVICE_HOST", "value": "localhost"}, {"name": "KUBERNETES_SERVICE_PORT", "value": "7445"}],
+                            "securityContext": {"privileged": true},
+                        }],
+                    },
+                },
+            },
+        }))?;
+        Api::<DaemonSet>::namespaced(self.plane.client().await?, "kube-system")
+            .create(&Default::default(), &daemonset)
+            .await
+            .map_err(|e| anyhow::anyhow!("failed to deploy kube-proxy: {e}"))?;
         Ok(())
     }
 

@@ -41,6 +41,7 @@ pub fn lookup(repository: &str) -> Option<Arc<dyn Program>> {
         | "cilium/certgen" => Arc::new(Daemon::cilium(last)),
         "controlplaneio-fluxcd/flux-operator" => Arc::new(FluxOperator),
         "pause" | "google_containers/pause" => Arc::new(Pause),
+        "kube-proxy" => Arc::new(Daemon::json(last)),
         // The chart repositories' podinfo: a web server that needs no API.
         "stefanprodan/podinfo" => Arc::new(Daemon::offline(last)),
         _ if repository.starts_with("fluxcd/") && last.ends_with("-controller") => {
