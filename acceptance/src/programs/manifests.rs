@@ -179,24 +179,73 @@ pub fn apply(
             }
             Err(e) => return Err(api_err("get", o)(e)),
             Ok(live) => {
-                if check_ownership(&live, release, ns).is_err() {
-                    keep_metadata(&live, &mut desired);
-                }
                 let before = previous.iter().find(|p| {
                     obj::name(p) == obj::name(o) && obj::s(p, "/kind") == obj::s(o, "/kind")
                 });
-                desired = three_way(&live, before, &desired);
-                desired["metadata"]["resourceVersion"] = live
-                    .pointer("/metadata/resourceVersion")
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                store
-                    .update(&gr, target_ns, desired, &opts)
-                    .map_err(api_err("update", o))?;
+                let target = Target {
+                    gr: &gr,
+                    namespace: target_ns,
+                    release,
+                    release_namespace: ns,
+                };
+                update(store, &target, live, &desired, before, &opts).map_err(|e| match e {
+                    Failed::Get(e) => api_err("get", o)(e),
+                    Failed::Update(e) => api_err("update", o)(e),
+                })?
             }
         }
     }
     Ok(())
+}
+
+/// Where an existing object of a release lives.
+struct Target<'a> {
+    gr: &'a GroupResource,
+    namespace: &'a str,
+    release: &'a str,
+    release_namespace: &'a str,
+}
+
+/// Which request of an update failed.
+enum Failed {
+    Get(ApiError),
+    Update(ApiError),
+}
+
+/// Updates an existing object to `desired` by the three-way merge with `before` (its previous
+/// revision). Real Helm sends that merge as a PATCH, which has no resourceVersion precondition: a
+/// controller writing the object meanwhile (a Deployment's status during a rollout) does not fail
+/// the upgrade. Here it is an update at the live resourceVersion, so a conflict re-reads the
+/// object and merges again.
+fn update(
+    store: &Store,
+    t: &Target,
+    mut live: Value,
+    desired: &Value,
+    before: Option<&Value>,
+    opts: &crate::store::WriteOptions,
+) -> Result<(), Failed> {
+    let name = obj::name(desired).to_owned();
+    let mut conflicts = 0;
+    loop {
+        let mut wanted = desired.clone();
+        if check_ownership(&live, t.release, t.release_namespace).is_err() {
+            keep_metadata(&live, &mut wanted);
+        }
+        let mut merged = three_way(&live, before, &wanted);
+        merged["metadata"]["resourceVersion"] = live
+            .pointer("/metadata/resourceVersion")
+            .cloned()
+            .unwrap_or(Value::Null);
+        match store.update(t.gr, t.namespace, merged, opts) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.code == 409 && conflicts < 5 => {
+                conflicts += 1;
+                live = store.get(t.gr, t.namespace, &name).map_err(Failed::Get)?;
+            }
+            Err(e) => return Err(Failed::Update(e)),
+        }
+    }
 }
 
 /// Helm's three-way merge, on JSON: the new manifest's fields win, fields the previous manifest
@@ -363,6 +412,45 @@ mod tests {
         assert_eq!(
             adopted["spec"]["sessionAffinity"], "None",
             "no previous manifest: nothing removed"
+        );
+    }
+
+    #[test]
+    fn an_object_written_meanwhile_does_not_fail_the_update() {
+        let store = Store::new(crate::config::Pace::Fast);
+        let opts = crate::store::WriteOptions::manager("test");
+        let ns = GroupResource::core("namespaces");
+        store
+            .create(&ns, "", json!({"metadata": {"name": "kube-system"}}), &opts)
+            .expect("namespace");
+        let cms = GroupResource::core("configmaps");
+        let stale = store
+            .create(
+                &cms,
+                "kube-system",
+                json!({"metadata": {"name": "c"}, "data": {"a": "1"}}),
+                &opts,
+            )
+            .expect("configmap");
+        // A controller writes the object after the upgrade read it.
+        let mut newer = stale.clone();
+        newer["metadata"]["labels"] = json!({"touched": "yes"});
+        store
+            .update(&cms, "kube-system", newer, &opts)
+            .expect("write");
+        let target = Target {
+            gr: &cms,
+            namespace: "kube-system",
+            release: "r",
+            release_namespace: "kube-system",
+        };
+        let desired = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "2"}});
+        assert!(update(&store, &target, stale, &desired, None, &opts).is_ok());
+        let live = store.get(&cms, "kube-system", "c").expect("get");
+        assert_eq!(live["data"]["a"], "2");
+        assert_eq!(
+            live["metadata"]["labels"]["touched"], "yes",
+            "merged with what was written"
         );
     }
 }
