@@ -237,8 +237,10 @@ fn cause_of(text: &str) -> Option<&'static str> {
             !l.split_once(':')
                 .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
         })
+        .flat_map(|l| l.trim_start_matches(['│', ' ']).split_whitespace())
         .collect::<Vec<_>>()
-        .join("\n");
+        // The CLI wraps diagnostics at 80 columns: a phrase may span two lines.
+        .join(" ");
     // Only the diagnostics: the plan printed before them names attributes (`timeout`).
     let said = &said[said.find("Error:").unwrap_or(0)..];
     let has = |s: &str| said.contains(s);
