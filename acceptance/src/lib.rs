@@ -37,6 +37,6 @@ mod util;
 
 pub use config::{Pace, SimConfig};
 pub use controller::{Controller, ControllerContext};
-pub use faults::{FaultSpec, Faults};
+pub use faults::{FaultSpec, Faults, Matcher};
 pub use sim::SimCluster;
 pub use store::Store;

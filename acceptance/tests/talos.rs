@@ -7,6 +7,7 @@
 //! - `pods`: the kubelet: pre-CNI networking, real Helm through KubePrism, `kubectl logs` through
 //!   the real apiserver, image pulls, restarts, deletion
 //! - `helm`: release records written by the real Helm, read by the provider
+//! - `faults`: the fault proxy in front of the apiserver: identities pass, faults are bounded
 //! - `cilium`: the engine installs Cilium from its repository; every node becomes Ready
 
 #[path = "talos/cilium.rs"]
@@ -15,6 +16,8 @@ mod cilium;
 mod common;
 #[path = "talos/control_plane.rs"]
 mod control_plane;
+#[path = "talos/faults.rs"]
+mod faults;
 #[path = "talos/helm.rs"]
 mod helm;
 #[path = "talos/pods.rs"]

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::control_plane::{self, ControlPlane, ControlPlaneOptions};
+use super::fault_proxy::{FaultProxy, FaultProxyConfig};
 use super::kubelet::Kubelet;
 use super::kubelet_logs::{KubeletLogServer, LogStore};
 use super::netns::{NetNs, Relay};
@@ -60,6 +61,7 @@ pub struct Shared {
     pub logs: LogStore,
     pub dial_timeout: Duration,
     pub tools: Tools,
+    /// Where clients reach the API: the fault proxy in front of the apiserver.
     apiserver: SocketAddr,
     server_url: String,
     ca_pem: String,
@@ -329,6 +331,9 @@ impl Shared {
 /// A running cluster.
 pub struct TalosCluster {
     pub plane: ControlPlane,
+    /// In front of the apiserver for every client but the node layer's own: the kubeconfig,
+    /// KubePrism and the Service address lead here.
+    pub proxy: FaultProxy,
     pub shared: Arc<Shared>,
     pub config: TalosConfig,
     kubelets: HashMap<String, CancellationToken>,
@@ -440,6 +445,13 @@ impl TalosCluster {
             },
         )
         .await?;
+        let proxy = FaultProxy::start(FaultProxyConfig {
+            serving: plane.serving.clone(),
+            ca_pem: plane.pki.ca_pem.clone(),
+            front_proxy_client: plane.front_proxy_client.clone(),
+            upstream: SocketAddr::from(([127, 0, 0, 1], plane.api_port)),
+        })
+        .await?;
         let mut infos = Vec::new();
         for i in 0..config.control_planes {
             infos.push(NodeInfo {
@@ -477,8 +489,8 @@ impl TalosCluster {
             logs: LogStore::new(),
             dial_timeout: config.dial_timeout,
             tools: tools.clone(),
-            apiserver: SocketAddr::from(([127, 0, 0, 1], plane.api_port)),
-            server_url: plane.server.clone(),
+            apiserver: proxy.addr(),
+            server_url: proxy.url(),
             ca_pem: plane.pki.ca_pem.clone(),
             trusted_pem: format!("{}{}", plane.pki.ca_pem, charts.ca_pem),
             charts: Some((charts.addr, charts.hostnames.clone())),
@@ -496,6 +508,7 @@ impl TalosCluster {
         let stop = CancellationToken::new();
         let mut cluster = TalosCluster {
             plane,
+            proxy,
             shared: shared.clone(),
             config,
             kubelets: HashMap::new(),
@@ -598,20 +611,28 @@ impl TalosCluster {
         &self.shared.nodes
     }
 
+    /// An admin client straight to the apiserver (what a test checks with: no faults).
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         self.plane.client().await
     }
 
+    /// The admin kubeconfig users get: through the fault proxy.
     pub fn kubeconfig_yaml(&self) -> String {
-        self.plane.kubeconfig_yaml()
+        self.plane.kubeconfig_for(&self.proxy.url())
     }
 
     pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
-        self.plane.write_kubeconfig(path)
+        std::fs::write(path, self.kubeconfig_yaml())
     }
 
-    pub fn server_url(&self) -> &str {
-        &self.plane.server
+    /// The API endpoint users get (the fault proxy's).
+    pub fn server_url(&self) -> String {
+        self.proxy.url()
+    }
+
+    /// The faults the proxy injects between the clients and the apiserver.
+    pub fn faults(&self) -> &crate::faults::Faults {
+        self.proxy.faults()
     }
 }
 

@@ -61,6 +61,10 @@ pub struct ControlPlane {
     pub server: String,
     pub api_port: u16,
     admin: CertPair,
+    /// The apiserver's serving certificate (a proxy in front of it presents the same).
+    pub serving: CertPair,
+    /// The front-proxy client certificate (see [`super::fault_proxy`]).
+    pub front_proxy_client: CertPair,
     /// The apiserver's client certificate for kubelets; kubelets trust the cluster CA.
     pub dir: tempfile::TempDir,
     processes: Vec<Supervised>,
@@ -111,6 +115,12 @@ impl ControlPlane {
         )?;
         kubelet_client.write(&pki_dir, "apiserver-kubelet-client")?;
         let admin = pki.leaf("admin", &["system:masters"], &[], Usage::Client)?;
+        // The front-proxy CA: the apiserver trusts `X-Remote-User`/`X-Remote-Group` from a client
+        // that this CA signs as `front-proxy-client` (the fault proxy), and from nothing else.
+        let front_proxy_ca = ClusterPki::generate()?;
+        std::fs::write(pki_dir.join("front-proxy-ca.crt"), &front_proxy_ca.ca_pem)?;
+        let front_proxy_client =
+            front_proxy_ca.leaf("front-proxy-client", &[], &[], Usage::Client)?;
 
         let etcd_client = free_port()?;
         let etcd_peer = free_port()?;
@@ -163,6 +173,11 @@ impl ControlPlane {
             ),
             format!("--kubelet-client-key={}", p("apiserver-kubelet-client.key")),
             format!("--kubelet-certificate-authority={}", p("ca.crt")),
+            format!("--requestheader-client-ca-file={}", p("front-proxy-ca.crt")),
+            "--requestheader-allowed-names=front-proxy-client".into(),
+            "--requestheader-username-headers=X-Remote-User".into(),
+            "--requestheader-group-headers=X-Remote-Group".into(),
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
             "--profiling=false".into(),
             "--v=1".into(),
         ];
@@ -186,6 +201,8 @@ impl ControlPlane {
             server,
             api_port,
             admin,
+            serving,
+            front_proxy_client,
             dir,
             processes,
             tools,

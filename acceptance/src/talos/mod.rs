@@ -10,6 +10,7 @@ pub mod charts;
 pub mod cluster;
 pub mod control_plane;
 pub mod emulated;
+pub mod fault_proxy;
 pub mod kubelet;
 pub mod kubelet_logs;
 pub mod netns;
