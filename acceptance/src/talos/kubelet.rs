@@ -30,6 +30,18 @@ use super::sandbox::{self, Mount, SandboxSpec};
 
 /// A pod (template) annotation that makes its containers hang until the pod is deleted.
 pub const HANG_ANNOTATION: &str = "talos-sim.dev/hang";
+/// Setting (or changing) this annotation kills the pod's running containers with SIGKILL, as
+/// the OOM killer or a crashed runtime does: each ends with exit code 137 and the pod's restart
+/// policy applies. The chaos suite's "bootstrap pod killed".
+pub const KILL_ANNOTATION: &str = "talos-sim.dev/kill";
+
+fn kill_request(pod: &Pod) -> Option<String> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(KILL_ANNOTATION)
+        .cloned()
+}
 
 /// The image `PATH` of the Helm and shell images.
 const IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -153,6 +165,8 @@ struct PodWorker {
     start_time: String,
     initialized: bool,
     published: Option<Value>,
+    /// Bumped for every new kill request ([`KILL_ANNOTATION`]).
+    kills: watch::Sender<u64>,
 }
 
 impl PodWorker {
@@ -179,6 +193,7 @@ impl PodWorker {
             start_time: now(),
             initialized: false,
             published: None,
+            kills: watch::channel(0).0,
         }
     }
 
@@ -229,6 +244,8 @@ impl PodWorker {
             self.publish().await;
             let mut pod = self.pod.clone();
             let stop = self.stop.clone();
+            let kills = self.kills.clone();
+            let mut kill = kill_request(&self.current());
             let work = self.start(cancel.clone());
             tokio::pin!(work);
             loop {
@@ -237,6 +254,11 @@ impl PodWorker {
                     changed = pod.changed() => {
                         if changed.is_err() || pod.borrow().metadata.deletion_timestamp.is_some() {
                             break;
+                        }
+                        let requested = kill_request(&pod.borrow());
+                        if requested.is_some() && requested != kill {
+                            kill = requested;
+                            kills.send_modify(|n| *n += 1);
                         }
                     }
                     _ = stop.cancelled() => return,
@@ -335,6 +357,7 @@ impl PodWorker {
                 .restart_policy
                 .clone()
                 .unwrap_or_else(|| "Always".into()),
+            kills: self.kills.subscribe(),
         });
         let (tx, mut rx) = mpsc::unbounded_channel();
         // Init containers, in order; a failed one fails the pod (Never) or is retried.
@@ -795,6 +818,7 @@ struct PodContext {
     volumes: HashMap<String, PathBuf>,
     host_network: bool,
     restart_policy: String,
+    kills: watch::Receiver<u64>,
 }
 
 /// `$(VAR)` expansion of command and args, as the kubelet does (`$$` escapes).
@@ -1137,7 +1161,36 @@ fn helm_needs_api(argv: &[String]) -> bool {
     !found
 }
 
+/// Runs one container to its end; a kill request ends it with 137 (SIGKILL).
 async fn start(
+    ctx: &Arc<PodContext>,
+    spec: &ContainerSpec,
+    init: bool,
+    kind: &ImageKind,
+    env: BTreeMap<String, String>,
+    ready: Arc<watch::Sender<bool>>,
+    cancel: &CancellationToken,
+) -> Exit {
+    let run = cancel.child_token();
+    let mut kills = ctx.kills.clone();
+    kills.mark_unchanged();
+    let watcher = tokio::spawn({
+        let run = run.clone();
+        async move {
+            if kills.changed().await.is_ok() {
+                run.cancel();
+            }
+        }
+    });
+    let exit = start_program(ctx, spec, init, kind, env, ready, &run).await;
+    watcher.abort();
+    if run.is_cancelled() && !cancel.is_cancelled() {
+        return Exit::code(137);
+    }
+    exit
+}
+
+async fn start_program(
     ctx: &Arc<PodContext>,
     spec: &ContainerSpec,
     init: bool,

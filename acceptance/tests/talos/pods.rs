@@ -199,3 +199,56 @@ async fn unknown_images_back_off_and_deleted_pods_go_away() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_container_ends_with_137_and_its_job_fails() {
+    let (_cluster, client) = common::start().await;
+    common::privileged_namespace(&client, "boot").await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "boot");
+    jobs.create(
+        &PostParams::default(),
+        &helm_job("sleeper", "echo started; sleep 300", kubeprism_env()),
+    )
+    .await
+    .expect("job");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "boot");
+    let running = common::eventually(60, "the job's pod runs", || async {
+        let list = pods
+            .list(&kube::api::ListParams::default().labels("job-name=sleeper"))
+            .await
+            .ok()?;
+        list.items
+            .into_iter()
+            .find(|p| common::phase(p) == "Running")
+    })
+    .await;
+    let name = running.metadata.name.clone().unwrap();
+    let patch = json!({"metadata": {"annotations": {"talos-sim.dev/kill": "1"}}});
+    pods.patch(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .expect("annotate");
+    let done = job_pod(&client, "boot", "sleeper", 30).await;
+    assert_eq!(common::phase(&done), "Failed");
+    let terminated = done
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .and_then(|c| c.state.as_ref())
+        .and_then(|s| s.terminated.clone())
+        .expect("terminated");
+    assert_eq!(terminated.exit_code, 137, "{terminated:?}");
+    common::eventually(60, "the Job fails (backoffLimit 0)", || async {
+        let job = jobs.get("sleeper").await.ok()?;
+        job.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Failed" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+}

@@ -449,7 +449,22 @@ impl TestCluster {
         self._sim.is_some() || self._talos.is_some()
     }
 
+    /// The faults injected between the provider and the API: the fault proxy's on the real
+    /// control plane, the simulated server's own on it; `None` on an external cluster.
+    pub fn faults(&self) -> Option<&talos_sim::Faults> {
+        match (&self._talos, &self._sim) {
+            (Some(talos), _) => Some(talos.faults()),
+            (_, Some(sim)) => Some(sim.faults()),
+            _ => None,
+        }
+    }
+
+    /// An admin client for the test's own checks: on the real control plane it goes straight to
+    /// the apiserver, so injected faults never blind the checks.
     pub async fn client(&self) -> kube::Client {
+        if let Some(talos) = &self._talos {
+            return talos.client().await.expect("admin client");
+        }
         let kubeconfig =
             kube::config::Kubeconfig::read_from(&self.kubeconfig_path).expect("read kubeconfig");
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
