@@ -69,7 +69,8 @@ pub struct Shared {
     trusted_pem: String,
     charts: Option<(SocketAddr, Vec<String>)>,
     kubeprism: Option<u16>,
-    kube_proxy: bool,
+    /// Nodes whose kube-proxy container is Ready: their Service IPs route, before any CNI.
+    kube_proxy_ready: Mutex<HashSet<String>>,
     nodes: Vec<NodeInfo>,
     cni: Mutex<HashSet<String>>,
     cni_tx: watch::Sender<u64>,
@@ -117,7 +118,12 @@ impl Shared {
             host_network: false,
             control_plane: info.is_some_and(|n| n.role == Role::ControlPlane),
             pod_network: cni,
-            service_routing: self.kube_proxy || (cni && self.cilium_kpr.load(Ordering::Relaxed)),
+            service_routing: self
+                .kube_proxy_ready
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(node)
+                || (cni && self.cilium_kpr.load(Ordering::Relaxed)),
             kubeprism: self.kubeprism,
             control_plane_ips: self
                 .nodes
@@ -228,7 +234,8 @@ impl Shared {
     }
 
     /// The kubelet reports a container's readiness; a Ready `cilium-agent` brings up the node's
-    /// CNI (and its Service dataplane when Cilium replaces kube-proxy).
+    /// CNI (and its Service dataplane when Cilium replaces kube-proxy), a Ready `kube-proxy` the
+    /// node's Service routing.
     pub fn container_ready(
         self: &Arc<Self>,
         node: &str,
@@ -236,6 +243,18 @@ impl Shared {
         container: &str,
         ready: bool,
     ) {
+        if programs::repository(image) == "kube-proxy" {
+            let mut on = self
+                .kube_proxy_ready
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if ready {
+                on.insert(node.to_owned());
+            } else {
+                on.remove(node);
+            }
+            return;
+        }
         if programs::repository(image) != "cilium/cilium" || container != "cilium-agent" {
             return;
         }
@@ -495,7 +514,7 @@ impl TalosCluster {
             trusted_pem: format!("{}{}", plane.pki.ca_pem, charts.ca_pem),
             charts: Some((charts.addr, charts.hostnames.clone())),
             kubeprism: config.kubeprism,
-            kube_proxy: config.kube_proxy,
+            kube_proxy_ready: Mutex::new(HashSet::new()),
             nodes: infos.clone(),
             cni: Mutex::new(HashSet::new()),
             cni_tx,

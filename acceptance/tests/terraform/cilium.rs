@@ -404,10 +404,10 @@ async fn the_service_ip_before_the_cni_gets_the_io_timeout_diagnosis() {
         ),
         "{text}"
     );
-    if cluster.simulator().is_some() {
+    if cluster.nodes_are_emulated() {
         assert!(
             text.contains("kube-proxy is disabled in this cluster"),
-            "the simulated cluster runs no kube-proxy: {text}"
+            "the test cluster runs no kube-proxy: {text}"
         );
     }
     assert!(
@@ -652,17 +652,16 @@ async fn a_lease_held_by_another_run_is_waited_for_and_taken_over_once_expired()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn api_faults_and_a_dropped_watch_during_apply_do_not_fail_it() {
-    let cluster = TestCluster::start_simulated(talos_sim::SimConfig::default()).await;
-    let Some(sim) = cluster.simulator() else {
-        return;
+    let cluster = TestCluster::start().await;
+    let Some(faults) = cluster.faults() else {
+        return; // an external cluster: no fault proxy
     };
     let client = cluster.client().await;
     let ws = workspace(&cluster, &cilium(""));
-    sim.faults().throttle(3, 1, Matcher::path("/jobs"));
-    sim.faults()
-        .fail_requests(503, 2, Matcher::path("/configmaps"));
-    sim.faults().fail_requests(500, 2, Matcher::path("/leases"));
-    sim.faults().drop_connections(2, Matcher::path("watch"));
+    faults.throttle(3, 1, Matcher::path("/jobs"));
+    faults.fail_requests(503, 2, Matcher::path("/configmaps"));
+    faults.fail_requests(500, 2, Matcher::path("/leases"));
+    faults.drop_connections(2, Matcher::path("watch"));
     ws.apply();
     assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
     assert!(!ws.plan_has_changes());

@@ -39,7 +39,7 @@ async fn bootstrap_jobs(client: &kube::Client) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kube_proxy_with_replacement_on_is_warned_at_plan_and_apply() {
     let cluster = with_kube_proxy().await;
-    if cluster.simulator().is_none() {
+    if !cluster.nodes_are_emulated() {
         return; // needs a cluster that runs kube-proxy
     }
     let ws = workspace(&cluster, &cilium(""));
@@ -59,7 +59,7 @@ async fn kube_proxy_with_replacement_on_is_warned_at_plan_and_apply() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replacement_off_with_kube_proxy_installs_talos_values_for_kube_proxy() {
     let cluster = with_kube_proxy().await;
-    if cluster.simulator().is_none() {
+    if !cluster.nodes_are_emulated() {
         return; // needs a cluster that runs kube-proxy
     }
     let client = cluster.client().await;
@@ -96,7 +96,7 @@ async fn replacement_off_with_kube_proxy_installs_talos_values_for_kube_proxy() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replacement_off_without_kube_proxy_is_an_error_at_plan_naming_the_input() {
     let cluster = TestCluster::start().await;
-    if cluster.simulator().is_none() {
+    if !cluster.nodes_are_emulated() {
         return; // needs a cluster without kube-proxy
     }
     let client = cluster.client().await;
@@ -123,7 +123,7 @@ async fn replacement_off_without_kube_proxy_is_an_error_at_plan_naming_the_input
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replacement_off_is_refused_at_apply_before_any_job_once_kube_proxy_is_gone() {
     let cluster = with_kube_proxy().await;
-    let Some(sim) = cluster.simulator() else {
+    let Some(faults) = cluster.faults() else {
         return; // deletes kube-proxy, injects faults
     };
     let client = cluster.client().await;
@@ -141,8 +141,7 @@ async fn replacement_off_is_refused_at_apply_before_any_job_once_kube_proxy_is_g
     // The CLI plans again while applying; that best-effort check (one try) cannot read the
     // cluster this time and is skipped, so the apply's own check, before any Job, is the one
     // that refuses (it retries past the second error).
-    sim.faults()
-        .fail_requests(500, 2, Matcher::path("/daemonsets/kube-proxy"));
+    faults.fail_requests(500, 2, Matcher::path("/daemonsets/kube-proxy"));
     let apply = ws.run(&["apply", "-auto-approve", "-no-color", "tfplan"]);
     assert!(!apply.success, "{}", apply.text());
     let text = apply.flat();
@@ -201,7 +200,7 @@ fn with_server(kubeconfig: &str, server: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_service_ip_timeout_with_kube_proxy_deployed_has_another_cause() {
     let cluster = with_kube_proxy().await;
-    if cluster.simulator().is_none() {
+    if !cluster.nodes_are_emulated() {
         return; // breaks kube-proxy
     }
     let client = cluster.client().await;
