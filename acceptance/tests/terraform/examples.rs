@@ -415,8 +415,9 @@ fn root_workspace(name: &str, skip: &[&str]) -> Option<Workspace> {
             let mut content = read(&file);
             if !skip.is_empty() {
                 for (reference, var) in STAND_INS {
-                    if content.contains(reference) {
-                        content = content.replace(reference, &format!("var.{var}"));
+                    let replaced = replace_in_code(&content, reference, &format!("var.{var}"));
+                    if replaced != content {
+                        content = replaced;
                         let declaration = format!("variable \"{var}\" {{\n  type = any\n}}\n");
                         if !stand_ins.contains(&declaration) {
                             stand_ins.push_str(&declaration);
@@ -449,6 +450,35 @@ fn root_workspace(name: &str, skip: &[&str]) -> Option<Workspace> {
         return None;
     }
     Some(ws)
+}
+
+/// `text` with `from` replaced by `to` in code only: not inside a quoted string or a comment
+/// (a description may name the reference).
+fn replace_in_code(text: &str, from: &str, to: &str) -> String {
+    let mut out = String::new();
+    for line in text.split_inclusive('\n') {
+        let mut code = String::new();
+        let mut in_string = false;
+        let mut rest = line;
+        while let Some(c) = rest.chars().next() {
+            if !in_string && (rest.starts_with('#') || rest.starts_with("//")) {
+                break;
+            }
+            if !in_string && rest.starts_with(from) {
+                code.push_str(to);
+                rest = &rest[from.len()..];
+                continue;
+            }
+            if c == '"' && !code.ends_with('\\') {
+                in_string = !in_string;
+            }
+            code.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+        code.push_str(rest);
+        out.push_str(&code);
+    }
+    out
 }
 
 /// Every root, copied whole as a user would copy it, passes `init` and `validate` with only
