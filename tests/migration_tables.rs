@@ -389,3 +389,33 @@ fn flux_module_table_is_complete_and_true_to_the_schema() {
     ));
     report(problems);
 }
+
+/// The stand-in that validates the examples (`tests/stub-provider`) serves the same hashicorp/helm
+/// v3.1.2 attributes this test lists: the two transcriptions cannot drift apart.
+#[test]
+fn the_helm_stand_in_serves_the_listed_attributes() {
+    let schema: serde_json::Value = serde_json::from_str(&read(
+        "tests/stub-provider/schemas/hashicorp-helm-3.1.2.json",
+    ))
+    .expect("schema JSON");
+    let keys = |v: &serde_json::Value| -> BTreeSet<String> {
+        v.as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    let release = keys(&schema["resource_schemas"]["helm_release"]["block"]["attributes"]);
+    let listed: BTreeSet<String> = HELM_RELEASE_V3.iter().map(|s| s.to_string()).collect();
+    assert_eq!(release, listed, "helm_release attributes of the stand-in");
+    let provider = &schema["provider"]["block"]["attributes"];
+    let mut served: BTreeSet<String> = keys(provider)
+        .into_iter()
+        .filter(|k| k != "kubernetes")
+        .collect();
+    served.extend(
+        keys(&provider["kubernetes"]["nested_type"]["attributes"])
+            .into_iter()
+            .map(|k| format!("kubernetes.{k}")),
+    );
+    let listed: BTreeSet<String> = HELM_PROVIDER_V3.iter().map(|s| s.to_string()).collect();
+    assert_eq!(served, listed, "provider-block attributes of the stand-in");
+}
