@@ -103,3 +103,49 @@ fn registry_docs_match_the_schema() {
         "docs out of date with the schema: {stale:?}; run `TALOSBOOT_UPDATE_DOCS=1 cargo test --test docs`"
     );
 }
+
+/// Words of this project's own work (its users' runbooks it started from) that mean nothing to a
+/// user: the docs and examples speak of users' roots.
+const INTERNAL_WORDS: &[&str] = &["seed"];
+
+fn text_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != ".terraform") {
+                text_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| {
+            ["md", "tf", "yaml", "sh", "hcl"].contains(&e.to_string_lossy().as_ref())
+        }) {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn user_docs_and_examples_have_no_project_internal_words() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["docs", "examples"] {
+        text_files(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 20, "{files:?}");
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            let lower = line.to_lowercase();
+            for word in INTERNAL_WORDS {
+                if lower.contains(word) {
+                    found.push(format!("{}:{}: {line}", file.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "project-internal words in user docs or examples:\n{}",
+        found.join("\n")
+    );
+}

@@ -2,15 +2,6 @@
 # the agents and the operator are rolled out and every node is Ready, so `depends_on` is enough:
 # no Argo CD pod is scheduled before the pod network exists.
 
-terraform {
-  required_providers {
-    helm = {
-      source  = "hashicorp/helm"
-      version = "~> 3.1"
-    }
-  }
-}
-
 provider "helm" {
   kubernetes = {
     config_path = var.kubeconfig_path

@@ -1,5 +1,5 @@
-# Seed 003's 02-kubernetes layer: Cilium was first an inline manifest of the Talos machine config and
-# moves under a Helm release owned by OpenTofu. `adopt_existing` takes the running objects over in
+# The Kubernetes layer of a Talos root whose Cilium was first an inline manifest of the Talos machine
+# config and moves under a Helm release owned by OpenTofu. `adopt_existing` takes the running objects over in
 # place (no `helm template | kubectl annotate/label` beforehand, no object recreated); afterwards,
 # remove Cilium from `cluster.inlineManifests` so Talos does not apply it again.
 
@@ -11,9 +11,9 @@ resource "talosboot_cilium" "this" {
   version        = "1.16.3" # the version the inline manifest runs: adopt first, upgrade later
   adopt_existing = true
 
-  # The seed's Talos settings. `talos_defaults = true` (the default) already sets exactly these
-  # (plus KubePrism as k8sServiceHost/Port and kube-proxy replacement); they are kept here because
-  # the seed's root had them, and the user's values always win.
+  # The Talos settings such a root already carries. `talos_defaults = true` (the default) sets exactly
+  # these (plus KubePrism as k8sServiceHost/Port and kube-proxy replacement); keeping them is harmless,
+  # since your values always win over the defaults.
   values = [yamlencode({
     cgroup = {
       autoMount = { enabled = false }

@@ -4,5 +4,10 @@ terraform {
       source  = "talosboot/talosboot"
       version = "0.1.0"
     }
+    # Argo CD (argocd.tf) stays a hashicorp/helm release, as in the root this layer comes from.
+    helm = {
+      source  = "hashicorp/helm"
+      version = "~> 3.1"
+    }
   }
 }

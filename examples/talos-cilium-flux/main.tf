@@ -1,9 +1,10 @@
-# Seed 000's bootstrap of a Talos cluster (no CNI, kube-proxy disabled): Cilium first, because it is
-# the CNI and the Service dataplane, then the Flux Operator and the FluxInstance, after which Flux
-# owns the cluster from Git. Both run their installers pre-CNI: host network and KubePrism.
+# The bootstrap of a Talos cluster (no CNI, kube-proxy disabled, see talos.tf): Cilium first, because
+# it is the CNI and the Service dataplane, then the Flux Operator and the FluxInstance, after which
+# Flux owns the cluster from Git. Both run their installers pre-CNI: host network and KubePrism.
 
+# The kubeconfig of the cluster talos.tf creates, unknown at the first plan.
 provider "talosboot" {
-  kubeconfig_raw = var.kubeconfig
+  kubeconfig_raw = talos_cluster_kubeconfig.this.kubeconfig_raw
 }
 
 locals {

@@ -1,9 +1,3 @@
-variable "kubeconfig" {
-  type        = string
-  sensitive   = true
-  description = "The cluster's kubeconfig, e.g. `talos_cluster_kubeconfig.this.kubeconfig_raw` when the Talos resources live in this root, or `tofu output -raw talos_kubeconfig` of the Talos root."
-}
-
 variable "environment" {
   type        = string
   default     = "staging"

@@ -3,6 +3,10 @@ terraform {
   required_version = ">= 1.11.0"
 
   required_providers {
+    talos = {
+      source  = "siderolabs/talos"
+      version = "~> 0.11"
+    }
     talosboot = {
       source  = "talosboot/talosboot"
       version = "0.1.0"

@@ -1,21 +1,29 @@
-//! Every HCL file under `examples/` is checked with the real OpenTofu CLI, so the docs built from
-//! them cannot rot:
-//! - all of them: `tofu fmt -check`, and each directory belongs to one of the checks below (the
-//!   HCL blocks of `docs/guides` are format-checked too);
+//! Every HCL file under `examples/` and every HCL block in `docs/` is checked with the real OpenTofu
+//! CLI, so the docs built from them cannot rot:
+//! - all example files: `tofu fmt -check`, and each directory belongs to one of the checks below;
 //! - the registry snippets (`examples/provider`, `examples/resources/*`, `examples/data-sources/*`):
 //!   one per type the provider serves (a resource has `resource.tf` and `import.sh`), each
 //!   `tofu validate`d in a workspace that declares what the snippet takes from elsewhere;
-//! - the full roots (`quickstart`, `talos-cilium-flux`, `argocd-after-cilium`): `init`, `validate`
-//!   and `plan` against the simulated cluster, as a user would run them.
+//! - the full roots (every other directory under `examples/`): copied whole, as a user would copy
+//!   them, then `init` and `validate`; the ones in [`PLANNED_ROOTS`] are also planned against the
+//!   simulated cluster;
+//! - every ```hcl / ```terraform block of `docs/`: `tofu fmt -check`, and `tofu validate` of a root
+//!   made of the block and placeholders for what it refers to ([`doc_block_root`]).
 //!
-//! Snippets refer to resources of providers that cannot be installed here (no registry access):
-//! those references are stood in for by variables of the same name ([`STAND_INS`]), so everything
-//! talosboot checks (attribute names, types, the provider's own validation) is still checked.
-//! For the same reason the Argo CD root's `argocd.tf` (hashicorp/helm) is only format-checked.
-//! A root that uses a resource type the provider does not register yet is skipped with a
-//! message, unless the type's source folder exists (then the test fails: registered it must be).
+//! Providers an example declares besides talosboot: the mirror has talosboot and hashicorp/null;
+//! siderolabs/talos and hashicorp/helm cannot be installed here (no registry access, and neither
+//! is served by the Go module proxy), so [`STUBS`] installs in their place a schema-only stand-in
+//! (`tests/stub-provider`, built with `go`) serving their schema as transcribed from their
+//! published docs and source at the version named. Validation against it checks attribute names,
+//! types, required attributes and references of those blocks against the transcription (not
+//! against the real provider); it refuses to configure, plan or apply, so a planned root leaves
+//! out the files that use it. A root that declares any other provider fails the test.
+//! Snippets refer to resources of other providers through variables of the same name
+//! ([`STAND_INS`]). A root that uses a resource type the provider does not register yet is skipped
+//! with a message, unless the type's source folder exists (then the test fails).
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace, repo_root};
 
@@ -28,10 +36,24 @@ const STAND_INS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Full roots: directory, files that are only format-checked (providers not installable here).
-const ROOTS: &[(&str, &[&str])] = &[
+/// Third-party providers that cannot be installed here, stood in for by the schema-only stub:
+/// source, version the schema was transcribed from, schema file under `tests/stub-provider/schemas`.
+const STUBS: &[(&str, &str, &str)] = &[
+    ("siderolabs/talos", "0.11.0", "siderolabs-talos-0.11.0.json"),
+    ("hashicorp/helm", "3.1.2", "hashicorp-helm-3.1.2.json"),
+];
+
+/// Providers the harness mirror holds for real.
+const INSTALLED: &[&str] = &["talosboot/talosboot", "hashicorp/null"];
+
+/// Directories under `examples/` that are registry snippets, not roots.
+const SNIPPET_KINDS: &[&str] = &["provider", "resources", "data-sources"];
+
+/// Full roots that are also planned against the simulated cluster: directory, and files left out
+/// of the plan because they use a stubbed provider (which cannot plan).
+const PLANNED_ROOTS: &[(&str, &[&str])] = &[
     ("quickstart", &[]),
-    ("talos-cilium-flux", &[]),
+    ("talos-cilium-flux", &["talos.tf"]),
     ("argocd-after-cilium", &["argocd.tf"]),
 ];
 
@@ -88,6 +110,19 @@ fn snippet_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// The full roots: every directory directly under `examples/` that is not a snippet kind.
+fn root_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(examples())
+        .expect("examples/")
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !SNIPPET_KINDS.contains(&n.as_str()))
+        .collect();
+    names.sort();
+    names
+}
+
 /// The provider's schema as the CLI sees it (`providers schema -json`).
 fn provider_schema() -> serde_json::Value {
     let ws = Workspace::new(&format!(
@@ -103,6 +138,98 @@ fn type_names(schema: &serde_json::Value, key: &str) -> Vec<String> {
         .as_object()
         .map(|m| m.keys().cloned().collect())
         .unwrap_or_default()
+}
+
+/// The schema-only stand-in provider, built once per test process from `tests/stub-provider`
+/// (Go's build cache makes later builds quick).
+fn stub_binary() -> &'static PathBuf {
+    static STUB: OnceLock<PathBuf> = OnceLock::new();
+    STUB.get_or_init(|| {
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stub-provider/stub");
+        let status = std::process::Command::new("go")
+            .args(["build", "-o"])
+            .arg(&out)
+            .arg(".")
+            .current_dir(repo_root().join("tests/stub-provider"))
+            .status()
+            .expect("run `go build` for tests/stub-provider (Go is needed, as for OpenTofu)");
+        assert!(status.success(), "building tests/stub-provider failed");
+        out
+    })
+}
+
+/// The provider sources (`namespace/type`) that `text` declares in `required_providers`.
+fn declared_sources(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        let Some(rest) = line.strip_prefix("source") else {
+            continue;
+        };
+        let Some(value) = rest.trim_start().strip_prefix('=') else {
+            continue;
+        };
+        let value = value.trim().trim_matches('"');
+        let source = value.split('"').next().unwrap_or(value).to_lowercase();
+        if source.matches('/').count() == 1 && !source.starts_with('.') && !found.contains(&source)
+        {
+            found.push(source);
+        }
+    }
+    found
+}
+
+/// Puts the stand-in for every stubbed provider `text` declares into the workspace's mirror (under
+/// the registry host OpenTofu resolves) and rewrites the CLI configuration to include them; fails
+/// on a declared provider that is neither installed nor stubbed.
+fn install_declared_providers(ws: &Workspace, text: &str) {
+    let mut include: Vec<String> = INSTALLED
+        .iter()
+        .flat_map(|p| {
+            [
+                format!("\"registry.opentofu.org/{p}\""),
+                format!("\"registry.terraform.io/{p}\""),
+            ]
+        })
+        .collect();
+    for source in declared_sources(text) {
+        if INSTALLED.contains(&source.as_str()) {
+            continue;
+        }
+        let Some((_, version, schema)) = STUBS.iter().find(|(s, _, _)| *s == source) else {
+            panic!(
+                "the example declares provider {source}, which cannot be installed here and has no \
+                 stand-in in STUBS (tests/stub-provider)"
+            );
+        };
+        let kind = source.split('/').nth(1).unwrap_or_default();
+        let dir = ws.path().join(format!(
+            "mirror/registry.opentofu.org/{source}/{version}/linux_amd64"
+        ));
+        std::fs::create_dir_all(&dir).expect("mirror dir");
+        let wrapper = dir.join(format!("terraform-provider-{kind}_v{version}"));
+        let schema = repo_root().join("tests/stub-provider/schemas").join(schema);
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nSTUB_PROVIDER_SCHEMA='{}' exec '{}' \"$@\"\n",
+                schema.display(),
+                stub_binary().display()
+            ),
+        )
+        .expect("write stub wrapper");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        include.push(format!("\"registry.opentofu.org/{source}\""));
+    }
+    ws.write(
+        "cli.tfrc",
+        &format!(
+            "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [{}]\n  }}\n}}\n",
+            ws.path().join("mirror").display(),
+            include.join(", ")
+        ),
+    );
 }
 
 #[test]
@@ -122,16 +249,25 @@ fn every_example_is_formatted_and_checked() {
         "`tofu fmt` would change these examples (run `tofu fmt -recursive examples`):\n{}",
         out.text()
     );
-    // Every directory with HCL in it is one of the checked ones, so a new example cannot be missed.
+    // Every directory with HCL in it is a snippet or a root (and every root is validated whole),
+    // so a new example cannot be missed.
     let mut checked: Vec<PathBuf> = snippet_dirs();
-    checked.extend(ROOTS.iter().map(|(d, _)| dir.join(d)));
+    checked.extend(root_names().iter().map(|d| dir.join(d)));
     let tf = files(&dir, ".tf");
     assert!(tf.len() >= 8, "too few examples found: {tf:?}");
     for file in tf {
         assert!(
             checked.iter().any(|d| file.starts_with(d)),
-            "{} is in no checked example directory: add it to ROOTS or move it",
+            "{} is in no checked example directory: put it in a root or a snippet directory",
             rel(&file)
+        );
+    }
+    let roots = root_names();
+    assert!(roots.len() >= 3, "{roots:?}");
+    for (planned, _) in PLANNED_ROOTS {
+        assert!(
+            roots.iter().any(|r| r == planned),
+            "PLANNED_ROOTS names examples/{planned}, which is not a root"
         );
     }
 }
@@ -258,12 +394,15 @@ fn declared_types(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Copies a full root into a fresh workspace (all files but `skip`), or `None` when it needs a
-/// resource type the provider does not register yet and whose code does not exist either.
+/// Copies a full root into a fresh workspace (all files but `skip`), with the providers it
+/// declares installed, or `None` when it needs a resource type the provider does not register yet
+/// and whose code does not exist either. When files are skipped, references into them from
+/// [`STAND_INS`] become variables of the same name (declared in `stand_ins.tf`).
 fn root_workspace(name: &str, skip: &[&str]) -> Option<Workspace> {
     let dir = examples().join(name);
     let ws = Workspace::new("");
     let mut text = String::new();
+    let mut stand_ins = String::new();
     for file in files(&dir, "") {
         let relative = file.strip_prefix(&dir).expect("inside the root");
         if skip.iter().any(|s| relative == Path::new(s)) {
@@ -273,9 +412,27 @@ fn root_workspace(name: &str, skip: &[&str]) -> Option<Workspace> {
         std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir");
         std::fs::copy(&file, &target).expect("copy example file");
         if relative.extension().is_some_and(|e| e == "tf") {
-            text.push_str(&read(&file));
+            let mut content = read(&file);
+            if !skip.is_empty() {
+                for (reference, var) in STAND_INS {
+                    let replaced = replace_in_code(&content, reference, &format!("var.{var}"));
+                    if replaced != content {
+                        content = replaced;
+                        let declaration = format!("variable \"{var}\" {{\n  type = any\n}}\n");
+                        if !stand_ins.contains(&declaration) {
+                            stand_ins.push_str(&declaration);
+                        }
+                    }
+                }
+                std::fs::write(&target, &content).expect("write example file");
+            }
+            text.push_str(&content);
         }
     }
+    if !stand_ins.is_empty() {
+        ws.write("stand_ins.tf", &stand_ins);
+    }
+    install_declared_providers(&ws, &text);
     let registered = type_names(&provider_schema(), "resource_schemas");
     for t in declared_types(&text) {
         if registered.contains(&t) {
@@ -293,6 +450,80 @@ fn root_workspace(name: &str, skip: &[&str]) -> Option<Workspace> {
         return None;
     }
     Some(ws)
+}
+
+/// `text` with `from` replaced by `to` in code only: not inside a quoted string or a comment
+/// (a description may name the reference).
+fn replace_in_code(text: &str, from: &str, to: &str) -> String {
+    let mut out = String::new();
+    for line in text.split_inclusive('\n') {
+        let mut code = String::new();
+        let mut in_string = false;
+        let mut rest = line;
+        while let Some(c) = rest.chars().next() {
+            if !in_string && (rest.starts_with('#') || rest.starts_with("//")) {
+                break;
+            }
+            if !in_string && rest.starts_with(from) {
+                code.push_str(to);
+                rest = &rest[from.len()..];
+                continue;
+            }
+            if c == '"' && !code.ends_with('\\') {
+                in_string = !in_string;
+            }
+            code.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+        code.push_str(rest);
+        out.push_str(&code);
+    }
+    out
+}
+
+/// Every root, copied whole as a user would copy it, passes `init` and `validate` with only
+/// talosboot and the providers it declares (stand-ins for those that cannot be installed here).
+#[test]
+fn every_root_inits_and_validates_as_copied() {
+    let roots = root_names();
+    assert!(roots.len() >= 3, "{roots:?}");
+    for name in roots {
+        let Some(ws) = root_workspace(&name, &[]) else {
+            continue;
+        };
+        // Copied whole: every file of the root is in the workspace, unchanged.
+        let dir = examples().join(&name);
+        for file in files(&dir, "") {
+            let relative = file.strip_prefix(&dir).expect("inside the root");
+            assert_eq!(
+                std::fs::read(ws.path().join(relative)).ok(),
+                std::fs::read(&file).ok(),
+                "{} was not copied as it is",
+                rel(&file)
+            );
+        }
+        let init = ws.run(&["init", "-no-color", "-input=false"]);
+        assert!(
+            init.success,
+            "examples/{name} does not pass `tofu init` as it is:\n{}",
+            init.text()
+        );
+        let out = ws.run(&["validate", "-no-color"]);
+        assert!(
+            out.success,
+            "examples/{name} does not pass `tofu validate` as it is:\n{}",
+            out.text()
+        );
+    }
+}
+
+/// The files [`PLANNED_ROOTS`] leaves out of the plan of `name`.
+fn planned_skip(name: &str) -> &'static [&'static str] {
+    PLANNED_ROOTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, skip)| *skip)
+        .unwrap_or_else(|| panic!("{name} is not in PLANNED_ROOTS"))
 }
 
 fn plan(ws: &Workspace) -> TfOutput {
@@ -314,7 +545,7 @@ fn plan(ws: &Workspace) -> TfOutput {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn quickstart_root_plans() {
-    let Some(ws) = root_workspace("quickstart", &[]) else {
+    let Some(ws) = root_workspace("quickstart", planned_skip("quickstart")) else {
         return;
     };
     let cluster = TestCluster::start().await;
@@ -334,15 +565,21 @@ async fn quickstart_root_plans() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn talos_cilium_flux_root_plans_without_secrets_in_the_plan() {
-    let Some(ws) = root_workspace("talos-cilium-flux", &[]) else {
+    // talos.tf (siderolabs/talos) cannot be planned here: the kubeconfig it would produce is given
+    // in place of `talos_cluster_kubeconfig.this`.
+    let Some(ws) = root_workspace("talos-cilium-flux", planned_skip("talos-cilium-flux")) else {
         return;
     };
     let cluster = TestCluster::start().await;
     let kubeconfig = read(&cluster.kubeconfig_path);
+    ws.write(
+        "stand_ins.auto.tfvars.json",
+        &serde_json::json!({ "talos_cluster_kubeconfig": { "kubeconfig_raw": kubeconfig } })
+            .to_string(),
+    );
     let github_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nexample-github-key-must-not-leak\n-----END OPENSSH PRIVATE KEY-----\n";
     let gitea_key = "example-gitea-key-must-not-leak";
     let ws = ws
-        .env("TF_VAR_kubeconfig", &kubeconfig)
         .env("TF_VAR_environment", "prod")
         .env("TF_VAR_github_deploy_key", github_key)
         .env("TF_VAR_gitea_rollback_key", gitea_key);
@@ -377,7 +614,8 @@ async fn talos_cilium_flux_root_plans_without_secrets_in_the_plan() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn argocd_after_cilium_root_plans() {
-    let Some(ws) = root_workspace("argocd-after-cilium", &["argocd.tf"]) else {
+    let Some(ws) = root_workspace("argocd-after-cilium", planned_skip("argocd-after-cilium"))
+    else {
         return;
     };
     let cluster = TestCluster::start().await;
@@ -399,8 +637,8 @@ async fn argocd_after_cilium_root_plans() {
             .contains("data.talosboot_helm_release.cilium will be read during apply"),
         "{text}"
     );
-    // argocd.tf is left out only because hashicorp/helm cannot be installed here: it must still
-    // refer to the resource this root declares.
+    // argocd.tf is left out of the plan only because hashicorp/helm cannot be installed here (it is
+    // validated with the whole root): it must still refer to the resource this root declares.
     let argocd = read(&examples().join("argocd-after-cilium/argocd.tf"));
     assert!(
         argocd.contains("depends_on = [talosboot_cilium.this]"),
@@ -408,7 +646,7 @@ async fn argocd_after_cilium_root_plans() {
     );
 }
 
-/// The ```hcl blocks of a Markdown page, each dedented by its fence's indentation.
+/// The ```hcl and ```terraform blocks of a Markdown page, each dedented by its fence's indentation.
 fn hcl_blocks(markdown: &str) -> Vec<String> {
     let mut blocks = Vec::new();
     let mut current: Option<(usize, String)> = None;
@@ -416,7 +654,9 @@ fn hcl_blocks(markdown: &str) -> Vec<String> {
         let trimmed = line.trim_start();
         let indent = line.len() - trimmed.len();
         match &mut current {
-            None if trimmed == "```hcl" => current = Some((indent, String::new())),
+            None if trimmed == "```hcl" || trimmed == "```terraform" => {
+                current = Some((indent, String::new()))
+            }
             Some((_, block)) if trimmed == "```" => {
                 blocks.push(std::mem::take(block));
                 current = None;
@@ -431,14 +671,15 @@ fn hcl_blocks(markdown: &str) -> Vec<String> {
     blocks
 }
 
+/// Every Markdown page of `docs/` (index, resources, data sources, guides).
+fn doc_pages() -> Vec<PathBuf> {
+    files(&repo_root().join("docs"), ".md")
+}
+
 #[test]
 fn guides_have_registry_front_matter_and_formatted_hcl() {
     let guides = files(&repo_root().join("docs/guides"), ".md");
     assert!(guides.len() >= 7, "{guides:?}");
-    let ws = Workspace::new("");
-    let dir = ws.path().join("guides");
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    let mut count = 0;
     for guide in &guides {
         let text = read(guide);
         let front = text
@@ -453,16 +694,19 @@ fn guides_have_registry_front_matter_and_formatted_hcl() {
         ] {
             assert!(front.contains(key), "{}: no `{key}`", rel(guide));
         }
-        let stem = guide
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        for (i, block) in hcl_blocks(&text).iter().enumerate() {
+    }
+    let ws = Workspace::new("");
+    let dir = ws.path().join("docs");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let mut count = 0;
+    for page in doc_pages() {
+        let stem = rel(&page).replace(['/', '.'], "_");
+        for (i, block) in hcl_blocks(&read(&page)).iter().enumerate() {
             std::fs::write(dir.join(format!("{stem}-{i}.tf")), block).expect("write block");
             count += 1;
         }
     }
-    assert!(count >= 10, "too few HCL blocks in the guides: {count}");
+    assert!(count >= 15, "too few HCL blocks in docs/: {count}");
     let out = ws.run(&[
         "fmt",
         "-check",
@@ -472,7 +716,234 @@ fn guides_have_registry_front_matter_and_formatted_hcl() {
     ]);
     assert!(
         out.success,
-        "HCL in docs/guides is not valid or not formatted as `tofu fmt` writes it:\n{}",
+        "HCL in docs/ is not valid or not formatted as `tofu fmt` writes it:\n{}",
         out.text()
     );
+}
+
+/// Placeholder declarations for resources a docs block refers to without declaring them: type,
+/// and the body of a minimal valid block of that type.
+const PLACEHOLDER_RESOURCES: &[(&str, &str)] = &[
+    ("talosboot_cilium", "  version = \"1.18.4\"\n"),
+    (
+        "talosboot_helm_release",
+        "  name  = \"placeholder\"\n  chart = \"placeholder\"\n",
+    ),
+    (
+        "helm_release",
+        "  name  = \"placeholder\"\n  chart = \"placeholder\"\n",
+    ),
+    (
+        "talos_cluster_kubeconfig",
+        "  node = \"10.0.0.10\"\n  client_configuration = {\n    ca_certificate     = \"\"\n    client_certificate = \"\"\n    client_key         = \"\"\n  }\n",
+    ),
+    ("null_resource", ""),
+];
+
+/// `(prefix, name)` of every `prefix.name` in `text` whose prefix is `var`, `local`, `data.TYPE`
+/// or a resource type of [`PLACEHOLDER_RESOURCES`], outside `from = ...` lines (a `moved` or
+/// `removed` source must not exist).
+fn references(text: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for line in text.lines() {
+        let code = line.split('#').next().unwrap_or_default();
+        if code.trim_start().starts_with("from") {
+            continue;
+        }
+        let bytes = code.as_bytes();
+        let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        let mut i = 0;
+        while i < bytes.len() {
+            if !ident(bytes[i]) || (i > 0 && (ident(bytes[i - 1]) || bytes[i - 1] == b'.')) {
+                i += 1;
+                continue;
+            }
+            let words: Vec<&str> = code[i..]
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+                .next()
+                .unwrap_or_default()
+                .split('.')
+                .collect();
+            let (prefix, name) = match words.as_slice() {
+                ["data", t, n, ..] => (format!("data.{t}"), n.to_string()),
+                [p, n, ..] => (p.to_string(), n.to_string()),
+                _ => (String::new(), String::new()),
+            };
+            let known = prefix == "var"
+                || prefix == "local"
+                || prefix.starts_with("data.")
+                || PLACEHOLDER_RESOURCES.iter().any(|(t, _)| *t == prefix);
+            if known && !name.is_empty() && !found.contains(&(prefix.clone(), name.clone())) {
+                found.push((prefix, name));
+            }
+            i += words.iter().map(|w| w.len() + 1).sum::<usize>();
+        }
+    }
+    found
+}
+
+/// What a docs block is checked as.
+enum DocBlock {
+    /// A root made of the block and placeholders, to `init` and `validate`.
+    Root(Workspace),
+    /// A CLI configuration file (`provider_installation`), not configuration of a root: no schema
+    /// applies, `tofu fmt` is all that checks it.
+    CliConfiguration,
+    /// A call of the flux-operator-bootstrap module from its registry (the "before" of a
+    /// migration): the module cannot be downloaded here, `tofu fmt` is all that checks it.
+    RegistryModule,
+}
+
+/// A root made of one docs block: the block as `main.tf`, and in `context.tf` what it refers to
+/// without declaring: variables (`type = any`, so unknown at validate), locals fed from such
+/// variables, data sources of other providers as variables ([`STAND_INS`]), placeholder resources
+/// ([`PLACEHOLDER_RESOURCES`]), the provider requirements, and the files it reads.
+fn doc_block_root(block: &str) -> DocBlock {
+    if block.trim_start().starts_with("provider_installation") {
+        return DocBlock::CliConfiguration;
+    }
+    if block.contains("module \"") && block.contains("source  = \"controlplaneio-fluxcd/") {
+        return DocBlock::RegistryModule;
+    }
+    let mut text = block.to_owned();
+    let mut context = String::new();
+    for (reference, var) in STAND_INS {
+        if reference.starts_with("data.") && text.contains(reference) {
+            text = text.replace(reference, &format!("var.{var}"));
+        }
+    }
+    let declared = |kind: &str, name: &str| -> bool {
+        match kind {
+            "var" => text.contains(&format!("variable \"{name}\"")),
+            "local" => {
+                text.contains("locals {")
+                    && text
+                        .lines()
+                        .any(|l| l.trim_start().starts_with(&format!("{name} ")))
+            }
+            t if t.starts_with("data.") => text.contains(&format!(
+                "data \"{}\" \"{name}\"",
+                t.trim_start_matches("data.")
+            )),
+            t => text.contains(&format!("resource \"{t}\" \"{name}\"")),
+        }
+    };
+    let mut providers = vec!["talosboot", "null"];
+    for (kind, name) in references(&text) {
+        if declared(&kind, &name) {
+            continue;
+        }
+        match kind.as_str() {
+            "var" => context.push_str(&format!("variable \"{name}\" {{\n  type = any\n}}\n")),
+            "local" => context.push_str(&format!(
+                "variable \"placeholder_local_{name}\" {{\n  type = any\n}}\nlocals {{\n  {name} = var.placeholder_local_{name}\n}}\n"
+            )),
+            t if t.starts_with("data.") => panic!(
+                "a docs block reads {t}.{name}, which has no stand-in: add one to STAND_INS\n{block}"
+            ),
+            t => {
+                let body = PLACEHOLDER_RESOURCES
+                    .iter()
+                    .find(|(p, _)| *p == t)
+                    .map(|(_, b)| *b)
+                    .unwrap_or_default();
+                context.push_str(&format!("resource \"{t}\" \"{name}\" {{\n{body}}}\n"));
+            }
+        }
+    }
+    let all = format!("{text}\n{context}");
+    if all.contains("resource \"helm_release\"") || all.contains("helm_release.") {
+        providers.push("helm");
+    }
+    if all.contains("resource \"talos_") || all.contains("data \"talos_") {
+        providers.push("talos");
+    }
+    // A block with its own `required_providers` gets the missing entries added to it (a module
+    // has one `required_providers`).
+    if text.contains("required_providers {") {
+        providers.retain(|p| !text.contains(&format!("\n    {p} = {{")));
+    }
+    if !providers.is_empty() {
+        let sources: String = providers
+            .iter()
+            .map(|p| match *p {
+                "talosboot" => "    talosboot = {\n      source  = \"talosboot/talosboot\"\n      version = \"0.1.0\"\n    }\n".to_owned(),
+                "null" => "    null = {\n      source  = \"hashicorp/null\"\n      version = \"2.1.2\"\n    }\n".to_owned(),
+                "helm" => "    helm = {\n      source = \"hashicorp/helm\"\n    }\n".to_owned(),
+                _ => "    talos = {\n      source = \"siderolabs/talos\"\n    }\n".to_owned(),
+            })
+            .collect();
+        if text.contains("required_providers {") {
+            text = text.replacen(
+                "required_providers {\n",
+                &format!("required_providers {{\n{sources}"),
+                1,
+            );
+        } else {
+            context.push_str(&format!(
+                "terraform {{\n  required_providers {{\n{sources}  }}\n}}\n"
+            ));
+        }
+    }
+    let ws = Workspace::new(&text);
+    ws.write("context.tf", &context);
+    install_declared_providers(&ws, &format!("{text}\n{context}"));
+    let instance = read(&examples().join("talos-cilium-flux/flux/flux-instance.yaml"));
+    for part in text.split("file(\"${path.module}/").skip(1) {
+        let Some(path) = part.split('"').next() else {
+            continue;
+        };
+        let target = ws.path().join(path);
+        std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir");
+        let content = if path.ends_with("flux-instance.yaml") {
+            instance.as_str()
+        } else {
+            "{}\n"
+        };
+        std::fs::write(&target, content).expect("write referenced file");
+    }
+    DocBlock::Root(ws)
+}
+
+/// Every HCL block of `docs/` is validated against the schema: `tofu init` and `tofu validate` of
+/// a root made of the block and placeholders for what it refers to ([`doc_block_root`]).
+#[test]
+fn every_docs_hcl_block_validates() {
+    let mut validated = 0;
+    let mut failures = Vec::new();
+    let mut not_validated = Vec::new();
+    for page in doc_pages() {
+        for (i, block) in hcl_blocks(&read(&page)).iter().enumerate() {
+            let ws = match doc_block_root(block) {
+                DocBlock::CliConfiguration | DocBlock::RegistryModule => {
+                    not_validated.push(format!("{} block {}", rel(&page), i + 1));
+                    continue;
+                }
+                DocBlock::Root(ws) => ws,
+            };
+            let init = ws.run(&["init", "-no-color", "-input=false"]);
+            let out = if init.success {
+                ws.run(&["validate", "-no-color"])
+            } else {
+                init
+            };
+            if out.success {
+                validated += 1;
+            } else {
+                failures.push(format!(
+                    "{} block {} does not validate:\n{}\n--- the block:\n{}\n--- placeholders:\n{}",
+                    rel(&page),
+                    i + 1,
+                    out.text(),
+                    block,
+                    ws.read("context.tf")
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(validated >= 15, "too few HCL blocks validated: {validated}");
+    // Only CLI configurations (`provider_installation`) and the module call of the flux migration
+    // guide are left to `tofu fmt` (see [`DocBlock`]).
+    eprintln!("validated {validated} docs blocks; format-checked only: {not_validated:?}");
 }

@@ -1,4 +1,4 @@
-# Argo CD right after Cilium (seed 003): the chart is installed by a bootstrap Job on the host
+# Argo CD right after Cilium: the chart is installed by a bootstrap Job on the host
 # network, and `wait` means its Deployments and StatefulSets are rolled out.
 resource "talosboot_helm_release" "argocd" {
   name             = "argocd"
