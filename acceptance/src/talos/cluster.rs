@@ -39,6 +39,9 @@ pub struct TalosConfig {
     pub dial_timeout: Duration,
     pub pod_security: bool,
     pub controller_manager_flags: Vec<String>,
+    /// Cilium of this chart version installed as Talos' inline manifests do it
+    /// (`cluster.inlineManifests` from `helm template`): its objects, no Helm release.
+    pub inline_cilium: Option<String>,
 }
 
 impl Default for TalosConfig {
@@ -51,6 +54,7 @@ impl Default for TalosConfig {
             dial_timeout: Duration::from_secs(3),
             pod_security: true,
             controller_manager_flags: Vec::new(),
+            inline_cilium: None,
         }
     }
 }
@@ -347,6 +351,21 @@ impl Shared {
     }
 }
 
+/// The Helm values of the Talos docs' inline-manifest method for Cilium: IPAM `kubernetes`,
+/// kube-proxy replacement over KubePrism, cgroup auto-mount off, capabilities without
+/// `SYS_MODULE`.
+const INLINE_CILIUM_VALUES: &str = r#"{
+  "ipam": {"mode": "kubernetes"},
+  "kubeProxyReplacement": true,
+  "k8sServiceHost": "localhost",
+  "k8sServicePort": 7445,
+  "cgroup": {"autoMount": {"enabled": false}, "hostRoot": "/sys/fs/cgroup"},
+  "securityContext": {"capabilities": {
+    "ciliumAgent": ["CHOWN", "KILL", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "SYS_ADMIN", "SYS_RESOURCE", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"],
+    "cleanCiliumState": ["NET_ADMIN", "SYS_ADMIN", "SYS_RESOURCE"]
+  }}
+}"#;
+
 /// A running cluster.
 pub struct TalosCluster {
     pub plane: ControlPlane,
@@ -387,6 +406,8 @@ struct Charts {
     addr: SocketAddr,
     hostnames: Vec<String>,
     ca_pem: String,
+    /// (chart, version, package) of every published chart.
+    packages: Vec<(String, String, PathBuf)>,
 }
 
 fn charts(helm: &Path) -> anyhow::Result<&'static Charts> {
@@ -430,10 +451,16 @@ fn charts(helm: &Path) -> anyhow::Result<&'static Charts> {
                         };
                         match started.await {
                             Ok((server, hostnames, ca_pem)) => {
+                                let packages = server
+                                    .published()
+                                    .iter()
+                                    .map(|p| (p.name.clone(), p.version.clone(), p.package.clone()))
+                                    .collect();
                                 let _ = tx.send(Ok(Charts {
                                     addr: server.addr(),
                                     hostnames,
                                     ca_pem,
+                                    packages,
                                 }));
                                 // Serves for the rest of the process.
                                 std::future::pending::<()>().await;
@@ -456,14 +483,27 @@ impl TalosCluster {
     pub async fn start(config: TalosConfig) -> anyhow::Result<TalosCluster> {
         let begin = std::time::Instant::now();
         let tools = Tools::find()?;
-        let plane = ControlPlane::start(
-            tools.clone(),
-            ControlPlaneOptions {
-                no_pod_security: !config.pod_security,
-                controller_manager_flags: config.controller_manager_flags.clone(),
-            },
-        )
-        .await?;
+        // Ports are picked free, then bound by the child processes: another process on the
+        // machine can take one in between (etcd then exits at once). A fresh start picks others.
+        let mut attempt = 1;
+        let plane = loop {
+            match ControlPlane::start(
+                tools.clone(),
+                ControlPlaneOptions {
+                    no_pod_security: !config.pod_security,
+                    controller_manager_flags: config.controller_manager_flags.clone(),
+                },
+            )
+            .await
+            {
+                Ok(plane) => break plane,
+                Err(e) if attempt < 3 => {
+                    tracing::warn!(attempt, error = %format!("{e:#}"), "control plane start failed; retrying");
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        };
         let proxy = FaultProxy::start(FaultProxyConfig {
             serving: plane.serving.clone(),
             ca_pem: plane.pki.ca_pem.clone(),
@@ -542,6 +582,15 @@ impl TalosCluster {
         if cluster.config.kube_proxy {
             cluster.deploy_kube_proxy().await?;
         }
+        if let Some(version) = cluster.config.inline_cilium.clone() {
+            let package = charts
+                .packages
+                .iter()
+                .find(|(name, v, _)| name == "cilium" && *v == version)
+                .map(|(_, _, p)| p.clone())
+                .ok_or_else(|| anyhow::anyhow!("no cilium chart {version} to inline"))?;
+            cluster.apply_inline_cilium(&package).await?;
+        }
         cluster.started_in = begin.elapsed();
         Ok(cluster)
     }
@@ -615,6 +664,51 @@ impl TalosCluster {
             .create(&Default::default(), &daemonset)
             .await
             .map_err(|e| anyhow::anyhow!("failed to deploy kube-proxy: {e}"))?;
+        Ok(())
+    }
+
+    /// Cilium as Talos' inline-manifest method installs it: `helm template` with the values the
+    /// Talos docs give, applied by the machine (server-side apply, field manager `talos`), with
+    /// no Helm release record.
+    async fn apply_inline_cilium(&self, package: &Path) -> anyhow::Result<()> {
+        let dir = self.plane.dir.path().join("inline-cilium");
+        std::fs::create_dir_all(&dir)?;
+        let values = dir.join("values.json");
+        std::fs::write(&values, INLINE_CILIUM_VALUES)?;
+        let rendered = tokio::process::Command::new(&self.shared.tools.helm)
+            .arg("template")
+            .arg("cilium")
+            .arg(package)
+            .args(["--namespace", "kube-system", "-f"])
+            .arg(&values)
+            .env("HELM_CACHE_HOME", dir.join("cache"))
+            .env("HELM_CONFIG_HOME", dir.join("config"))
+            .env("HELM_DATA_HOME", dir.join("data"))
+            .output()
+            .await?;
+        anyhow::ensure!(
+            rendered.status.success(),
+            "helm template of the inline Cilium failed: {}",
+            String::from_utf8_lossy(&rendered.stderr)
+        );
+        let manifests = dir.join("cilium.yaml");
+        std::fs::write(&manifests, &rendered.stdout)?;
+        let kubeconfig = dir.join("admin.kubeconfig");
+        self.plane.write_kubeconfig(&kubeconfig)?;
+        let kubectl = self.shared.kubectl.clone().ok_or_else(|| {
+            anyhow::anyhow!("inline manifests need kubectl (acceptance/scripts/install-kubectl.sh)")
+        })?;
+        let applied = tokio::process::Command::new(kubectl)
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .args(["apply", "--server-side", "--field-manager=talos", "-f"])
+            .arg(&manifests)
+            .output()
+            .await?;
+        anyhow::ensure!(
+            applied.status.success(),
+            "applying the inline Cilium failed: {}",
+            String::from_utf8_lossy(&applied.stderr)
+        );
         Ok(())
     }
 

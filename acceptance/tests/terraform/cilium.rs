@@ -334,13 +334,9 @@ async fn a_user_value_restoring_sys_module_fails_with_the_capabilities_diagnosis
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_broken_upgrade_fails_until_fixed_and_the_fix_waits_for_its_own_pods() {
-    // At human pace a rollout takes seconds: the broken revision's agents are still crashing when
-    // the fix's wait starts, as on a real cluster.
-    let cluster = TestCluster::start_with(talos_sim::SimConfig {
-        pace: talos_sim::Pace::Human,
-        ..Default::default()
-    })
-    .await;
+    // The real controllers roll out as a real cluster does: the broken revision's agents are
+    // still crashing when the fix's wait starts.
+    let cluster = TestCluster::start().await;
     let client = cluster.client().await;
     let good = cilium("  timeout = \"2m\"");
     let bad = cilium(
@@ -515,7 +511,7 @@ async fn inline_manifest_cilium_is_adopted_in_place() {
         ..Default::default()
     })
     .await;
-    if cluster.simulator().is_none() {
+    if !cluster.nodes_are_emulated() {
         return; // needs a cluster whose Cilium came from inline manifests
     }
     let client = cluster.client().await;

@@ -391,10 +391,8 @@ impl TestCluster {
         if let Some(external) = TestCluster::external(tempfile::tempdir().expect("tempdir")) {
             return external;
         }
-        let simulated_only = config.inline_cilium.is_some()
-            || !config.rbac
-            || config.pace != talos_sim::Pace::Fast
-            || config.listen.is_some();
+        let simulated_only =
+            !config.rbac || config.pace != talos_sim::Pace::Fast || config.listen.is_some();
         if simulated_only || std::env::var_os("TALOSBOOT_TEST_SIMULATED").is_some() {
             return TestCluster::start_simulated(config).await;
         }
@@ -405,6 +403,7 @@ impl TestCluster {
             kubeprism: config.kubeprism_port,
             kube_proxy: config.kube_proxy,
             pod_security: config.pod_security,
+            inline_cilium: config.inline_cilium.clone(),
             ..Default::default()
         })
         .await

@@ -19,6 +19,8 @@
 //!   `cilium-envoy` fails the apply and warns on refresh, naming it; Hubble relay waited for).
 //! - `cilium_kube_proxy`: `kube_proxy_replacement` on clusters with and without kube-proxy (the
 //!   warning, the error at plan and before any Job, the Service-IP diagnosis).
+//! - `concurrent`: two applies at once from two roots: different targets converge side by side;
+//!   one target is serialized by its Lease.
 //! - `chaos`: seeded random faults during repeated applies; state stays truthful, applies converge
 //!   (`TALOSBOOT_CHAOS_SEED`, `TALOSBOOT_CHAOS_LONG=1`).
 //! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
@@ -34,6 +36,7 @@ mod checks;
 mod cilium;
 mod cilium_components;
 mod cilium_kube_proxy;
+mod concurrent;
 mod examples;
 mod flux_bootstrap;
 mod functions;
