@@ -1,7 +1,7 @@
 //! The provider's memory during real OpenTofu commands, against a baseline in the same run:
 //! `tofu apply`, `tofu plan` and `tofu destroy` of `examples/quickstart` (Cilium, then the Flux
-//! bootstrap, the release data source and the check) against the fast-paced simulated Talos
-//! cluster, and the same three commands of a root of a few `null_resource`s served by the Go
+//! bootstrap, the release data source and the check) against a Talos cluster on the real control
+//! plane (`talos_sim::talos`), and the same three commands of a root of a few `null_resource`s served by the Go
 //! `hashicorp/null` 2.1.2 provider from `.tools/mirror`.
 //!
 //! Run: `scripts/install-tools.sh && cargo bench --bench apply_memory`.
@@ -14,10 +14,8 @@
 //! ([`RUNS`]), talosboot and null interleaved so both see the same machine load; the summary
 //! prints medians.
 //!
-//! What it does not measure: the simulated cluster runs in this bench process, not in the
-//! provider, so its API server, controllers and the bootstrap Jobs (which the simulator runs, as
-//! a real cluster would run them in pods) are not counted; on a real cluster the provider holds
-//! the same clients and state, only the server's answers differ in size. The Go provider's peak
+//! What it does not measure: the cluster (the real control plane's processes, and the node layer
+//! that runs the bootstrap Jobs' pods, in this bench process) is not counted, only the provider. The Go provider's peak
 //! is for a trivial root, so the ratio compares a real bootstrap with the floor of a Go
 //! provider, not equal work. Growth in the last ~10 ms before a provider exits can be missed
 //! (the last `VmHWM` read is kept), and resident memory counts the mapped pages of each binary.
@@ -369,7 +367,7 @@ fn median<T: Copy + PartialOrd>(mut xs: Vec<T>) -> T {
 
 fn main() {
     let tools = tools();
-    // The simulator serves from these workers while the main thread waits on tofu and polls.
+    // The node layer runs on these workers while the main thread waits on tofu and polls.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -393,8 +391,10 @@ fn main() {
     for run in 1..=RUNS {
         // A fresh cluster per run: each apply starts from a cluster with no CNI.
         let sim = runtime
-            .block_on(talos_sim::SimCluster::start(talos_sim::SimConfig::default()))
-            .expect("simulated cluster");
+            .block_on(talos_sim::talos::TalosCluster::start(
+                talos_sim::talos::TalosConfig::default(),
+            ))
+            .expect("a Talos cluster on the real control plane");
         sim.write_kubeconfig(&kubeconfig).expect("kubeconfig");
         for (provider, root) in [&talosboot, &null].into_iter().enumerate() {
             for (i, step) in Step::ALL.into_iter().enumerate() {

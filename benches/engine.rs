@@ -1,11 +1,12 @@
-//! The bootstrap engine's cost on the fast-paced simulated Talos cluster, against a baseline in the
+//! The bootstrap engine's cost on a Talos cluster on the real control plane, against a baseline in the
 //! same run:
 //! - **Run overhead**: one bootstrap run of a trivial program (`helm version`) through the engine
 //!   (namespace check, Lease, objects, Job, watches, report, cleanup, Lease release) against the
 //!   bare in-cluster work done by hand with the same client (ServiceAccount, binding, ConfigMap,
 //!   Job, wait for Complete, delete): the difference is what the engine adds.
 //! - **A Cilium apply**: `talosboot_cilium`'s install (engine run, readiness wait, reads).
-//! - **Requests per refresh** of one `talosboot_cilium`, counted at the API server, and how many of
+//! - **Requests per refresh** of one `talosboot_cilium`, counted at the fault proxy in front of
+//!   the API server, and how many of
 //!   them run concurrently.
 //! - **What `rbac = "minimal"` costs**: a Cilium chart upgrade with `cluster-admin` against the
 //!   same upgrade with `minimal` (discovery, the render run, the run's own roles).
@@ -36,7 +37,9 @@ use talosboot::resources::private::Private;
 use talosboot::resources::release;
 use tokio_util::sync::CancellationToken;
 
-/// Counts the API server's per-request log events (target `talos_sim::server`, field `status`).
+/// Counts the requests the apiserver answered, from the fault proxy's per-request events
+/// (target `talos_sim::talos::fault_proxy`, field `status`): every client of the kubeconfig
+/// goes through it.
 #[derive(Default)]
 struct RequestCounter {
     count: AtomicUsize,
@@ -57,7 +60,7 @@ impl tracing::field::Visit for PathVisitor {
 struct Counting(Arc<RequestCounter>);
 impl tracing::Subscriber for Counting {
     fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
-        m.target().starts_with("talos_sim::server")
+        m.target().starts_with("talos_sim::talos::fault_proxy")
     }
     fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
         tracing::span::Id::from_u64(1)
@@ -164,8 +167,10 @@ fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("kubeconfig");
     let sim = rt
-        .block_on(talos_sim::SimCluster::start(talos_sim::SimConfig::default()))
-        .expect("simulated cluster");
+        .block_on(talos_sim::talos::TalosCluster::start(
+            talos_sim::talos::TalosConfig::default(),
+        ))
+        .expect("a Talos cluster on the real control plane");
     sim.write_kubeconfig(&path).expect("kubeconfig");
     let handle = ClusterHandle::new(ProviderConfig::Known(ConfigSource::KubeconfigFile {
         path: path.display().to_string(),
@@ -266,7 +271,7 @@ fn main() {
 
     let engine = median(engine_times.lock().expect("lock").clone());
     let hand = median(hand_times.lock().expect("lock").clone());
-    println!("\nsummary (fast-paced simulated cluster, medians):");
+    println!("\nsummary (Talos cluster on the real control plane, medians):");
     println!(
         "  bootstrap run through the engine   {:>8.1} ms",
         engine.as_secs_f64() * 1e3

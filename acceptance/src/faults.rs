@@ -1,9 +1,8 @@
 //! Bounded fault injection: failed requests, latency, dropped connections, an unreachable API.
 //! Every fault ends by itself (after a number of requests or a duration).
 //!
-//! In process: [`SimCluster::faults`](crate::SimCluster::faults). Over HTTP (the standalone
-//! server): `POST /talos-sim/faults` with a [`FaultSpec`] as JSON, `GET` to list, `DELETE` to
-//! clear; admin credentials required.
+//! Injected by the fault proxy in front of the apiserver
+//! ([`TalosCluster::faults`](crate::talos::TalosCluster::faults)).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -46,7 +45,7 @@ impl Matcher {
     }
 }
 
-/// A fault, as accepted by `POST /talos-sim/faults`.
+/// A fault (serializable, for a test's log).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum FaultSpec {
@@ -115,7 +114,7 @@ struct Inner {
     unreachable_until: Mutex<Option<Instant>>,
 }
 
-/// The fault injector shared by the server and its controllers. Cheap to clone.
+/// The fault injector shared by the proxy's connections. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Faults {
     inner: Arc<Inner>,

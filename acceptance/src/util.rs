@@ -1,6 +1,5 @@
-//! Small helpers without dependencies: timestamps, UIDs, random tokens, percent-decoding.
+//! Small helpers without dependencies: timestamps, hex, percent-decoding, query strings.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// RFC 3339 UTC timestamp with second precision, like Kubernetes' `metav1.Time`.
@@ -77,29 +76,6 @@ pub fn parse_rfc3339(s: &str) -> Option<u64> {
     u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss - offset).ok()
 }
 
-/// Seconds since the Unix epoch.
-pub fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-/// kubectl's short human duration (`5s`, `3m2s`, `2h`, `4d`), as in AGE columns.
-pub fn human_duration(secs: u64) -> String {
-    let (m, h, d) = (secs / 60, secs / 3600, secs / 86_400);
-    match () {
-        _ if secs < 120 => format!("{secs}s"),
-        _ if m < 10 => format!("{m}m{}s", secs % 60),
-        _ if m < 180 => format!("{m}m"),
-        _ if h < 8 => format!("{h}h{}m", m % 60),
-        _ if h < 48 => format!("{h}h"),
-        _ if h < 192 => format!("{d}d{}h", h % 24),
-        _ if d < 730 => format!("{d}d"),
-        _ => format!("{}y{}d", d / 365, d % 365),
-    }
-}
-
 /// Howard Hinnant's days-to-civil algorithm.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -114,55 +90,8 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
-/// Cryptographically random bytes from the rustls (aws-lc-rs) provider.
-pub fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut buf = [0u8; N];
-    let provider = rustls::crypto::aws_lc_rs::default_provider();
-    if provider.secure_random.fill(&mut buf).is_err() {
-        // Fall back to a time/counter mix; only reachable if the system RNG fails.
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let mut x = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-            ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
-        for b in buf.iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *b = x as u8;
-        }
-    }
-    buf
-}
-
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A random RFC 4122 version-4 UUID, the format of `metadata.uid`.
-pub fn new_uid() -> String {
-    let mut b = random_bytes::<16>();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h = hex(&b);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
-/// Five random characters for `generateName`, from the alphabet the real server uses.
-pub fn name_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    random_bytes::<5>()
-        .iter()
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect()
 }
 
 /// Decodes `application/x-www-form-urlencoded` text (`+` is a space, `%XX` a byte).
@@ -223,7 +152,7 @@ mod tests {
     }
 
     #[test]
-    fn parses_timestamps_and_ages() {
+    fn parses_timestamps() {
         assert_eq!(parse_rfc3339("2023-11-14T22:13:20Z"), Some(1_700_000_000));
         assert_eq!(
             parse_rfc3339(&format_rfc3339(86_400 * 400 + 59)),
@@ -238,9 +167,6 @@ mod tests {
             parse_rfc3339("2023-11-15T00:13:20+02:00"),
             Some(1_700_000_000)
         );
-        assert_eq!(human_duration(5), "5s");
-        assert_eq!(human_duration(185), "3m5s");
-        assert_eq!(human_duration(3 * 3600), "3h0m");
     }
 
     #[test]
@@ -250,12 +176,5 @@ mod tests {
         assert_eq!(q[1], ("watch".into(), String::new()));
         assert_eq!(percent_decode("%"), "%");
         assert_eq!(percent_decode("a%2"), "a%2");
-    }
-
-    #[test]
-    fn uids_look_like_uuids() {
-        let u = new_uid();
-        assert_eq!(u.len(), 36);
-        assert_ne!(u, new_uid());
     }
 }

@@ -328,10 +328,13 @@ async fn handle(
     send.ready()
         .await
         .map_err(|e| Dropped::Upstream(e.to_string()))?;
+    let method = forwarded.method().clone();
     let response = send
         .send_request(forwarded)
         .await
         .map_err(|e| Dropped::Upstream(e.to_string()))?;
+    // One event per request the apiserver answered (the engine bench counts them).
+    tracing::trace!(%method, %path, status = response.status().as_u16(), "request");
     Ok(response.map(|b| b.boxed_unsync()))
 }
 

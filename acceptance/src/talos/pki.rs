@@ -120,10 +120,19 @@ impl ClusterPki {
         params
             .distinguished_name
             .push(DnType::CommonName, common_name);
-        for org in organizations {
-            params
-                .distinguished_name
-                .push(DnType::OrganizationName, *org);
+        // rcgen keeps one value per attribute type: a second `O` pushed as `OrganizationName`
+        // would replace the first. The same OID (2.5.4.10) as a custom type is a second key.
+        assert!(
+            organizations.len() <= 2,
+            "at most two groups per test certificate (rcgen keeps one value per attribute type)"
+        );
+        for (i, org) in organizations.iter().enumerate() {
+            let attribute = if i == 0 {
+                DnType::OrganizationName
+            } else {
+                DnType::CustomDnType(vec![2, 5, 4, 10])
+            };
+            params.distinguished_name.push(attribute, *org);
         }
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,

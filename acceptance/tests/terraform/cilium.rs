@@ -506,7 +506,7 @@ async fn uids(client: &kube::Client) -> BTreeMap<String, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn inline_manifest_cilium_is_adopted_in_place() {
-    let cluster = TestCluster::start_with(talos_sim::SimConfig {
+    let cluster = TestCluster::start_with(talos_sim::talos::TalosConfig {
         inline_cilium: Some("1.18.4".into()),
         ..Default::default()
     })

@@ -20,7 +20,7 @@ const BOTH: &str = "kube-proxy and Cilium would both handle Services";
 const NOTHING: &str = "Nothing would route Service IPs";
 
 async fn with_kube_proxy() -> TestCluster {
-    TestCluster::start_with(talos_sim::SimConfig {
+    TestCluster::start_with(talos_sim::talos::TalosConfig {
         kube_proxy: true,
         ..Default::default()
     })

@@ -357,11 +357,9 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// The cluster under test: a real one when `TALOSBOOT_TEST_KUBECONFIG` is set, else a fresh
-/// Talos cluster on the real control plane (`talos_sim::talos`), or, for tests that need the
-/// simulator's own faults or setups, the simulated API server. Holds it alive for the test.
+/// Talos cluster on the real control plane (`talos_sim::talos`). Holds it alive for the test.
 pub struct TestCluster {
     pub kubeconfig_path: PathBuf,
-    _sim: Option<talos_sim::SimCluster>,
     _talos: Option<talos_sim::talos::TalosCluster>,
     _dir: tempfile::TempDir,
 }
@@ -369,93 +367,44 @@ pub struct TestCluster {
 impl TestCluster {
     /// A fresh Talos cluster on the real control plane (1 control plane, 1 worker, KubePrism).
     pub async fn start() -> TestCluster {
-        TestCluster::start_with(talos_sim::SimConfig::default()).await
+        TestCluster::start_with(talos_sim::talos::TalosConfig::default()).await
     }
 
-    fn external(dir: tempfile::TempDir) -> Option<TestCluster> {
-        let path = std::env::var_os("TALOSBOOT_TEST_KUBECONFIG")?;
-        Some(TestCluster {
-            kubeconfig_path: PathBuf::from(path),
-            _sim: None,
-            _talos: None,
-            _dir: dir,
-        })
-    }
-
-    /// A cluster with the settings of `config`: on the real control plane when it can have them
-    /// (nodes, KubePrism, kube-proxy, Pod Security), else on the simulated API server (Cilium
-    /// from inline manifests, RBAC off, the human pace). A real cluster from
-    /// `TALOSBOOT_TEST_KUBECONFIG` is used as it is.
-    pub async fn start_with(config: talos_sim::SimConfig) -> TestCluster {
+    /// A Talos cluster with the settings of `config` (nodes, KubePrism, kube-proxy, Pod
+    /// Security, an inline-manifest Cilium). A real cluster from `TALOSBOOT_TEST_KUBECONFIG` is
+    /// used as it is: tests that need a setting it may lack check [`Self::nodes_are_emulated`].
+    pub async fn start_with(config: talos_sim::talos::TalosConfig) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
-        if let Some(external) = TestCluster::external(tempfile::tempdir().expect("tempdir")) {
-            return external;
-        }
-        let simulated_only =
-            !config.rbac || config.pace != talos_sim::Pace::Fast || config.listen.is_some();
-        if simulated_only || std::env::var_os("TALOSBOOT_TEST_SIMULATED").is_some() {
-            return TestCluster::start_simulated(config).await;
+        if let Some(path) = std::env::var_os("TALOSBOOT_TEST_KUBECONFIG") {
+            return TestCluster {
+                kubeconfig_path: PathBuf::from(path),
+                _talos: None,
+                _dir: dir,
+            };
         }
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-        let talos = talos_sim::talos::TalosCluster::start(talos_sim::talos::TalosConfig {
-            control_planes: config.control_planes,
-            workers: config.workers,
-            kubeprism: config.kubeprism_port,
-            kube_proxy: config.kube_proxy,
-            pod_security: config.pod_security,
-            inline_cilium: config.inline_cilium.clone(),
-            ..Default::default()
-        })
-        .await
-        .expect("start the Talos cluster on the real control plane");
+        let talos = talos_sim::talos::TalosCluster::start(config)
+            .await
+            .expect("start the Talos cluster on the real control plane");
         let path = dir.path().join("kubeconfig");
         talos.write_kubeconfig(&path).expect("write kubeconfig");
         TestCluster {
             kubeconfig_path: path,
-            _sim: None,
             _talos: Some(talos),
             _dir: dir,
         }
     }
 
-    /// The simulated API server with `config`, for tests of its own faults (`simulator()`).
-    pub async fn start_simulated(config: talos_sim::SimConfig) -> TestCluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        if let Some(external) = TestCluster::external(tempfile::tempdir().expect("tempdir")) {
-            return external;
-        }
-        let sim = talos_sim::SimCluster::start(config)
-            .await
-            .expect("start the simulated cluster");
-        let path = dir.path().join("kubeconfig");
-        sim.write_kubeconfig(&path).expect("write kubeconfig");
-        TestCluster {
-            kubeconfig_path: path,
-            _sim: Some(sim),
-            _talos: None,
-            _dir: dir,
-        }
-    }
-
-    /// The simulated API server, when the test runs on it.
-    pub fn simulator(&self) -> Option<&talos_sim::SimCluster> {
-        self._sim.as_ref()
-    }
-
-    /// Whether the nodes are talos-sim's (either ground): its pod-level faults (the
+    /// Whether the nodes are talos-sim's (not an external cluster's): its pod-level faults (the
     /// `talos-sim.dev/hang` annotation) work and the cluster starts without a CNI.
     pub fn nodes_are_emulated(&self) -> bool {
-        self._sim.is_some() || self._talos.is_some()
+        self._talos.is_some()
     }
 
-    /// The faults injected between the provider and the API: the fault proxy's on the real
-    /// control plane, the simulated server's own on it; `None` on an external cluster.
+    /// The faults the fault proxy injects between the provider and the API; `None` on an
+    /// external cluster.
     pub fn faults(&self) -> Option<&talos_sim::Faults> {
-        match (&self._talos, &self._sim) {
-            (Some(talos), _) => Some(talos.faults()),
-            (_, Some(sim)) => Some(sim.faults()),
-            _ => None,
-        }
+        self._talos.as_ref().map(|t| t.faults())
     }
 
     /// An admin client for the test's own checks: on the real control plane it goes straight to

@@ -389,13 +389,10 @@ data "talosboot_helm_release" "cilium" {{
             .expect("the current cluster has a server URL")
     }
     let cluster = TestCluster::start().await;
-    let (url, token) = match cluster.simulator() {
-        Some(sim) => (sim.server_url(), sim.admin_token().to_owned()),
-        None => (
-            current_server(&cluster.kubeconfig_path),
-            "talosboot-acceptance-token-never-sent".to_owned(),
-        ),
-    };
+    let (url, token) = (
+        current_server(&cluster.kubeconfig_path),
+        "talosboot-acceptance-token-never-sent".to_owned(),
+    );
     let other_ca = rcgen_ca_pem();
     let ws = Workspace::new(&format!(
         r#"{REQUIRED_PROVIDERS}

@@ -31,8 +31,8 @@ async fn pre_cni_order_mistake_is_diagnosed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn operator_install_failure_is_relayed_with_diagnosis() {
     // KubePrism off (Talos before 1.6): the installer's API endpoint refuses connections.
-    let config = talos_sim::SimConfig {
-        kubeprism_port: None,
+    let config = talos_sim::talos::TalosConfig {
+        kubeprism: None,
         ..Default::default()
     };
     let cluster = TestCluster::start_with(config).await;
