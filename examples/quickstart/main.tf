@@ -1,5 +1,5 @@
 # Quickstart: a fresh Talos cluster (API up, no CNI) to Cilium and Flux running, from one `tofu apply`.
-# scripts/demo runs this against the simulated Talos cluster (or a real one: TALOSBOOT_KUBECONFIG).
+# scripts/demo runs this against the embedded Talos cluster (or a real one: TALOSBOOT_KUBECONFIG).
 terraform {
   required_providers {
     talosboot = {
