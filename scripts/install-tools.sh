@@ -153,6 +153,10 @@ build_helm() {
 }
 
 build_tofu
+if [ "${1:-}" = tofu ]; then # `install-tools.sh tofu`: OpenTofu alone (scripts/test-release)
+  echo "install-tools: $("$tools/tofu/tofu" version 2>/dev/null | sed -n '/^OpenTofu v/p')" >&2
+  exit 0
+fi
 build_helm
 build_kube
 echo "install-tools: $("$tools/tofu/tofu" version 2>/dev/null | sed -n '/^OpenTofu v/p')" >&2
