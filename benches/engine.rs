@@ -33,7 +33,7 @@ use talosboot::cluster::helm_install;
 use talosboot::cluster::{ClusterHandle, ConfigSource, ProviderConfig};
 use talosboot::resources::cilium::model::Cilium;
 use talosboot::resources::private::Private;
-use talosboot::resources::release;
+use talosboot::resources::release::{self, ChartResource};
 use tokio_util::sync::CancellationToken;
 
 /// Counts the API server's per-request log events (target `talos_sim::server`, field `status`).
@@ -176,7 +176,10 @@ fn main() {
 
     // A Cilium apply (once: it installs Cilium), timed.
     let cilium = Cilium {
-        version: Some("1.18.4".into()),
+        common: release::ReleaseCommon {
+            version: Some("1.18.4".into()),
+            ..Default::default()
+        },
         ..Default::default()
     }
     .with_defaults();
@@ -232,7 +235,7 @@ fn main() {
         let times = Arc::new(Mutex::new(Vec::new()));
         let job = JobSettings {
             rbac: policy,
-            ..cilium.job_settings()
+            ..cilium.common.job_settings()
         };
         (times, job)
     };

@@ -274,6 +274,9 @@ impl Dispatcher {
             // values unknown; an unchanged resource keeps its (possibly null) computed values.
             mark_unset_computed_unknown(&r.schema.block, &mut req.proposed_new_state, &req.config);
         }
+        // Declared defaults, as terraform-plugin-framework applies attribute defaults: the
+        // resource plans from them and never re-derives them.
+        super::plan::apply_defaults(&r.schema.block, &mut req.proposed_new_state, &req.config);
         let (prior, prior_private) = (req.prior_state.clone(), req.prior_private.clone());
         let mut resp =
             match guarded(type_name, "plan", r.implementation.plan(&self.ctx(), req)).await {

@@ -16,6 +16,6 @@ pub use dispatcher::Dispatcher;
 pub use function::{Arguments, Function, FunctionError, Parameter, Signature};
 pub use resource::*;
 pub use schema::{
-    Attribute, AttributeType, Block, NestedBlock, Nesting, Schema, deprecated_set, null_write_only,
-    requires_replace, write_only_set,
+    Attribute, AttributeType, Block, NestedBlock, Nesting, Schema, deprecated_set,
+    mark_unset_computed_unknown, null_write_only, requires_replace, write_only_set,
 };

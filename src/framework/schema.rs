@@ -60,6 +60,14 @@ pub struct Attribute {
     pub deprecated: Option<String>,
     /// A change of this attribute replaces the resource.
     pub requires_replace: bool,
+    /// What is planned when the configuration leaves this optional+computed attribute null:
+    /// applied by the dispatcher before the resource plans (terraform-plugin-framework's
+    /// attribute `Default`). Top-level attributes only.
+    pub default: Option<Value>,
+    /// A change of this input updates the remote object in place (for a release: an upgrade).
+    pub updates: bool,
+    /// A computed attribute an in-place update changes: planned unknown when one is planned.
+    pub changed_by_update: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -97,6 +105,9 @@ impl Attribute {
             write_only: false,
             deprecated: None,
             requires_replace: false,
+            default: None,
+            updates: false,
+            changed_by_update: false,
         }
     }
     pub fn required(name: &str, ty: Type, description: &str) -> Self {
@@ -146,6 +157,26 @@ impl Attribute {
     }
     pub fn requires_replace(mut self) -> Self {
         self.requires_replace = true;
+        self
+    }
+    /// The value planned when the configuration leaves the attribute null (optional+computed).
+    pub fn default(mut self, value: impl Into<Value>) -> Self {
+        debug_assert!(
+            self.optional && self.computed,
+            "{}: a default needs optional+computed",
+            self.name
+        );
+        self.default = Some(value.into());
+        self
+    }
+    /// A change of this input updates the remote object in place.
+    pub fn updates(mut self) -> Self {
+        self.updates = true;
+        self
+    }
+    /// A computed attribute an in-place update changes.
+    pub fn changed_by_update(mut self) -> Self {
+        self.changed_by_update = true;
         self
     }
 
@@ -209,6 +240,24 @@ impl Block {
     /// The object type that config, plan and state values of this block have.
     pub fn value_type(&self) -> Type {
         object_type(&self.attributes, &self.blocks)
+    }
+
+    /// The top-level inputs whose change updates the remote object in place.
+    pub fn update_inputs(&self) -> Vec<&str> {
+        self.names(|a| a.updates)
+    }
+
+    /// The top-level computed attributes an in-place update changes.
+    pub fn changed_by_update(&self) -> Vec<&str> {
+        self.names(|a| a.changed_by_update)
+    }
+
+    fn names(&self, pick: impl Fn(&Attribute) -> bool) -> Vec<&str> {
+        self.attributes
+            .iter()
+            .filter(|a| pick(a))
+            .map(|a| a.name.as_str())
+            .collect()
     }
 
     pub fn attribute(&self, name: &str) -> Option<&Attribute> {

@@ -7,11 +7,13 @@ use crate::cluster::{ClusterError, ClusterHandle};
 use crate::framework::{Ctx, DataSource, Diagnostic, Resource};
 use crate::values::Value;
 
+pub mod choice;
 pub mod cilium;
 pub mod duration;
 pub mod engine_report;
 pub mod flux_bootstrap;
 pub mod helm_release;
+pub mod names;
 pub mod private;
 pub mod rbac;
 pub mod release;

@@ -155,7 +155,7 @@ async fn minimal_rbac_installs_cilium_and_leaves_no_role_behind() {
         installed.run.warnings
     );
     assert_eq!(
-        installed.release.map(|r| r.status).as_deref(),
+        installed.release.map(|r| r.status.to_string()).as_deref(),
         Some("deployed")
     );
     assert_eq!(engine_rbac_objects(&client).await, Vec::<String>::new());

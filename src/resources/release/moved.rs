@@ -6,7 +6,8 @@
 
 use serde_json::Value as Json;
 
-use crate::cluster::helm_release::values_digest;
+use super::ReleaseCommon;
+use crate::cluster::helm_release::{ReleaseStatus, values_digest};
 use crate::cluster::helm_values::SetValue;
 use crate::framework::{Diagnostics, MoveRequest};
 use crate::resources::private::Private;
@@ -34,6 +35,29 @@ pub struct HelmState {
     pub app_version: Option<String>,
     /// Salted hash of `metadata.values` (helm v3), with the salt in the returned private state.
     pub values_sha256: Option<String>,
+}
+
+impl HelmState {
+    /// The shared inputs and computed attributes it carries (`values_sha256` apart: it is set
+    /// after the defaults).
+    pub fn common(&self) -> ReleaseCommon {
+        ReleaseCommon {
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            chart: Some(self.chart.clone()),
+            repository: self.repository.clone(),
+            version: self.version.clone(),
+            values: self.values.clone(),
+            set: self.set.clone(),
+            set_sensitive: self.set_sensitive.clone(),
+            wait: self.wait,
+            status: self.status.as_deref().map(ReleaseStatus::from),
+            revision: self.revision,
+            chart_version: self.chart_version.clone(),
+            app_version: self.app_version.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 /// Provider addresses whose `helm_release` we understand (any registry host).
