@@ -1,7 +1,8 @@
-//! `talosboot_test_object`: a resource with no remote side, registered only when
-//! `TALOSBOOT_ENABLE_TEST_RESOURCES=1`. It exercises every managed-resource path of the framework
-//! (plan with requires-replace and private state, apply incl. a failure after create, read, import,
-//! state upgrade from version 0, write-only values) without needing a cluster.
+//! `talosboot_test_object` (debug builds and the `test-object` feature): a resource with no remote
+//! side, registered only when `TALOSBOOT_ENABLE_TEST_RESOURCES=1`. It exercises every
+//! managed-resource path of the framework (plan with requires-replace and private state, apply
+//! incl. a failure after create, read, import, state upgrade from version 0, write-only values)
+//! without needing a cluster.
 
 use async_trait::async_trait;
 

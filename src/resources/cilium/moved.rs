@@ -10,22 +10,22 @@ use crate::resources::release::{ChartResource, ReleaseCommon};
 /// The moved state and its private state, or the reason it cannot be moved.
 pub fn from_helm_release(req: &MoveRequest, d: &mut Diagnostics) -> Option<(Cilium, Private)> {
     let (h, private) = read_helm_state(req, super::schema::TYPE_NAME, d)?;
-    if !(h.chart.is_empty() || h.chart == "cilium") {
+    let chart = h.common.chart.as_deref().unwrap_or_default();
+    if !(chart.is_empty() || chart == "cilium") {
         d.error(
             "Not a Cilium release",
-            format!("The helm_release installs chart {:?}; talosboot_cilium manages the `cilium` chart only (use talosboot_helm_release for others).", h.chart),
+            format!("The helm_release installs chart {chart:?}; talosboot_cilium manages the `cilium` chart only (use talosboot_helm_release for others)."),
         );
         return None;
     }
-    let mut state = Cilium {
+    let state = Cilium {
         common: ReleaseCommon {
             chart: Some("cilium".into()),
-            ..h.common()
+            ..h.common
         },
         ..Default::default()
     }
     .with_defaults();
-    state.common.values_sha256 = h.values_sha256;
     Some((state, private))
 }
 

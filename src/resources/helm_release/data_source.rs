@@ -206,16 +206,6 @@ mod tests {
     }
 
     #[test]
-    fn names_follow_helm_and_kubernetes_rules() {
-        assert!(is_release_name("cilium"));
-        assert!(is_release_name("flux.operator-1"));
-        assert!(!is_release_name(&"a".repeat(54)));
-        assert!(is_dns_label("kube-system"));
-        assert!(!is_dns_label("kube.system"), "namespaces have no dots");
-        assert!(!is_dns_label("-x"));
-    }
-
-    #[test]
     fn unknown_name_is_not_judged_at_validate() {
         let config = object([("name", Value::unknown()), ("namespace", Value::Null)]);
         let mut diagnostics = Diagnostics::new();

@@ -148,8 +148,8 @@ impl ChartResource for HelmReleaseModel {
     }
     fn moved(req: &MoveRequest, d: &mut Diagnostics) -> Option<(Self, Private)> {
         let (h, private) = read_helm_state(req, schema::TYPE_NAME, d)?;
-        let mut state = HelmReleaseModel {
-            common: h.common(),
+        let state = HelmReleaseModel {
+            common: h.common,
             create_namespace: h.create_namespace,
             atomic: h.atomic,
             max_history: h.max_history,
@@ -157,7 +157,6 @@ impl ChartResource for HelmReleaseModel {
             ..Default::default()
         }
         .with_defaults();
-        state.common.values_sha256 = h.values_sha256;
         Some((state, private))
     }
 }
