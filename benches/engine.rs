@@ -34,7 +34,7 @@ use talosboot::cluster::helm_install;
 use talosboot::cluster::{ClusterHandle, ConfigSource, ProviderConfig};
 use talosboot::resources::cilium::model::Cilium;
 use talosboot::resources::private::Private;
-use talosboot::resources::release;
+use talosboot::resources::release::{self, ChartResource};
 use tokio_util::sync::CancellationToken;
 
 /// Counts the requests the apiserver answered, from the fault proxy's per-request events
@@ -181,7 +181,10 @@ fn main() {
 
     // A Cilium apply (once: it installs Cilium), timed.
     let cilium = Cilium {
-        version: Some("1.18.4".into()),
+        common: release::ReleaseCommon {
+            version: Some("1.18.4".into()),
+            ..Default::default()
+        },
         ..Default::default()
     }
     .with_defaults();
@@ -237,7 +240,7 @@ fn main() {
         let times = Arc::new(Mutex::new(Vec::new()));
         let job = JobSettings {
             rbac: policy,
-            ..cilium.job_settings()
+            ..cilium.common.job_settings()
         };
         (times, job)
     };

@@ -116,3 +116,46 @@ fn each_layer_uses_only_the_layers_below_it() {
         violations.join("\n")
     );
 }
+
+/// Sub-layers inside a layer: files whose decisions must stay free of cluster I/O, each with the
+/// paths below it that it must not name.
+const PURE_FILES: &[(&str, &[&str])] = &[
+    // The install decision: the release status only, nothing that talks to the cluster.
+    (
+        "resources/release/decide.rs",
+        &[
+            "crate::cluster::bootstrap",
+            "crate::cluster::helm_install",
+            "crate::cluster::readiness",
+            "crate::cluster::client",
+            "crate::framework",
+        ],
+    ),
+    // The shared plan: no cluster I/O (the values hash and the record's digest only).
+    (
+        "resources/release/plan.rs",
+        &[
+            "crate::cluster::bootstrap",
+            "crate::cluster::helm_install",
+            "crate::cluster::readiness",
+            "crate::cluster::client",
+        ],
+    ),
+    // Helm's values arithmetic: plain data, nothing of the crate.
+    ("cluster/helm_values.rs", &["crate::"]),
+];
+
+#[test]
+fn pure_decisions_name_nothing_that_does_io() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut violations = Vec::new();
+    for (file, forbidden) in PURE_FILES {
+        let text = std::fs::read_to_string(src.join(file)).expect("read source");
+        for path in *forbidden {
+            if text.contains(path) {
+                violations.push(format!("{file} names {path}"));
+            }
+        }
+    }
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}

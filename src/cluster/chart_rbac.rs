@@ -34,7 +34,7 @@ use super::bootstrap::{
     self, BootstrapNamespace, Clients, EngineError, JobSettings, Rbac, RunSpec, Step,
 };
 use super::helm_install::ChartInstall;
-use super::helm_release::{HelmRelease, manifest_kinds};
+use super::helm_release::{HelmRelease, ReleaseStatus, manifest_kinds};
 use super::retry::retry;
 
 /// What `helm template` is told about the cluster, so that it renders what an install would.
@@ -235,7 +235,7 @@ pub async fn ensure_release_namespace(
 
 /// Whether `release` is one an install upgrades (Helm's `--is-upgrade`).
 fn is_upgrade(release: Option<&HelmRelease>) -> bool {
-    release.is_some_and(|r| r.status != "uninstalled")
+    release.is_some_and(|r| r.status != ReleaseStatus::Uninstalled)
 }
 
 /// The rules a minimal `helm upgrade --install` of `chart` needs: a render run (see the module

@@ -21,7 +21,7 @@ use super::bootstrap::{
     self, BootstrapNamespace, Clients, EngineError, JobSettings, Rbac, RunOutcome, RunSpec, Step,
 };
 use super::chart_rbac;
-use super::helm_release::{HelmRelease, current_release, release_from_revision};
+use super::helm_release::{HelmRelease, ReleaseStatus, current_release, release_from_revision};
 use super::retry::{retry, retry_if};
 
 /// The installer image: Helm 3.18 (`--take-ownership` needs 3.17+). Pinned; air-gapped users
@@ -226,7 +226,7 @@ pub async fn unlock_pending(
     let Some((_, status, secret_name)) = newest else {
         return Ok(None);
     };
-    if !status.starts_with("pending-") {
+    if !ReleaseStatus::from(status.as_str()).is_pending() {
         return Ok(None);
     }
     let secret = retry("get release record", || secrets.get(&secret_name))

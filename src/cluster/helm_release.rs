@@ -13,6 +13,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::client::ClusterError;
+pub use super::helm_status::ReleaseStatus;
 
 /// What talosboot exposes about a release. Values are summarised by a hash: they can hold secrets.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,7 +21,7 @@ pub struct HelmRelease {
     pub name: String,
     pub namespace: String,
     pub revision: i64,
-    pub status: String,
+    pub status: ReleaseStatus,
     pub chart: String,
     pub chart_version: String,
     pub app_version: String,
@@ -213,7 +214,7 @@ pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeErr
         name: record.name,
         namespace: record.namespace,
         revision: record.version,
-        status: record.info.status,
+        status: ReleaseStatus::from(record.info.status.as_str()),
         chart: metadata.name,
         chart_version: metadata.version,
         app_version: metadata.app_version,

@@ -9,6 +9,7 @@ mod config;
 pub mod flux;
 pub mod helm_install;
 pub mod helm_release;
+pub mod helm_status;
 pub mod helm_values;
 pub mod kube_proxy;
 pub mod readiness;

@@ -10,12 +10,13 @@ pub mod private;
 mod resource;
 mod schema;
 pub mod secret_hash;
+mod walks;
 
 pub use diagnostics::{Diagnostic, Diagnostics, Severity};
 pub use dispatcher::Dispatcher;
 pub use function::{Arguments, Function, FunctionError, Parameter, Signature};
 pub use resource::*;
-pub use schema::{
-    Attribute, AttributeType, Block, NestedBlock, Nesting, Schema, deprecated_set, null_write_only,
-    requires_replace, write_only_set,
+pub use schema::{Attribute, AttributeType, Block, NestedBlock, Nesting, Schema};
+pub use walks::{
+    deprecated_set, mark_unset_computed_unknown, null_write_only, requires_replace, write_only_set,
 };

@@ -1,26 +1,11 @@
 //! Plan helpers shared by resources (the equivalent of terraform-plugin-framework's plan modifiers):
-//! defaults, "known after apply" for computed values, "these computed values become unknown when
-//! these inputs change", and requires-replace-if. Terraform's proposed new state already keeps the
+//! the defaults declared on attributes, "known after apply" for computed values, which inputs
+//! changed, and the planned object with its write-only values for apply. Terraform's proposed new state already keeps the
 //! prior value of every computed attribute the configuration leaves unset ("use state for unknown"),
 //! so a resource only declares what changes that.
 
 use super::Block;
 use crate::values::Value;
-
-/// On create, Terraform proposes null for computed attributes the config leaves unset; they become
-/// "known after apply". On update the proposal already carries prior values, which we keep.
-pub fn mark_unset_computed_unknown(block: &Block, proposed: &mut Value, config: &Value) {
-    let Some(attrs) = proposed.attrs_mut() else {
-        return;
-    };
-    for a in block.attributes.iter().filter(|a| a.computed) {
-        let set_in_config = config.attr(&a.name).is_some_and(|v| !v.is_null());
-        let current = attrs.entry(a.name.clone()).or_default();
-        if !set_in_config && current.is_null() {
-            *current = Value::unknown();
-        }
-    }
-}
 
 /// Marks the listed computed attributes unknown (they will change on apply).
 pub fn mark_unknown(proposed: &mut Value, names: &[&str]) {
@@ -41,6 +26,42 @@ pub fn default_value(planned: &mut Value, config: &Value, name: &str, default: V
     }
 }
 
+/// The defaults the schema declares ([`super::Attribute::default`]), planned for every attribute
+/// the configuration leaves null. The dispatcher applies them before a resource plans; import
+/// and move apply them to a state made from nothing (`config` null).
+pub fn apply_defaults(block: &Block, planned: &mut Value, config: &Value) {
+    for a in &block.attributes {
+        if let Some(default) = &a.default {
+            default_value(planned, config, &a.name, default.clone());
+        }
+    }
+}
+
+/// The planned object with the configuration's write-only attributes (those with a write-only
+/// value anywhere inside) put back: what apply decodes, since plans never carry write-only values.
+pub fn with_write_only(block: &Block, planned: &Value, config: &Value) -> Value {
+    let mut out = planned.clone();
+    if let Some(attrs) = out.attrs_mut() {
+        for a in block.attributes.iter().filter(|a| has_write_only(a)) {
+            attrs.insert(
+                a.name.clone(),
+                config.attr(&a.name).cloned().unwrap_or_default(),
+            );
+        }
+    }
+    out
+}
+
+fn has_write_only(a: &super::Attribute) -> bool {
+    a.write_only
+        || match &a.ty {
+            super::AttributeType::Nested { attributes, .. } => {
+                attributes.iter().any(has_write_only)
+            }
+            super::AttributeType::Type(_) => false,
+        }
+}
+
 /// The inputs (top-level attribute names) whose value differs between prior state and plan.
 pub fn changed_inputs<'a>(prior: &Value, planned: &Value, inputs: &[&'a str]) -> Vec<&'a str> {
     if prior.is_null() {
@@ -50,35 +71,6 @@ pub fn changed_inputs<'a>(prior: &Value, planned: &Value, inputs: &[&'a str]) ->
         .iter()
         .copied()
         .filter(|name| !same_value(prior.attr(name), planned.attr(name)))
-        .collect()
-}
-
-/// When any of `inputs` changed since the prior state, the `computed` attributes become unknown
-/// ("known after apply"); otherwise they keep their prior values. Returns whether they changed.
-pub fn unknown_when_changed(
-    prior: &Value,
-    planned: &mut Value,
-    inputs: &[&str],
-    computed: &[&str],
-) -> bool {
-    let changed = !changed_inputs(prior, planned, inputs).is_empty();
-    if changed {
-        mark_unknown(planned, computed);
-    }
-    changed
-}
-
-/// Requires-replace-if: the paths of `inputs` that changed and for which `replace` says yes.
-pub fn requires_replace_if(
-    prior: &Value,
-    planned: &Value,
-    inputs: &[&str],
-    replace: impl Fn(&str, Option<&Value>, Option<&Value>) -> bool,
-) -> Vec<crate::values::AttributePath> {
-    changed_inputs(prior, planned, inputs)
-        .into_iter()
-        .filter(|name| replace(name, prior.attr(name), planned.attr(name)))
-        .map(crate::values::AttributePath::attr)
         .collect()
 }
 
@@ -109,25 +101,30 @@ mod tests {
     use crate::values::Type;
 
     #[test]
-    fn computed_attributes_unset_in_config_become_unknown_on_create() {
+    fn declared_defaults_fill_what_the_configuration_leaves_null() {
         let block = Block::new(
             "",
             vec![
-                Attribute::required("name", Type::String, ""),
-                Attribute::computed("id", Type::String, ""),
-                Attribute::optional_computed("namespace", Type::String, ""),
+                Attribute::optional_computed("namespace", Type::String, "").default("default"),
+                Attribute::optional_computed("wait", Type::Bool, "").default(true),
+                Attribute::optional("set_wo", Type::String, "").write_only(),
             ],
         );
         let config = Value::Object(BTreeMap::from([
-            ("name".into(), Value::from("a")),
-            ("id".into(), Value::Null),
             ("namespace".into(), Value::from("x")),
+            ("wait".into(), Value::Null),
+            ("set_wo".into(), Value::from("secret")),
         ]));
-        let mut proposed = config.clone();
-        mark_unset_computed_unknown(&block, &mut proposed, &config);
-        assert!(proposed.attr("id").is_some_and(Value::is_unknown));
-        assert_eq!(proposed.attr("namespace"), Some(&Value::from("x")));
-        assert_eq!(proposed.attr("name"), Some(&Value::from("a")));
+        let mut planned = config.clone();
+        planned
+            .attrs_mut()
+            .unwrap()
+            .insert("set_wo".into(), Value::Null);
+        apply_defaults(&block, &mut planned, &config);
+        assert_eq!(planned.attr("namespace"), Some(&Value::from("x")));
+        assert_eq!(planned.attr("wait"), Some(&Value::from(true)));
+        let decoded = with_write_only(&block, &planned, &config);
+        assert_eq!(decoded.attr("set_wo"), Some(&Value::from("secret")));
     }
 
     #[test]
@@ -142,25 +139,17 @@ mod tests {
             .attrs_mut()
             .unwrap()
             .insert("tags".into(), Value::Set(vec!["b".into(), "a".into()]));
-        assert!(!unknown_when_changed(
-            &prior,
-            &mut planned,
-            &["tags", "version"],
-            &["revision"]
-        ));
+        assert!(changed_inputs(&prior, &planned, &["tags", "version"]).is_empty());
         assert_eq!(planned.attr("revision"), Some(&Value::int(3)));
         planned
             .attrs_mut()
             .unwrap()
             .insert("version".into(), Value::from("2"));
-        assert!(unknown_when_changed(
-            &prior,
-            &mut planned,
-            &["tags", "version"],
-            &["revision"]
-        ));
+        assert_eq!(
+            changed_inputs(&prior, &planned, &["tags", "version"]),
+            vec!["version"]
+        );
+        mark_unknown(&mut planned, &["revision"]);
         assert!(planned.attr("revision").is_some_and(Value::is_unknown));
-        let replace = requires_replace_if(&prior, &planned, &["version"], |_, _, _| true);
-        assert_eq!(replace, vec![crate::values::AttributePath::attr("version")]);
     }
 }

@@ -7,27 +7,40 @@ use crate::cluster::{ClusterError, ClusterHandle};
 use crate::framework::{Ctx, DataSource, Diagnostic, Resource};
 use crate::values::Value;
 
+pub mod choice;
 pub mod cilium;
 pub mod duration;
 pub mod engine_report;
 pub mod flux_bootstrap;
 pub mod helm_release;
+pub mod names;
 pub mod private;
 pub mod rbac;
 pub mod release;
+#[cfg(any(debug_assertions, feature = "test-object"))]
 pub mod test_object;
 
 /// The resources users can declare, plus `talosboot_test_object` when `include_test_resources`
-/// (protocol tests exercise the managed-resource RPCs with it).
+/// (protocol tests exercise the managed-resource RPCs with it) in a build that has it (debug
+/// builds, or the `test-object` feature).
 pub fn resources(include_test_resources: bool) -> Vec<Arc<dyn Resource>> {
-    let mut out: Vec<Arc<dyn Resource>> = vec![
+    let out: Vec<Arc<dyn Resource>> = vec![
         Arc::new(cilium::CiliumResource::default()),
         Arc::new(helm_release::HelmReleaseResource::default()),
         Arc::new(flux_bootstrap::FluxBootstrap),
     ];
-    if include_test_resources {
-        out.push(Arc::new(test_object::TestObject));
-    }
+    // The test object is compiled into debug builds (the protocol tests) and, with the
+    // `test-object` feature, into release ones; a release binary users run has none.
+    #[cfg(any(debug_assertions, feature = "test-object"))]
+    let out = {
+        let mut out = out;
+        if include_test_resources {
+            out.push(Arc::new(test_object::TestObject));
+        }
+        out
+    };
+    #[cfg(not(any(debug_assertions, feature = "test-object")))]
+    let _ = include_test_resources;
     out
 }
 

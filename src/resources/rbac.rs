@@ -4,9 +4,18 @@
 
 use crate::cluster::bootstrap::rbac::RbacPolicy;
 use crate::framework::{Attribute, Diagnostics};
+use crate::resources::choice::choice;
 use crate::values::{AttributePath, Type};
 
-pub const DEFAULT: &str = "cluster-admin";
+choice! {
+    /// `rbac`: what the bootstrap Jobs may do.
+    Rbac {
+        /// Cluster-admin, as every Talos guide does (the default).
+        ClusterAdmin = "cluster-admin",
+        /// Exactly what the chart renders, learnt by rendering it first.
+        Minimal = "minimal",
+    }
+}
 
 /// The attribute, with what `minimal` costs and what it does not protect against.
 pub fn attribute() -> Attribute {
@@ -18,22 +27,20 @@ pub fn attribute() -> Attribute {
 }
 
 /// `cluster-admin` or `minimal`; unknown (absent) values are left to apply.
-pub fn validate(value: Option<&str>, path: AttributePath, d: &mut Diagnostics) {
-    if let Some(r) = value {
-        if r != "cluster-admin" && r != "minimal" {
-            d.error_at(
-                path,
-                "Invalid rbac",
-                format!("{r:?}: use `cluster-admin` or `minimal`."),
-            );
-        }
+pub fn validate(value: Option<&Rbac>, path: AttributePath, d: &mut Diagnostics) {
+    if let Some(Rbac::Other(r)) = value {
+        d.error_at(
+            path,
+            "Invalid rbac",
+            format!("{r:?}: use `cluster-admin` or `minimal`."),
+        );
     }
 }
 
 /// The policy the engine resolves per run.
-pub fn policy(value: Option<&str>) -> RbacPolicy {
+pub fn policy(value: Option<&Rbac>) -> RbacPolicy {
     match value {
-        Some("minimal") => RbacPolicy::Minimal,
+        Some(Rbac::Minimal) => RbacPolicy::Minimal,
         _ => RbacPolicy::ClusterAdmin,
     }
 }

@@ -1,13 +1,14 @@
-//! `talosboot_test_object`: a resource with no remote side, registered only when
-//! `TALOSBOOT_ENABLE_TEST_RESOURCES=1`. It exercises every managed-resource path of the framework
-//! (plan with requires-replace and private state, apply incl. a failure after create, read, import,
-//! state upgrade from version 0, write-only values) without needing a cluster.
+//! `talosboot_test_object` (debug builds and the `test-object` feature): a resource with no remote
+//! side, registered only when `TALOSBOOT_ENABLE_TEST_RESOURCES=1`. It exercises every
+//! managed-resource path of the framework (plan with requires-replace and private state, apply
+//! incl. a failure after create, read, import, state upgrade from version 0, write-only values)
+//! without needing a cluster.
 
 use async_trait::async_trait;
 
 use super::object;
 use crate::cluster::helm_release::sha256_hex;
-use crate::framework::plan::{mark_unknown, mark_unset_computed_unknown};
+use crate::framework::plan::mark_unknown;
 use crate::framework::*;
 use crate::values::{AttributePath, Type, Value, from_json};
 

@@ -10,7 +10,7 @@ use super::manifest::ObjectRef;
 use super::objects::{self, configmaps, deployments, secrets};
 use super::ownership::adopted_by_flux;
 use super::{FluxError, Kube, OPERATOR_RELEASE, instance};
-use crate::cluster::helm_release::current_release;
+use crate::cluster::helm_release::{ReleaseStatus, current_release};
 
 /// One drifted object: `Kind/namespace/name: deleted|changed|failed`.
 pub fn entry(object: &str, how: &str) -> String {
@@ -100,9 +100,9 @@ pub async fn operator(kube: &Kube, namespace: &str) -> Result<Vec<String>, FluxE
             &format!("Release/{namespace}/{OPERATOR_RELEASE}"),
             "deleted",
         )),
-        Some(r) if r.status != "deployed" => out.push(entry(
+        Some(r) if r.status != ReleaseStatus::Deployed => out.push(entry(
             &format!("Release/{namespace}/{OPERATOR_RELEASE}"),
-            &r.status,
+            r.status.as_str(),
         )),
         Some(_) => {}
     }

@@ -1,66 +1,108 @@
 //! Resource `talosboot_cilium`: Cilium installed, adopted, upgraded, watched and repaired before any
-//! CNI exists, as Cilium's values and readiness on top of the shared Helm-release lifecycle
+//! CNI exists, as Cilium's values and readiness on top of the shared chart-release lifecycle
 //! ([`crate::resources::release`]). Reads top-down: [`schema`], [`model`] (inputs, Talos values,
 //! checks), [`plan`], [`preflight`] (the kube-proxy check, at plan and before any Job),
-//! [`lifecycle`] (what "ready" means for Cilium, the components in the state), [`moved`] (from
-//! `helm_release`).
+//! [`readiness`] (what "ready" means for Cilium, the components in the state), [`moved`] (from
+//! `helm_release`), then what it is as a [`ChartResource`] (below).
 
-pub mod lifecycle;
 pub mod model;
 pub mod moved;
 pub mod plan;
 pub mod preflight;
+pub mod readiness;
 pub mod schema;
 
+use futures::future::BoxFuture;
+use serde_json::Value as Json;
+
 use self::model::Cilium;
-use crate::framework::{Diagnostics, MoveRequest, PlanRequest, PlanResponse, Schema};
+use crate::cluster::ClusterError;
+use crate::cluster::bootstrap::{BootstrapNamespace, Clients};
+use crate::cluster::helm_install::ChartInstall;
+use crate::cluster::helm_release::HelmRelease;
+use crate::framework::{Diagnostics, MoveRequest, PlanResponse, Schema};
 use crate::resources::private::Private;
-use crate::resources::release::resource::{ReleaseModel, ReleaseResource};
+use crate::resources::release::resource::ReleaseResource;
+use crate::resources::release::{
+    ChartResource, Observed, PreflightAt, Readiness, ReleaseCommon, WorkloadSource,
+};
 use crate::values::Value;
 
 /// The `talosboot_cilium` resource.
 pub type CiliumResource = ReleaseResource<Cilium>;
 
-impl ReleaseModel for Cilium {
+impl ChartResource for Cilium {
     const TYPE_NAME: &'static str = schema::TYPE_NAME;
+    const VALUE_INPUTS: &'static [&'static str] = plan::VALUE_INPUTS;
 
     fn schema() -> Schema {
         schema::schema()
     }
+    fn common(&self) -> &ReleaseCommon {
+        &self.common
+    }
+    fn common_mut(&mut self) -> &mut ReleaseCommon {
+        &mut self.common
+    }
+    fn label(&self) -> String {
+        format!(
+            "Cilium {} ({})",
+            self.common.version.clone().unwrap_or_default(),
+            self.common.id()
+        )
+    }
+    fn base_values(&self) -> Json {
+        self.talos_values()
+    }
+    fn chart_install(&self) -> Result<ChartInstall, String> {
+        let mut install = self.common.chart_install(self.talos_values())?;
+        install.description = Some(format!(
+            "talosboot: Cilium {}",
+            self.common.version.clone().unwrap_or_default()
+        ));
+        Ok(install)
+    }
+    /// Cilium's bootstrap Job runs in the release namespace (`kube-system` is exempt from Pod
+    /// Security on Talos).
+    fn bootstrap_namespace(&self) -> BootstrapNamespace {
+        BootstrapNamespace::named(self.common.release_namespace())
+    }
+    fn readiness(&self, release: Option<&HelmRelease>) -> Readiness {
+        readiness::readiness(self, release)
+    }
+    /// A refresh reads the components, not the nodes: a node's agent Ready means its CNI is up
+    /// (the node lost the not-ready taint), so `nodes_ready` follows from the agents.
+    fn refresh_readiness(&self, release: Option<&HelmRelease>) -> Readiness {
+        let mut r = self.readiness(release);
+        r.nodes = false;
+        r
+    }
+    fn workload_source(&self) -> WorkloadSource {
+        WorkloadSource::ManifestListed
+    }
+    fn preflight<'a>(
+        &'a self,
+        clients: &'a Clients,
+        at: PreflightAt,
+    ) -> BoxFuture<'a, Result<Diagnostics, ClusterError>> {
+        Box::pin(preflight::check_kube_proxy(self, clients, at))
+    }
     fn validate(&self, diagnostics: &mut Diagnostics) {
         model::validate(self, diagnostics);
     }
-    fn plan(req: PlanRequest) -> PlanResponse {
-        plan::plan(req)
+    fn plan(config: &Value, _prior: &Value, resp: &mut PlanResponse) {
+        plan::plan(config, resp);
     }
     fn planned_for_preflight(planned: &Value, config: &Value) -> Option<Self> {
         plan::planned_with_known_values(config, planned)
     }
-    fn with_defaults(self) -> Self {
-        Cilium::with_defaults(self)
-    }
-    fn merged_values(&self) -> Result<serde_json::Value, String> {
-        Cilium::merged_values(self)
-    }
-    fn set_values_sha256(&mut self, hash: Option<String>) {
-        self.values_sha256 = hash;
+    fn record(&mut self, observed: &Observed) {
+        readiness::record(self, observed);
     }
     fn keep_computed(&mut self, prior: &Self) {
-        self.status = prior.status.clone();
-        self.revision = prior.revision;
-        self.chart_version = prior.chart_version.clone();
-        self.app_version = prior.app_version.clone();
-        self.values_sha256 = prior.values_sha256.clone();
         self.agents = prior.agents.clone();
         self.components = prior.components.clone();
         self.nodes_ready = prior.nodes_ready;
-    }
-    fn for_import(namespace: &str, name: &str) -> Self {
-        Cilium {
-            name: Some(name.into()),
-            namespace: Some(namespace.into()),
-            ..Default::default()
-        }
     }
     fn moved(req: &MoveRequest, diagnostics: &mut Diagnostics) -> Option<(Self, Private)> {
         moved::from_helm_release(req, diagnostics)

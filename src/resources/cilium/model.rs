@@ -3,19 +3,15 @@
 //! documents and `set` entries), and the checks that need no I/O.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
-use crate::cluster::bootstrap::{ApiEndpoint, BootstrapNamespace, JobSettings, KUBEPRISM};
-use crate::cluster::helm_install::ChartInstall;
-pub use crate::cluster::helm_values::{
-    SetValue, apply_set, merge, merged, parse_values, values_parts,
-};
+use crate::cluster::bootstrap::ApiEndpoint;
+pub use crate::cluster::helm_values::SetValue;
 use crate::framework::Diagnostics;
 use crate::resources::duration::parse_go_duration;
-pub use crate::resources::release::inputs::{CommonInputs, JobInput, Toleration, validate_common};
+use crate::resources::release::ReleaseCommon;
 use crate::values::AttributePath;
 
 pub const DEFAULT_NAME: &str = "cilium";
@@ -42,73 +38,40 @@ pub struct Component {
     pub rolled_out: bool,
 }
 
-/// Configuration, plan and state share one shape.
-#[derive(Clone, Deserialize, Serialize, PartialEq, Default)]
+/// Configuration, plan and state share one shape: [`ReleaseCommon`] and Cilium's own.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 pub struct Cilium {
-    pub id: Option<String>,
-    pub name: Option<String>,
-    pub namespace: Option<String>,
-    pub version: Option<String>,
-    pub repository: Option<String>,
-    pub chart: Option<String>,
-    pub values: Option<Vec<String>>,
-    pub set: Option<Vec<SetValue>>,
-    pub set_sensitive: Option<Vec<SetValue>>,
-    pub set_wo: Option<Vec<SetValue>>,
-    pub timeout: Option<String>,
-    pub wait: Option<bool>,
+    #[serde(flatten)]
+    pub common: ReleaseCommon,
     pub talos_defaults: Option<bool>,
     pub kube_proxy_replacement: Option<bool>,
-    pub api_endpoint: Option<String>,
-    pub adopt_existing: Option<bool>,
-    pub job: Option<JobInput>,
-    pub rbac: Option<String>,
-    pub deletion_policy: Option<String>,
-    pub status: Option<String>,
-    pub revision: Option<i64>,
-    pub chart_version: Option<String>,
-    pub app_version: Option<String>,
-    pub values_sha256: Option<String>,
     pub agents: Option<Agents>,
     pub components: Option<BTreeMap<String, Component>>,
     pub nodes_ready: Option<bool>,
 }
 
-/// Never prints values: `set_sensitive` and values documents can hold secrets.
-impl std::fmt::Debug for Cilium {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cilium")
-            .field("id", &self.id)
-            .field("version", &self.version)
-            .field("status", &self.status)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Cilium {
-    pub fn release_name(&self) -> &str {
-        self.name.as_deref().unwrap_or(DEFAULT_NAME)
-    }
-    pub fn release_namespace(&self) -> &str {
-        self.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE)
-    }
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-            .as_deref()
-            .and_then(|t| parse_go_duration(t).ok())
-            .unwrap_or(Duration::from_secs(600))
-    }
-    pub fn endpoint(&self) -> ApiEndpoint {
-        ApiEndpoint::parse(self.api_endpoint.as_deref().unwrap_or(KUBEPRISM))
-            .or_else(|_| ApiEndpoint::parse(KUBEPRISM))
-            .expect("the default endpoint parses")
-    }
     pub fn talos_defaults(&self) -> bool {
         self.talos_defaults.unwrap_or(true)
     }
     /// The input (default `true`, as before the input existed).
     pub fn kube_proxy_replacement(&self) -> bool {
         self.kube_proxy_replacement.unwrap_or(true)
+    }
+
+    /// The Talos values under the user's, in the variant `kube_proxy_replacement` chooses.
+    pub fn talos_values(&self) -> Json {
+        match (self.talos_defaults(), self.kube_proxy_replacement()) {
+            (true, true) => talos_values(&self.common.endpoint()),
+            (true, false) => crate::cluster::talos::talos_cilium_values_with_kube_proxy(),
+            (false, _) => json!({}),
+        }
+    }
+
+    /// The values Helm will record as the release's user-supplied values: Talos defaults, then
+    /// each `values` document, then `set`, then `set_sensitive`.
+    pub fn merged_values(&self) -> Result<Json, String> {
+        self.common.merged_values(self.talos_values())
     }
 
     /// Whether the installed Cilium will replace kube-proxy, and whether the input says so (or
@@ -128,102 +91,6 @@ impl Cilium {
             on,
             from_input: self.talos_defaults() && on == self.kube_proxy_replacement(),
         })
-    }
-    pub fn keep_on_destroy(&self) -> bool {
-        self.deletion_policy.as_deref() == Some("keep")
-    }
-
-    /// Fills the defaults of optional+computed inputs the configuration leaves unset.
-    pub fn with_defaults(mut self) -> Cilium {
-        self.name.get_or_insert_with(|| DEFAULT_NAME.into());
-        self.namespace
-            .get_or_insert_with(|| DEFAULT_NAMESPACE.into());
-        self.repository
-            .get_or_insert_with(|| DEFAULT_REPOSITORY.into());
-        self.chart.get_or_insert_with(|| DEFAULT_CHART.into());
-        self.timeout.get_or_insert_with(|| DEFAULT_TIMEOUT.into());
-        self.wait.get_or_insert(true);
-        self.talos_defaults.get_or_insert(true);
-        self.kube_proxy_replacement.get_or_insert(true);
-        self.api_endpoint.get_or_insert_with(|| KUBEPRISM.into());
-        self.adopt_existing.get_or_insert(false);
-        self.deletion_policy
-            .get_or_insert_with(|| "uninstall".into());
-        self.rbac
-            .get_or_insert_with(|| crate::resources::rbac::DEFAULT.into());
-        self.id = Some(format!(
-            "{}/{}",
-            self.release_namespace(),
-            self.release_name()
-        ));
-        self
-    }
-
-    /// The values Helm will record as the release's user-supplied values: Talos defaults, then
-    /// each `values` document, then `set`, then `set_sensitive`.
-    pub fn merged_values(&self) -> Result<Json, String> {
-        self.values_parts().map(merged)
-    }
-
-    /// Non-sensitive values (ConfigMap) and sensitive ones (Secret), merged each.
-    pub fn values_parts(&self) -> Result<(Json, Json), String> {
-        values_parts(
-            match (self.talos_defaults(), self.kube_proxy_replacement()) {
-                (true, true) => talos_values(&self.endpoint()),
-                (true, false) => crate::cluster::talos::talos_cilium_values_with_kube_proxy(),
-                (false, _) => json!({}),
-            },
-            self.values.as_deref(),
-            self.set.as_deref(),
-            self.set_sensitive
-                .iter()
-                .flatten()
-                .chain(self.set_wo.iter().flatten()),
-        )
-    }
-
-    /// The chart install the bootstrap Job runs.
-    pub fn chart_install(&self) -> Result<ChartInstall, String> {
-        let (plain, sensitive) = self.values_parts()?;
-        let is_empty = sensitive.as_object().is_some_and(|o| o.is_empty());
-        Ok(ChartInstall {
-            release: self.release_name().into(),
-            namespace: self.release_namespace().into(),
-            repository: Some(
-                self.repository
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_REPOSITORY.into()),
-            ),
-            chart: self.chart.clone().unwrap_or_else(|| DEFAULT_CHART.into()),
-            version: self.version.clone().unwrap_or_default(),
-            values_yaml: vec![plain.to_string()],
-            sensitive_values_yaml: if is_empty {
-                Vec::new()
-            } else {
-                vec![sensitive.to_string()]
-            },
-            create_namespace: false,
-            take_ownership: self.adopt_existing.unwrap_or(false),
-            description: Some(format!(
-                "talosboot: Cilium {}",
-                self.version.clone().unwrap_or_default()
-            )),
-            ..Default::default()
-        })
-    }
-
-    /// The bootstrap pod: Talos defaults plus the user's `job`.
-    pub fn job_settings(&self) -> JobSettings {
-        let mut settings =
-            crate::resources::release::inputs::job_settings(self.job.as_ref(), self.endpoint());
-        settings.rbac = crate::resources::rbac::policy(self.rbac.as_deref());
-        settings
-    }
-
-    /// Cilium's bootstrap Job runs in the release namespace (`kube-system` is exempt from Pod
-    /// Security on Talos).
-    pub fn bootstrap_namespace(&self) -> BootstrapNamespace {
-        BootstrapNamespace::named(self.release_namespace())
     }
 }
 
@@ -259,24 +126,11 @@ fn exact_version(v: &str) -> bool {
         })
 }
 
-/// Checks without I/O; unknown values (decoded as absent) are skipped.
+/// Checks of Cilium's own rules without I/O (an exact `version`, a `timeout` of 30s or more);
+/// unknown values (decoded as absent) are skipped.
 pub fn validate(c: &Cilium, d: &mut Diagnostics) {
     let at = AttributePath::attr;
-    crate::resources::rbac::validate(c.rbac.as_deref(), at("rbac"), d);
-    validate_common(
-        &CommonInputs {
-            name: c.name.as_deref(),
-            namespace: c.namespace.as_deref(),
-            api_endpoint: c.api_endpoint.as_deref(),
-            deletion_policy: c.deletion_policy.as_deref(),
-            repository: c.repository.as_deref(),
-            values: c.values.as_deref(),
-            set: c.set.as_deref(),
-            set_sensitive: c.set_sensitive.as_deref(),
-            job: c.job.as_ref(),
-        },
-        d,
-    );
+    let c = &c.common;
     if let Some(v) = &c.version {
         if !exact_version(v) {
             d.error_at(at("version"), "Version must be exact", format!("{v:?} is not an exact chart version such as `1.18.4`. Floating versions are refused: Cilium would change with the image."));
@@ -298,22 +152,31 @@ pub fn validate(c: &Cilium, d: &mut Diagnostics) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::choice::DeletionPolicy;
+    use crate::resources::release::ChartResource;
 
     fn cilium() -> Cilium {
         Cilium {
-            version: Some("1.18.4".into()),
+            common: ReleaseCommon {
+                version: Some("1.18.4".into()),
+                ..Default::default()
+            },
             ..Default::default()
         }
         .with_defaults()
     }
 
+    fn validate(c: &Cilium, d: &mut Diagnostics) {
+        crate::resources::release::validate(c, d);
+    }
+
     #[test]
     fn the_user_always_wins_over_the_talos_defaults() {
         let mut c = cilium();
-        c.values = Some(vec![
+        c.common.values = Some(vec![
             "kubeProxyReplacement: false\nhubble:\n  relay:\n    enabled: true\n".into(),
         ]);
-        c.set = Some(vec![SetValue {
+        c.common.set = Some(vec![SetValue {
             name: "ipam.mode".into(),
             value: Some("cluster-pool".into()),
             kind: None,
@@ -355,7 +218,7 @@ mod tests {
                 from_input: true
             })
         );
-        c.values = Some(vec!["kubeProxyReplacement: \"true\"\n".into()]);
+        c.common.values = Some(vec!["kubeProxyReplacement: \"true\"\n".into()]);
         assert_eq!(
             c.replacement_choice(),
             Ok(ReplacementChoice {
@@ -365,7 +228,7 @@ mod tests {
             "the user's values win, and decide"
         );
         c.talos_defaults = Some(false);
-        c.values = None;
+        c.common.values = None;
         assert_eq!(
             c.replacement_choice(),
             Ok(ReplacementChoice {
@@ -379,7 +242,7 @@ mod tests {
     #[test]
     fn sensitive_values_never_reach_the_configmap_document() {
         let mut c = cilium();
-        c.set_sensitive = Some(vec![SetValue {
+        c.common.set_sensitive = Some(vec![SetValue {
             name: "hubble.tls.key".into(),
             value: Some("s3cr3t".into()),
             kind: None,
@@ -401,11 +264,11 @@ mod tests {
     #[test]
     fn bad_input_is_reported_on_its_attribute() {
         let mut c = cilium();
-        c.version = Some("1.18.x".into());
-        c.timeout = Some("10 minutes".into());
-        c.api_endpoint = Some("localhost".into());
-        c.values = Some(vec!["a: [1".into()]);
-        c.deletion_policy = Some("orphan".into());
+        c.common.version = Some("1.18.x".into());
+        c.common.timeout = Some("10 minutes".into());
+        c.common.api_endpoint = Some("localhost".into());
+        c.common.values = Some(vec!["a: [1".into()]);
+        c.common.deletion_policy = Some(DeletionPolicy::from("orphan"));
         let mut d = Diagnostics::new();
         validate(&c, &mut d);
         let paths: Vec<String> = d

@@ -5,35 +5,27 @@ use super::model::Cilium;
 use crate::framework::{Diagnostics, MoveRequest};
 use crate::resources::private::Private;
 use crate::resources::release::moved::read_helm_state;
+use crate::resources::release::{ChartResource, ReleaseCommon};
 
 /// The moved state and its private state, or the reason it cannot be moved.
 pub fn from_helm_release(req: &MoveRequest, d: &mut Diagnostics) -> Option<(Cilium, Private)> {
     let (h, private) = read_helm_state(req, super::schema::TYPE_NAME, d)?;
-    if !(h.chart.is_empty() || h.chart == "cilium") {
+    let chart = h.common.chart.as_deref().unwrap_or_default();
+    if !(chart.is_empty() || chart == "cilium") {
         d.error(
             "Not a Cilium release",
-            format!("The helm_release installs chart {:?}; talosboot_cilium manages the `cilium` chart only (use talosboot_helm_release for others).", h.chart),
+            format!("The helm_release installs chart {chart:?}; talosboot_cilium manages the `cilium` chart only (use talosboot_helm_release for others)."),
         );
         return None;
     }
-    let mut state = Cilium {
-        name: h.name,
-        namespace: h.namespace,
-        version: h.version,
-        repository: h.repository,
-        chart: Some("cilium".into()),
-        values: h.values,
-        set: h.set,
-        set_sensitive: h.set_sensitive,
-        wait: h.wait,
-        status: h.status,
-        revision: h.revision,
-        chart_version: h.chart_version,
-        app_version: h.app_version,
+    let state = Cilium {
+        common: ReleaseCommon {
+            chart: Some("cilium".into()),
+            ..h.common
+        },
         ..Default::default()
     }
     .with_defaults();
-    state.values_sha256 = h.values_sha256;
     Some((state, private))
 }
 
@@ -65,15 +57,15 @@ mod tests {
             from_helm_release(&req(source, "registry.terraform.io/hashicorp/helm"), &mut d)
                 .expect("moves");
         assert!(d.is_empty());
-        assert_eq!(state.id.as_deref(), Some("kube-system/cilium"));
-        assert_eq!(state.revision, Some(3));
+        assert_eq!(state.common.id.as_deref(), Some("kube-system/cilium"));
+        assert_eq!(state.common.revision, Some(3));
         assert_eq!(
-            state.set.as_ref().map(|s| s[0].kind.clone()),
+            state.common.set.as_ref().map(|s| s[0].kind.clone()),
             Some(None),
             "`auto` is our default"
         );
-        assert_eq!(state.timeout.as_deref(), Some("10m"));
-        assert!(state.values_sha256.is_some());
+        assert_eq!(state.common.timeout.as_deref(), Some("10m"));
+        assert!(state.common.values_sha256.is_some());
     }
 
     #[test]

@@ -1,56 +1,28 @@
-//! Planning `talosboot_cilium` without the cluster: its defaults and the inputs its values depend
-//! on, on top of the shared release plan ([`crate::resources::release::plan`]).
+//! Planning `talosboot_cilium` without the cluster, on top of the shared release plan
+//! ([`crate::resources::release::plan`]; the defaults and what an upgrade changes are declared on
+//! the schema): the inputs its values depend on, and the Service-IP warning.
 
-use super::model::{self, Cilium};
-use super::schema::{AFTER_UPGRADE, UPGRADE_INPUTS};
+use super::model::Cilium;
+use crate::framework::PlanResponse;
 use crate::framework::model::{Unknowns, decode};
-use crate::framework::{PlanRequest, PlanResponse};
-use crate::resources::release::plan::{PlanSpec, plan as plan_release};
 use crate::values::Value;
 
-pub fn plan(req: PlanRequest) -> PlanResponse {
-    let merged = |planned: &Value| {
-        decode::<Cilium>(planned, Unknowns::AsNull)
-            .ok()
-            .and_then(|c| c.merged_values().ok())
-    };
-    let spec = PlanSpec {
-        defaults: vec![
-            ("name", Value::from(model::DEFAULT_NAME)),
-            ("namespace", Value::from(model::DEFAULT_NAMESPACE)),
-            ("repository", Value::from(model::DEFAULT_REPOSITORY)),
-            ("chart", Value::from(model::DEFAULT_CHART)),
-            ("timeout", Value::from(model::DEFAULT_TIMEOUT)),
-            ("wait", Value::from(true)),
-            ("talos_defaults", Value::from(true)),
-            ("kube_proxy_replacement", Value::from(true)),
-            (
-                "api_endpoint",
-                Value::from(crate::cluster::bootstrap::KUBEPRISM),
-            ),
-            ("adopt_existing", Value::from(false)),
-            ("deletion_policy", Value::from("uninstall")),
-            ("rbac", Value::from("cluster-admin")),
-        ],
-        value_inputs: &[
-            "values",
-            "set",
-            "set_sensitive",
-            "talos_defaults",
-            "kube_proxy_replacement",
-            "api_endpoint",
-        ],
-        upgrade_inputs: UPGRADE_INPUTS,
-        after_upgrade: AFTER_UPGRADE,
-        merged_values: &merged,
-    };
-    let config = req.config.clone();
-    let mut resp = plan_release(req, &spec);
-    if let Some(warning) = service_host_warning(&config, &resp.planned_state) {
+/// Inputs whose change alone is no upgrade when the values they make are what the cluster has.
+pub const VALUE_INPUTS: &[&str] = &[
+    "values",
+    "set",
+    "set_sensitive",
+    "talos_defaults",
+    "kube_proxy_replacement",
+    "api_endpoint",
+];
+
+/// What Cilium adds to the shared plan: a warning when its agents would need the Service IP.
+pub fn plan(config: &Value, resp: &mut PlanResponse) {
+    if let Some(warning) = service_host_warning(config, &resp.planned_state) {
         resp.diagnostics
             .warning("Cilium would need the Service IP before it exists", warning);
     }
-    resp
 }
 
 /// Inputs the merged values are made of (beside the planned object, the write-only `set_wo` of

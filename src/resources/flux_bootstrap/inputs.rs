@@ -16,6 +16,7 @@ use crate::cluster::flux::OPERATOR_RELEASE;
 use crate::cluster::flux::managed::runtime_info_configmap;
 use crate::cluster::flux::manifest::{Manifest, parse_documents, substitute};
 use crate::cluster::helm_install::{ChartInstall, DEFAULT_HELM_IMAGE};
+use crate::resources::rbac::Rbac;
 
 /// Pod Security level a host-network pod needs (Talos enforces `baseline` elsewhere).
 const POD_SECURITY_LABEL: &str = "pod-security.kubernetes.io/enforce";
@@ -172,7 +173,7 @@ fn chart_install(
 pub fn job_settings(job: Option<&Job>, rbac: Option<&str>) -> JobSettings {
     let Some(job) = job else {
         return JobSettings {
-            rbac: crate::resources::rbac::policy(rbac),
+            rbac: crate::resources::rbac::policy(rbac.map(Rbac::from).as_ref()),
             ..JobSettings::talos(DEFAULT_HELM_IMAGE)
         };
     };
@@ -198,7 +199,7 @@ pub fn job_settings(job: Option<&Job>, rbac: Option<&str>) -> JobSettings {
             .filter(|a| a.as_object().is_some_and(|o| !o.is_empty())),
         env: job.env.clone(),
         annotations: BTreeMap::new(),
-        rbac: crate::resources::rbac::policy(rbac),
+        rbac: crate::resources::rbac::policy(rbac.map(Rbac::from).as_ref()),
     }
 }
 

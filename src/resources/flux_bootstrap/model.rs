@@ -9,6 +9,8 @@ use crate::cluster::flux::manifest::{Manifest, parse_documents};
 use crate::framework::Diagnostics;
 use crate::framework::model::Maybe;
 pub use crate::resources::duration::parse_go_duration;
+use crate::resources::names::is_dns_label;
+use crate::resources::rbac::Rbac;
 use crate::values::AttributePath;
 
 pub const DEFAULT_BOOTSTRAP_NAMESPACE: &str = "flux-operator-bootstrap";
@@ -204,15 +206,6 @@ pub fn oci_reference(repository: &str) -> Result<String, String> {
     Ok(format!("oci://{}", path.trim_end_matches('/')))
 }
 
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
 fn one_of(
     diagnostics: &mut Diagnostics,
     path: AttributePath,
@@ -351,7 +344,7 @@ impl Config {
             }
         }
         crate::resources::rbac::validate(
-            self.rbac.as_deref(),
+            self.rbac.as_deref().map(Rbac::from).as_ref(),
             AttributePath::attr("rbac"),
             diagnostics,
         );

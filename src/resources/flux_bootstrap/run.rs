@@ -17,6 +17,8 @@ use crate::cluster::flux::ownership::adopted_by_flux;
 use crate::cluster::flux::{FluxError, Kube, MODULE_SECRET, operator};
 use crate::cluster::helm_install::{self, ChartInstall};
 use crate::cluster::helm_release::values_digest;
+use crate::cluster::helm_values::{merge, parse_values};
+use crate::resources::release::{Decision, Fingerprint, decide};
 use serde_json::Value as Json;
 
 /// What a run failed on.
@@ -216,7 +218,8 @@ impl Runner<'_> {
     }
 
     /// True when the release is deployed from the requested chart version with exactly these
-    /// values: an upgrade would change nothing (and restart nothing), so no Job runs.
+    /// values: an upgrade would change nothing (and restart nothing), so no Job runs. Decided
+    /// as every chart install is ([`decide`]), the record standing for the prior install.
     async fn up_to_date(&self, chart: &ChartInstall) -> Result<bool, RunError> {
         let current = helm_install::release(self.clients, &chart.namespace, &chart.release)
             .await
@@ -224,30 +227,25 @@ impl Runner<'_> {
                 "read the release {}/{}",
                 chart.namespace, chart.release
             )))?;
-        let Some(current) = current.filter(|r| r.status == "deployed") else {
+        let Some(current) = current else {
             return Ok(false);
         };
-        if !chart.version.is_empty()
-            && !crate::resources::release::same_version(&chart.version, &current.chart_version)
-        {
-            return Ok(false);
-        }
-        let docs = chart.values_yaml.iter().chain(&chart.sensitive_values_yaml);
-        let mut merged = serde_json::Map::new();
-        for doc in docs {
-            if let Ok(Json::Object(map)) = serde_saphyr::from_str::<Json>(doc) {
-                merged.extend(map);
-            }
-        }
-        let digests = if merged.is_empty() {
-            vec![
-                values_digest(None),
-                values_digest(Some(&Json::Object(merged))),
-            ]
-        } else {
-            vec![values_digest(Some(&Json::Object(merged)))]
+        let wanted = values_digest(Some(&install_values(chart)));
+        let installed = Fingerprint {
+            version: &current.chart_version,
+            values_sha256: Some(&current.values_sha256),
+            content_digest: None,
         };
-        Ok(digests.contains(&current.values_sha256))
+        let desired = Fingerprint {
+            // No version asked for: whichever is installed.
+            version: match chart.version.as_str() {
+                "" => &current.chart_version,
+                v => v,
+            },
+            values_sha256: Some(&wanted),
+            content_digest: None,
+        };
+        Ok(decide(Some(&current.status), Some(&installed), &desired) == Decision::Unchanged)
     }
 
     /// CRD, FluxInstance (until Flux adopts it), and the Ready wait when it was applied.
@@ -282,5 +280,43 @@ impl Runner<'_> {
         );
         objects::delete(self.kube, &api, MODULE_SECRET, &what).await?;
         Ok(())
+    }
+}
+
+/// The values a chart install records: its documents merged as Helm merges `-f` files (maps
+/// deeply, later wins); a document that does not parse counts as empty.
+fn install_values(chart: &ChartInstall) -> Json {
+    let mut values = Json::Object(Default::default());
+    for doc in chart.values_yaml.iter().chain(&chart.sensitive_values_yaml) {
+        if let Ok(v @ Json::Object(_)) = parse_values(doc) {
+            merge(&mut values, &v);
+        }
+    }
+    values
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_values_merge_deeply_as_helm_records_them() {
+        let chart = ChartInstall {
+            values_yaml: vec![
+                "{\"a\": {\"b\": 1, \"c\": 2}}".into(),
+                "a:\n  c: 3\n".into(),
+            ],
+            sensitive_values_yaml: vec!["{\"s\": {\"k\": \"v\"}}".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            install_values(&chart),
+            serde_json::json!({"a": {"b": 1, "c": 3}, "s": {"k": "v"}})
+        );
+        assert_eq!(
+            values_digest(Some(&install_values(&ChartInstall::default()))),
+            values_digest(None),
+            "no values hash as Helm's empty values"
+        );
     }
 }

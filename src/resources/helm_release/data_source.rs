@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use crate::cluster::helm_release::current_release;
 use crate::framework::secret_hash::salted_sha256;
 use crate::framework::{Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema};
+use crate::resources::names::{is_dns_label, is_release_name};
 use crate::resources::{cluster, cluster_diagnostic, object};
 use crate::values::{AttributePath, Type, Value};
 
@@ -130,7 +131,10 @@ impl DataSource for HelmReleaseDataSource {
             ("namespace", Value::from(namespace.as_str())),
             ("id", Value::from(format!("{namespace}/{name}"))),
             ("exists", Value::from(release.is_some())),
-            ("status", text(release.as_ref().map(|r| &r.status))),
+            (
+                "status",
+                text(release.as_ref().map(|r| r.status.to_string()).as_ref()),
+            ),
             (
                 "revision",
                 release
@@ -168,21 +172,6 @@ impl DataSource for HelmReleaseDataSource {
     }
 }
 
-/// RFC 1123 label, as Kubernetes requires of namespace names.
-fn is_dns_label(s: &str) -> bool {
-    s.len() <= 63
-        && !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// Helm's release name rule: dot-separated RFC 1123 labels, at most 53 characters.
-fn is_release_name(s: &str) -> bool {
-    s.len() <= 53 && s.split('.').all(is_dns_label)
-}
-
 /// The key of `values_sha256`: the `kube-system` namespace's UID, the cluster's identity. Stable for
 /// the cluster's life and never in state, so the hash detects a change of the values but cannot be
 /// tested against guesses of a secret value by someone holding only the state.
@@ -214,16 +203,6 @@ mod tests {
         HelmReleaseDataSource.validate(&config, &mut diagnostics);
         let d = diagnostics.iter().next().expect("one diagnostic");
         assert_eq!(d.attribute, Some(AttributePath::attr("name")));
-    }
-
-    #[test]
-    fn names_follow_helm_and_kubernetes_rules() {
-        assert!(is_release_name("cilium"));
-        assert!(is_release_name("flux.operator-1"));
-        assert!(!is_release_name(&"a".repeat(54)));
-        assert!(is_dns_label("kube-system"));
-        assert!(!is_dns_label("kube.system"), "namespaces have no dots");
-        assert!(!is_dns_label("-x"));
     }
 
     #[test]

@@ -4,14 +4,10 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use crate::cluster::bootstrap::{ApiEndpoint, JobSettings};
 use crate::cluster::helm_install::DEFAULT_HELM_IMAGE;
-use crate::cluster::helm_values::{SetValue, apply_set, parse_values};
-use crate::framework::Diagnostics;
 use crate::framework::{Attribute, Nesting};
-use crate::values::AttributePath;
 use crate::values::Type;
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
@@ -92,109 +88,6 @@ pub fn job_attributes() -> Vec<Attribute> {
         Attribute::optional("env", Type::map(Type::String), "Extra environment variables of the installer (e.g. `HTTPS_PROXY`). They win over talosboot's own, `KUBERNETES_SERVICE_HOST`/`PORT` included."),
         Attribute::optional("annotations", Type::map(Type::String), "Annotations of the bootstrap pod (e.g. for admission policies)."),
     ]
-}
-
-/// The inputs every Helm-release resource checks the same way.
-pub struct CommonInputs<'a> {
-    pub name: Option<&'a str>,
-    pub namespace: Option<&'a str>,
-    pub api_endpoint: Option<&'a str>,
-    pub deletion_policy: Option<&'a str>,
-    pub repository: Option<&'a str>,
-    pub values: Option<&'a [String]>,
-    pub set: Option<&'a [SetValue]>,
-    pub set_sensitive: Option<&'a [SetValue]>,
-    pub job: Option<&'a JobInput>,
-}
-
-const NAME_RULE: &str =
-    "lower-case letters, digits and '-', starting and ending with a letter or digit";
-
-fn dns_label(s: &str, max: usize) -> bool {
-    !s.is_empty()
-        && s.len() <= max
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-pub fn validate_common(c: &CommonInputs, d: &mut Diagnostics) {
-    let at = AttributePath::attr;
-    if let Some(name) = c.name {
-        if !name.split('.').all(|l| dns_label(l, 53)) || name.len() > 53 {
-            d.error_at(
-                at("name"),
-                "Invalid release name",
-                format!(
-                    "{name:?} is not a valid Helm release name: {NAME_RULE}, at most 53 characters."
-                ),
-            );
-        }
-    }
-    if let Some(ns) = c.namespace {
-        if !dns_label(ns, 63) {
-            d.error_at(
-                at("namespace"),
-                "Invalid namespace",
-                format!(
-                    "{ns:?} is not a valid namespace name: {NAME_RULE}, at most 63 characters."
-                ),
-            );
-        }
-    }
-    if let Some(e) = c.api_endpoint {
-        if let Err(m) = ApiEndpoint::parse(e) {
-            d.error_at(at("api_endpoint"), "Invalid API endpoint", format!("{m}. Use HOST:PORT outside the Service CIDR, e.g. Talos KubePrism `localhost:7445` or `<control-plane-ip>:6443`."));
-        }
-    }
-    if let Some(p) = c.deletion_policy {
-        if p != "uninstall" && p != "keep" {
-            d.error_at(
-                at("deletion_policy"),
-                "Invalid deletion policy",
-                format!("{p:?}: use `uninstall` or `keep`."),
-            );
-        }
-    }
-    if let Some(r) = c.repository {
-        if !(r.starts_with("https://") || r.starts_with("http://") || r.starts_with("oci://")) {
-            d.error_at(
-                at("repository"),
-                "Invalid repository",
-                format!(
-                    "{r:?}: use an `https://` chart repository URL or an `oci://` registry path."
-                ),
-            );
-        }
-    }
-    for (i, doc) in c.values.into_iter().flatten().enumerate() {
-        if let Err(e) = parse_values(doc) {
-            d.error_at(
-                at("values").then_index(i as i64),
-                "Invalid values document",
-                format!("values[{i}] is {e}."),
-            );
-        }
-    }
-    for (attr, list) in [("set", c.set), ("set_sensitive", c.set_sensitive)] {
-        for (i, s) in list.into_iter().flatten().enumerate() {
-            if let Err(e) = apply_set(&mut json!({}), s) {
-                d.error_at(at(attr).then_index(i as i64), "Invalid set entry", e);
-            }
-        }
-    }
-    if let Some(job) = c.job {
-        if let Some(p) = &job.pull_policy {
-            if !["Always", "IfNotPresent", "Never"].contains(&p.as_str()) {
-                d.error_at(
-                    at("job").then_attr("pull_policy"),
-                    "Invalid pull policy",
-                    format!("{p:?}: use `Always`, `IfNotPresent` or `Never`."),
-                );
-            }
-        }
-    }
 }
 
 /// `set_wo`: like `set_sensitive`, write-only (OpenTofu/Terraform 1.11+): never stored in state or

@@ -6,34 +6,23 @@
 
 use serde_json::Value as Json;
 
-use crate::cluster::helm_release::values_digest;
+use super::ReleaseCommon;
+use crate::cluster::helm_release::{ReleaseStatus, values_digest};
 use crate::cluster::helm_values::SetValue;
 use crate::framework::{Diagnostics, MoveRequest};
 use crate::resources::private::Private;
 
-/// What a `helm_release` state says, in talosboot's terms.
+/// What a `helm_release` state says, in talosboot's terms: the shared inputs and computed
+/// attributes (`chart` is the chart's name: an `oci://` reference is split into `repository` and
+/// it; `values_sha256` the salted hash of `metadata.values`, with the salt in the returned private
+/// state), and the inputs only `talosboot_helm_release` has.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HelmState {
-    pub name: Option<String>,
-    pub namespace: Option<String>,
-    /// The chart's name (an `oci://` reference is split into `repository` and this).
-    pub chart: String,
-    pub repository: Option<String>,
-    pub version: Option<String>,
-    pub values: Option<Vec<String>>,
-    pub set: Option<Vec<SetValue>>,
-    pub set_sensitive: Option<Vec<SetValue>>,
-    pub wait: Option<bool>,
+    pub common: ReleaseCommon,
     pub create_namespace: Option<bool>,
     pub atomic: Option<bool>,
     pub max_history: Option<i64>,
     pub description: Option<String>,
-    pub status: Option<String>,
-    pub revision: Option<i64>,
-    pub chart_version: Option<String>,
-    pub app_version: Option<String>,
-    /// Salted hash of `metadata.values` (helm v3), with the salt in the returned private state.
-    pub values_sha256: Option<String>,
 }
 
 /// Provider addresses whose `helm_release` we understand (any registry host).
@@ -115,27 +104,31 @@ pub fn read_helm_state(
         ),
     };
     let private = Private::fresh();
-    let state = HelmState {
+    let common = ReleaseCommon {
         name: text(&source, "name"),
         namespace: text(&source, "namespace"),
-        chart,
+        chart: Some(chart),
         repository,
         version: text(&source, "version").or_else(|| text(&metadata, "version")),
         values,
         set: set_values(&source, "set"),
         set_sensitive: set_values(&source, "set_sensitive"),
         wait: source.get("wait").and_then(Json::as_bool),
-        create_namespace: source.get("create_namespace").and_then(Json::as_bool),
-        atomic: source.get("atomic").and_then(Json::as_bool),
-        max_history: source.get("max_history").and_then(Json::as_i64),
-        description: text(&source, "description"),
-        status: text(&source, "status"),
+        status: text(&source, "status").map(|s| ReleaseStatus::from(s.as_str())),
         revision: metadata.get("revision").and_then(Json::as_i64),
         chart_version: text(&metadata, "version"),
         app_version: text(&metadata, "app_version"),
         values_sha256: text(&metadata, "values")
             .and_then(|v| serde_json::from_str::<Json>(&v).ok())
             .map(|v| private.salted(&values_digest(Some(&v)))),
+        ..Default::default()
+    };
+    let state = HelmState {
+        common,
+        create_namespace: source.get("create_namespace").and_then(Json::as_bool),
+        atomic: source.get("atomic").and_then(Json::as_bool),
+        max_history: source.get("max_history").and_then(Json::as_i64),
+        description: text(&source, "description"),
     };
     Some((state, private))
 }

@@ -1,12 +1,16 @@
-//! Planning a Helm-release resource without the cluster: the defaults of its optional inputs, the
-//! salted hash of the values it will install (compared with the hash read from the cluster, so
-//! drift in the cluster shows as an update), and what becomes "known after apply". On create the
-//! hash is unknown: the salt is made at apply (both plans of a create see no private state).
+//! Planning a chart-installing resource without the cluster (its defaults are planned already,
+//! by the dispatcher, from the schema): the salted hash of the values it will install (compared
+//! with the hash read from the cluster, so drift in the cluster shows as an update), and what
+//! becomes "known after apply" (the attributes the schema marks as changed by an upgrade). On
+//! create the hash is unknown: the salt is made at apply (both plans of a create see no private
+//! state).
 
 use serde_json::Value as Json;
 
+use super::ChartResource;
 use crate::cluster::helm_release::values_digest;
-use crate::framework::plan::{changed_inputs, default_value, mark_unknown, same_value};
+use crate::framework::model::{Unknowns, decode};
+use crate::framework::plan::{changed_inputs, mark_unknown, same_value};
 use crate::framework::{Diagnostics, PlanRequest, PlanResponse};
 use crate::resources::private::Private;
 use crate::values::Value;
@@ -15,9 +19,8 @@ use crate::values::Value;
 /// of the values hash, so a changed secret plans an update without a revision bump.
 pub const WRITE_ONLY_VALUE_INPUTS: &[&str] = &["set_wo"];
 
-/// What differs between resources.
+/// What differs between resources, from their schema and [`ChartResource`].
 pub struct PlanSpec<'a> {
-    pub defaults: Vec<(&'a str, Value)>,
     /// Inputs the values hash depends on.
     pub value_inputs: &'a [&'a str],
     /// Inputs whose change means an upgrade.
@@ -29,12 +32,32 @@ pub struct PlanSpec<'a> {
     pub merged_values: &'a dyn Fn(&Value) -> Option<Json>,
 }
 
-pub fn plan(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
+/// The plan of a [`ChartResource`]: the shared plan, then what the resource adds.
+pub fn plan<K: ChartResource>(req: PlanRequest) -> PlanResponse {
+    let schema = K::schema();
+    let upgrade_inputs = schema.block.update_inputs();
+    let after_upgrade = schema.block.changed_by_update();
+    let merged = |planned: &Value| {
+        decode::<K>(planned, Unknowns::AsNull)
+            .ok()
+            .and_then(|m| m.merged_values().ok())
+    };
+    let spec = PlanSpec {
+        value_inputs: K::VALUE_INPUTS,
+        upgrade_inputs: &upgrade_inputs,
+        after_upgrade: &after_upgrade,
+        merged_values: &merged,
+    };
+    let (config, prior) = (req.config.clone(), req.prior_state.clone());
+    let mut resp = plan_with(req, &spec);
+    K::plan(&config, &prior, &mut resp);
+    resp
+}
+
+/// The shared plan, for any [`PlanSpec`].
+pub fn plan_with(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
     let mut planned = req.proposed_new_state;
     let config = &req.config;
-    for (name, default) in &spec.defaults {
-        default_value(&mut planned, config, name, default.clone());
-    }
     let private = Private::decode(&req.prior_private);
     let id = match (planned.attr("namespace"), planned.attr("name")) {
         (Some(Value::String(ns)), Some(Value::String(n))) => Value::from(format!("{ns}/{n}")),
@@ -146,5 +169,150 @@ fn same_version(prior: &Value, planned: &Value) -> bool {
     ) {
         (Some(a), Some(b)) => super::same_version(a, b),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::object;
+
+    /// A release whose values are `values` itself (a string), upgraded by `version` and `values`.
+    fn spec_plan(prior: Value, planned: Value, private: &Private) -> PlanResponse {
+        let merged = |p: &Value| {
+            p.attr("values")
+                .and_then(Value::as_str)
+                .map(|v| serde_json::json!({ "v": v }))
+        };
+        let spec = PlanSpec {
+            value_inputs: &["values"],
+            upgrade_inputs: &["version", "values"],
+            after_upgrade: &["revision", "status"],
+            merged_values: &merged,
+        };
+        let req = PlanRequest {
+            prior_state: prior,
+            proposed_new_state: planned.clone(),
+            config: planned,
+            prior_private: private.encode(),
+            client_capabilities: Default::default(),
+        };
+        plan_with(req, &spec)
+    }
+
+    fn state(version: &str, values: &str, status: &str, hash: Value) -> Value {
+        object([
+            ("namespace", Value::from("ns")),
+            ("name", Value::from("app")),
+            ("version", Value::from(version)),
+            ("values", Value::from(values)),
+            ("status", Value::from(status)),
+            ("revision", Value::int(2)),
+            ("values_sha256", hash),
+        ])
+    }
+
+    #[test]
+    fn the_plan_upgrades_on_inputs_drift_and_unhealth_only() {
+        let private = Private::fresh();
+        let hash = |v: &str| {
+            Value::from(private.salted(&values_digest(Some(&serde_json::json!({ "v": v })))))
+        };
+        // (why, prior, planned, upgrade planned)
+        let table = [
+            (
+                "nothing changed",
+                state("1.0.0", "a", "deployed", hash("a")),
+                state("1.0.0", "a", "deployed", hash("a")),
+                false,
+            ),
+            (
+                "version spelling",
+                state("1.0.0", "a", "deployed", hash("a")),
+                state("v1.0.0", "a", "deployed", hash("a")),
+                false,
+            ),
+            (
+                "version",
+                state("1.0.0", "a", "deployed", hash("a")),
+                state("1.1.0", "a", "deployed", hash("a")),
+                true,
+            ),
+            (
+                "values edited",
+                state("1.0.0", "a", "deployed", hash("a")),
+                state("1.0.0", "b", "deployed", hash("a")),
+                true,
+            ),
+            (
+                "drift in the cluster",
+                state("1.0.0", "a", "deployed", hash("x")),
+                state("1.0.0", "a", "deployed", hash("x")),
+                true,
+            ),
+            (
+                "failed release",
+                state("1.0.0", "a", "failed", hash("a")),
+                state("1.0.0", "a", "failed", hash("a")),
+                true,
+            ),
+        ];
+        for (why, prior, planned, upgrade) in table {
+            let resp = spec_plan(prior, planned, &private);
+            let unknown = resp
+                .planned_state
+                .attr("revision")
+                .is_some_and(Value::is_unknown);
+            assert_eq!(unknown, upgrade, "{why}");
+            assert_eq!(
+                resp.planned_state
+                    .attr("status")
+                    .is_some_and(Value::is_unknown),
+                upgrade,
+                "{why}"
+            );
+            assert_eq!(
+                resp.planned_state.attr("id"),
+                Some(&Value::from("ns/app")),
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_create_plans_the_hash_and_what_an_upgrade_changes_unknown() {
+        let planned = state("1.0.0", "a", "", Value::Null);
+        let resp = spec_plan(Value::Null, planned, &Private::fresh());
+        for attr in ["values_sha256", "revision", "status"] {
+            assert!(
+                resp.planned_state.attr(attr).is_some_and(Value::is_unknown),
+                "{attr}"
+            );
+        }
+        assert!(resp.diagnostics.is_empty());
+    }
+
+    #[test]
+    fn drift_is_a_warning_and_a_gitops_owner_plans_no_upgrade() {
+        let mut private = Private::fresh();
+        let drifted = state("1.0.0", "a", "deployed", Value::from("other"));
+        let resp = spec_plan(drifted.clone(), drifted.clone(), &private);
+        assert!(
+            resp.diagnostics
+                .iter()
+                .any(|d| d.summary == "Release values differ from the configuration")
+        );
+        private.owner = Some("Flux HelmRelease \"x\"".into());
+        let resp = spec_plan(drifted.clone(), drifted, &private);
+        assert_eq!(resp.planned_state.attr("revision"), Some(&Value::int(2)));
+        assert_eq!(
+            resp.planned_state.attr("values_sha256"),
+            Some(&Value::from("other"))
+        );
+        assert!(
+            resp.diagnostics
+                .iter()
+                .any(|d| d.summary == "Release managed by GitOps")
+        );
     }
 }

@@ -1,68 +1,33 @@
-//! The framework resource every Helm-release model becomes: decode, connect, then the shared
-//! lifecycle for apply, read, import and move. A model supplies its schema, checks, plan and
-//! defaults through [`ReleaseModel`]; nothing here is specific to one chart.
+//! The framework resource every [`ChartResource`] becomes: decode, connect, then the shared plan
+//! and lifecycle for apply, read, import and move. Apply decodes the planned state (with the
+//! configuration's write-only values), never re-deriving what the plan settled; nothing here is
+//! specific to one chart.
 
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-
-use super::{PreflightAt, Release, destroy, install, observe, refresh};
+use super::{ChartResource, PreflightAt, destroy, install, observe, refresh};
 use crate::cluster::bootstrap::Clients;
 use crate::cluster::helm_release::values_digest;
 use crate::framework::model::{Unknowns, decode, encode};
+use crate::framework::plan::with_write_only;
 use crate::framework::*;
 use crate::resources::engine_report::engine_diagnostic;
 use crate::resources::private::Private;
 use crate::values::Value;
+use async_trait::async_trait;
 
-/// A Helm-release resource's model: one struct for config, plan and state.
-pub trait ReleaseModel: Release + Serialize + DeserializeOwned + Default + 'static {
-    const TYPE_NAME: &'static str;
-    fn schema() -> Schema;
-    fn validate(&self, diagnostics: &mut Diagnostics);
-    fn plan(req: PlanRequest) -> PlanResponse;
-    /// The model a plan-time [`Release::preflight`] checks: the planned object (with the
-    /// configuration's write-only inputs) when every input the check reads is known at plan.
-    /// `None` (the default) skips the check at plan; apply still runs it.
-    fn planned_for_preflight(_planned: &Value, _config: &Value) -> Option<Self> {
-        None
-    }
-    /// Fills the defaults of optional+computed inputs the configuration leaves unset.
-    fn with_defaults(self) -> Self;
-    /// The values the release will record (for their salted hash).
-    fn merged_values(&self) -> Result<serde_json::Value, String>;
-    fn set_values_sha256(&mut self, hash: Option<String>);
-    /// Copies the computed attributes of `prior` (a release GitOps owns is not touched).
-    fn keep_computed(&mut self, prior: &Self);
-    /// The state an import of `namespace/name` starts from (refreshed right after).
-    fn for_import(namespace: &str, name: &str) -> Self;
-    /// `moved` from another resource type; the default refuses with the alternative.
-    fn moved(req: &MoveRequest, diagnostics: &mut Diagnostics) -> Option<(Self, Private)> {
-        diagnostics.error(
-            "Move is not supported",
-            format!(
-                "{} cannot be moved from {} ({}). Remove the old resource from state (`removed {{ lifecycle {{ destroy = false }} }}`) and import this one instead.",
-                Self::TYPE_NAME, req.source_type_name, req.source_provider_address
-            ),
-        );
-        None
-    }
-}
+/// The framework resource of a [`ChartResource`].
+pub struct ReleaseResource<K>(PhantomData<K>);
 
-/// The resource of a [`ReleaseModel`].
-pub struct ReleaseResource<M>(PhantomData<M>);
-
-impl<M> Default for ReleaseResource<M> {
+impl<K> Default for ReleaseResource<K> {
     fn default() -> Self {
         ReleaseResource(PhantomData)
     }
 }
 
-fn encode_state<M: ReleaseModel>(m: &M, diagnostics: &mut Diagnostics) -> Value {
-    match encode(m, &M::schema().value_type()) {
+fn encode_state<K: ChartResource>(m: &K, diagnostics: &mut Diagnostics) -> Value {
+    match encode(m, &K::schema().value_type()) {
         Ok(v) => v,
         Err(e) => {
             diagnostics.push(e.diagnostic("state"));
@@ -71,8 +36,12 @@ fn encode_state<M: ReleaseModel>(m: &M, diagnostics: &mut Diagnostics) -> Value 
     }
 }
 
-fn decoded<M: ReleaseModel>(value: &Value, what: &str, diagnostics: &mut Diagnostics) -> Option<M> {
-    match decode::<M>(value, Unknowns::AsNull) {
+fn decoded<K: ChartResource>(
+    value: &Value,
+    what: &str,
+    diagnostics: &mut Diagnostics,
+) -> Option<K> {
+    match decode::<K>(value, Unknowns::AsNull) {
         Ok(m) => Some(m),
         Err(e) => {
             diagnostics.push(e.diagnostic(what));
@@ -87,7 +56,7 @@ const PLAN_PREFLIGHT_BUDGET: Duration = Duration::from_secs(5);
 
 /// [`Release::preflight`] at plan, best-effort: only when the provider is configured and the
 /// cluster answers within [`PLAN_PREFLIGHT_BUDGET`]; never an error because it could not.
-async fn plan_preflight<M: ReleaseModel>(ctx: &Ctx, m: &M) -> Diagnostics {
+async fn plan_preflight<K: ChartResource>(ctx: &Ctx, m: &K) -> Diagnostics {
     let cluster = crate::resources::cluster(ctx);
     let checked = tokio::time::timeout(PLAN_PREFLIGHT_BUDGET, async {
         let clients = Clients::connect(&cluster).await.ok()?;
@@ -114,31 +83,31 @@ async fn connect(ctx: &Ctx, what: &str, diagnostics: &mut Diagnostics) -> Option
 }
 
 #[async_trait]
-impl<M: ReleaseModel> Resource for ReleaseResource<M> {
+impl<K: ChartResource> Resource for ReleaseResource<K> {
     fn type_name(&self) -> &'static str {
-        M::TYPE_NAME
+        K::TYPE_NAME
     }
 
     fn schema(&self) -> Schema {
-        M::schema()
+        K::schema()
     }
 
     fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
-        if let Some(m) = decoded::<M>(config, "configuration", diagnostics) {
-            m.validate(diagnostics);
+        if let Some(m) = decoded::<K>(config, "configuration", diagnostics) {
+            super::validate(&m, diagnostics);
         }
     }
 
     async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse {
         let config = req.config.clone();
-        let mut resp = M::plan(req);
+        let mut resp = super::plan::plan::<K>(req);
         // An install or upgrade is planned when the revision becomes "known after apply".
         let installs = resp
             .planned_state
             .attr("revision")
             .is_some_and(Value::is_unknown);
         if installs && !resp.diagnostics.has_errors() {
-            if let Some(m) = M::planned_for_preflight(&resp.planned_state, &config) {
+            if let Some(m) = K::planned_for_preflight(&resp.planned_state, &config) {
                 resp.diagnostics.extend(plan_preflight(ctx, &m).await);
             }
         }
@@ -150,7 +119,7 @@ impl<M: ReleaseModel> Resource for ReleaseResource<M> {
         let mut private = Private::decode(&req.planned_private);
         let prior = match req.prior_state.is_null() {
             true => None,
-            false => decoded::<M>(&req.prior_state, "prior state", &mut diagnostics),
+            false => decoded::<K>(&req.prior_state, "prior state", &mut diagnostics),
         };
         let keep = |diagnostics| ApplyResponse {
             new_state: req.prior_state.clone(),
@@ -169,20 +138,24 @@ impl<M: ReleaseModel> Resource for ReleaseResource<M> {
                 ..Default::default()
             };
         }
-        let Some(config) = decoded::<M>(&req.config, "configuration", &mut diagnostics) else {
+        // The planned state (defaults, id, the version in use are all settled by the plan),
+        // with the write-only values only the configuration carries.
+        let planned = with_write_only(&K::schema().block, &req.planned_state, &req.config);
+        let Some(mut desired) = decoded::<K>(&planned, "planned state", &mut diagnostics) else {
             return keep(diagnostics);
         };
-        let mut desired = config.with_defaults();
+        desired.derive();
         let hash = desired
             .merged_values()
             .ok()
             .map(|v| private.salted(&values_digest(Some(&v))));
-        desired.set_values_sha256(hash);
+        desired.common_mut().values_sha256 = hash;
         if let (Some(owner), Some(prior)) = (&private.owner, &prior) {
             diagnostics.warning(
                 "Release managed by GitOps",
                 format!("{owner} owns the release: no change was made in the cluster; the configuration is recorded only."),
             );
+            desired.common_mut().keep_computed(prior.common());
             desired.keep_computed(prior);
             let new_state = encode_state(&desired, &mut diagnostics);
             return ApplyResponse {
@@ -212,7 +185,7 @@ impl<M: ReleaseModel> Resource for ReleaseResource<M> {
             diagnostics,
             private: None,
         };
-        let Some(state) = decoded::<M>(&req.current_state, "state", &mut diagnostics) else {
+        let Some(state) = decoded::<K>(&req.current_state, "state", &mut diagnostics) else {
             return keep(diagnostics);
         };
         let what = format!("read {}", state.label());
@@ -262,7 +235,7 @@ impl<M: ReleaseModel> Resource for ReleaseResource<M> {
         let Some(clients) = connect(ctx, &what, &mut diagnostics).await else {
             return none(diagnostics);
         };
-        let state = M::for_import(namespace, name).with_defaults();
+        let state = K::for_import(namespace, name);
         let mut private = Private::fresh();
         let observed = match observe(&clients, &state).await {
             Ok(o) => o,
@@ -294,7 +267,7 @@ impl<M: ReleaseModel> Resource for ReleaseResource<M> {
 
     async fn move_state(&self, _ctx: &Ctx, req: MoveRequest) -> MoveResponse {
         let mut diagnostics = Diagnostics::new();
-        let Some((state, private)) = M::moved(&req, &mut diagnostics) else {
+        let Some((state, private)) = K::moved(&req, &mut diagnostics) else {
             return MoveResponse {
                 diagnostics,
                 ..Default::default()

@@ -1,0 +1,194 @@
+//! The engine's cleanup: the leftovers of earlier runs of a target before a run, and the run's
+//! own objects after it. Problems are warnings, never a failed run.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, DeleteParams, ListParams};
+
+use super::*;
+
+/// Jobs (and leftovers of killed runs) of earlier runs of this target: a failed Job stays for
+/// `kubectl logs` until the next run, which is now.
+pub(super) async fn remove_earlier_runs(
+    clients: &Clients,
+    spec: &RunSpec,
+    names: &objects::RunNames,
+) -> Vec<String> {
+    let selector = format!("{}={}", objects::TARGET_LABEL, names.target_label);
+    let mut warnings = Vec::new();
+    warnings.extend(delete_target_jobs(clients, spec, names, None).await);
+    warnings.extend(delete_run_objects(clients, spec, &selector).await);
+    warnings
+}
+
+/// Deletes the Jobs of this target except `keep`. A failed list is a warning, never ignored.
+async fn delete_target_jobs(
+    clients: &Clients,
+    spec: &RunSpec,
+    names: &objects::RunNames,
+    keep: Option<&str>,
+) -> Vec<String> {
+    let selector = format!("{}={}", objects::TARGET_LABEL, names.target_label);
+    let ns = &spec.namespace.name;
+    let jobs: Api<Job> = Api::namespaced(clients.client.clone(), ns);
+    let params = ListParams::default().labels(&selector);
+    let list = match retry("list jobs", || jobs.list_metadata(&params)).await {
+        Ok(list) => list,
+        Err(e) => {
+            return vec![format!(
+                "failed to list earlier bootstrap Jobs in {ns}: {e} (their ttlSecondsAfterFinished removes them later)"
+            )];
+        }
+    };
+    let mut warnings = Vec::new();
+    for job in list.items {
+        let name = job.metadata.name.unwrap_or_default();
+        if Some(name.as_str()) == keep || job.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let background = DeleteParams::background();
+        match retry("delete job", || jobs.delete(&name, &background)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => warnings.push(format!(
+                "failed to delete the earlier bootstrap Job {ns}/{name}: {e}"
+            )),
+        }
+    }
+    warnings
+}
+
+async fn delete_labelled<K>(api: Api<K>, selector: &str, what: &str) -> Vec<String>
+where
+    K: kube::Resource + Clone + fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut warnings = Vec::new();
+    match api
+        .list_metadata(&ListParams::default().labels(selector))
+        .await
+    {
+        Ok(list) => {
+            for item in list.items {
+                let name = item.metadata.name.unwrap_or_default();
+                let params = DeleteParams::default();
+                match retry("delete", || api.delete(&name, &params)).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => {
+                        warnings.push(format!("failed to delete the bootstrap {what} {name}: {e}"))
+                    }
+                }
+            }
+        }
+        Err(e) => warnings.push(format!("failed to list bootstrap {what}s: {e}")),
+    }
+    warnings
+}
+
+/// Namespaced objects matching `selector` in every namespace (the Roles and RoleBindings of
+/// [`Rbac::Minimal`] live in the namespaces their rules are limited to).
+async fn delete_labelled_everywhere<K>(
+    client: &kube::Client,
+    selector: &str,
+    what: &str,
+) -> Vec<String>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + fmt::Debug
+        + serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let all: Api<K> = Api::all(client.clone());
+    let params = ListParams::default().labels(selector);
+    let list = match retry("list", || all.list_metadata(&params)).await {
+        Ok(list) => list,
+        Err(e) => return vec![format!("failed to list bootstrap {what}s: {e}")],
+    };
+    let mut warnings = Vec::new();
+    for item in list.items {
+        let ns = item.metadata.namespace.unwrap_or_default();
+        let name = item.metadata.name.unwrap_or_default();
+        let api: Api<K> = Api::namespaced(client.clone(), &ns);
+        let params = DeleteParams::default();
+        match retry("delete", || api.delete(&name, &params)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => warnings.push(format!(
+                "failed to delete the bootstrap {what} {ns}/{name}: {e}"
+            )),
+        }
+    }
+    warnings
+}
+
+/// ServiceAccounts, bindings and roles, ConfigMaps and Secrets matching `selector`.
+async fn delete_run_objects(clients: &Clients, spec: &RunSpec, selector: &str) -> Vec<String> {
+    let ns = &spec.namespace.name;
+    let c = &clients.client;
+    let mut warnings = Vec::new();
+    warnings.extend(
+        delete_labelled(
+            Api::<ClusterRoleBinding>::all(c.clone()),
+            selector,
+            "ClusterRoleBinding",
+        )
+        .await,
+    );
+    warnings
+        .extend(delete_labelled(Api::<ClusterRole>::all(c.clone()), selector, "ClusterRole").await);
+    warnings.extend(delete_labelled_everywhere::<RoleBinding>(c, selector, "RoleBinding").await);
+    warnings.extend(delete_labelled_everywhere::<Role>(c, selector, "Role").await);
+    warnings.extend(
+        delete_labelled(
+            Api::<ServiceAccount>::namespaced(c.clone(), ns),
+            selector,
+            "ServiceAccount",
+        )
+        .await,
+    );
+    warnings.extend(
+        delete_labelled(
+            Api::<ConfigMap>::namespaced(c.clone(), ns),
+            selector,
+            "ConfigMap",
+        )
+        .await,
+    );
+    warnings.extend(
+        delete_labelled(Api::<Secret>::namespaced(c.clone(), ns), selector, "Secret").await,
+    );
+    warnings
+}
+
+/// After the run: its ServiceAccount, binding, ConfigMap and Secret always go; the Job too unless
+/// it failed (kept for `kubectl logs`).
+pub(super) async fn cleanup(
+    clients: &Clients,
+    spec: &RunSpec,
+    names: &objects::RunNames,
+    delete_job: bool,
+) -> Vec<String> {
+    let selector = format!("{}={}", objects::RUN_LABEL, names.run_id);
+    let mut warnings = Vec::new();
+    if delete_job {
+        let jobs: Api<Job> = Api::namespaced(clients.client.clone(), &spec.namespace.name);
+        let background = DeleteParams::background();
+        match retry("delete job", || jobs.delete(&names.object, &background)).await {
+            Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => warnings.push(format!(
+                "failed to delete the bootstrap Job {}/{}: {e} (its ttlSecondsAfterFinished removes it later)",
+                spec.namespace.name, names.object
+            )),
+        }
+    }
+    if delete_job {
+        // After a success nothing of this target is left: also earlier failed Jobs the first
+        // sweep could not remove (e.g. the API was unreachable for a moment).
+        warnings.extend(delete_target_jobs(clients, spec, names, Some(&names.object)).await);
+    }
+    warnings.extend(delete_run_objects(clients, spec, &selector).await);
+    warnings
+}

@@ -1,0 +1,179 @@
+//! The run's own objects (ServiceAccount, bindings or roles, ConfigMap, Secret) and its Job,
+//! created, then watched until it ends ([`super::wait`]).
+
+use super::*;
+
+async fn create<K>(
+    clients: &Clients,
+    api: &Api<K>,
+    object: &K,
+    step: Step,
+) -> Result<(), EngineError>
+where
+    K: kube::Resource + Clone + fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let params = PostParams::default();
+    match retry("create", || api.create(&params, object)).await {
+        // A retried create whose first attempt went through.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        other => other.map(|_| ()),
+    }
+    .map_err(|e| clients.api_error(step, e))
+}
+
+/// Creates the run's objects and Job, waits for it; on success returns the log tail and, when
+/// asked for, the whole output.
+pub(super) async fn run_job(
+    clients: &Clients,
+    spec: &RunSpec,
+    names: &objects::RunNames,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<(Vec<String>, Option<String>), EngineError> {
+    let c = &clients.client;
+    let ns = &spec.namespace.name;
+    create(
+        clients,
+        &Api::namespaced(c.clone(), ns),
+        &objects::service_account(spec, names),
+        Step::Objects,
+    )
+    .await?;
+    if let Some(role) = objects::cluster_role(spec, names) {
+        create(clients, &Api::all(c.clone()), &role, Step::Objects).await?;
+    }
+    for (role, binding) in objects::namespaced_rbac(spec, names) {
+        let role_ns = role.metadata.namespace.clone().unwrap_or_default();
+        create(
+            clients,
+            &Api::namespaced(c.clone(), &role_ns),
+            &role,
+            Step::Objects,
+        )
+        .await?;
+        create(
+            clients,
+            &Api::namespaced(c.clone(), &role_ns),
+            &binding,
+            Step::Objects,
+        )
+        .await?;
+    }
+    if let Some(binding) = objects::cluster_role_binding(spec, names) {
+        create(clients, &Api::all(c.clone()), &binding, Step::Objects).await?;
+    }
+    create(
+        clients,
+        &Api::namespaced(c.clone(), ns),
+        &objects::config_map(spec, names),
+        Step::Objects,
+    )
+    .await?;
+    if let Some(secret) = objects::secret(spec, names) {
+        create(
+            clients,
+            &Api::namespaced(c.clone(), ns),
+            &secret,
+            Step::Objects,
+        )
+        .await?;
+    }
+    let mut job_spec = spec.clone();
+    // What is left of the timeout after the Lease wait: the Job can never outlive the apply.
+    job_spec.timeout = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_secs(1));
+    let jobs: Api<Job> = Api::namespaced(c.clone(), ns);
+    create(clients, &jobs, &objects::job(&job_spec, names), Step::Job).await?;
+    let pod_selector = format!("{}={}", objects::RUN_LABEL, names.run_id);
+    let pods: Api<Pod> = Api::namespaced(c.clone(), ns);
+    let events: Api<Event> = Api::namespaced(c.clone(), ns);
+    // The Job controller marks a deadline failure a moment after it passes.
+    let grace = Duration::from_secs(10);
+    let outcome = wait::wait_for_job(
+        Api::namespaced(clients.stream.clone(), ns),
+        Api::namespaced(clients.stream.clone(), ns),
+        Api::namespaced(clients.stream.clone(), ns),
+        &names.object,
+        &pod_selector,
+        deadline + grace,
+        cancel,
+    )
+    .await;
+    let job_ref = format!("{ns}/{}", names.object);
+    let report = report::collect(&pods, &events, &names.object, &pod_selector).await;
+    let mut failure = match outcome {
+        JobWait::Succeeded if spec.capture_output => {
+            let output = report::output(&pods, &pod_selector)
+                .await
+                .map_err(|e| {
+                    EngineError::new(
+                        Step::Wait,
+                        format!(
+                            "the bootstrap Job {job_ref} succeeded, but its output could not be read: {e}"
+                        ),
+                    )
+                })?;
+            return Ok((report.log_tail, Some(output)));
+        }
+        JobWait::Succeeded => return Ok((report.log_tail, None)),
+        JobWait::Interrupted => {
+            let _ = jobs
+                .delete(&names.object, &DeleteParams::background())
+                .await;
+            let mut e = EngineError::interrupted(
+                Step::Wait,
+                &format!("the bootstrap Job {job_ref} was running; it was deleted"),
+            );
+            e.report = Some(report);
+            return Err(e);
+        }
+        JobWait::TimedOut => EngineError::new(
+            Step::Wait,
+            format!(
+                "the bootstrap Job {job_ref} did not finish within {}s",
+                spec.timeout.as_secs()
+            ),
+        ),
+        JobWait::Failed { reason, message } => {
+            let mut e = EngineError::new(
+                Step::Wait,
+                format!("the bootstrap Job {job_ref} failed: {reason}: {message}"),
+            );
+            let finished = matches!(
+                reason.as_str(),
+                "BackoffLimitExceeded" | "DeadlineExceeded" | "PodFailurePolicy"
+            );
+            if finished {
+                e.kept_job = Some(job_ref.clone());
+            } else {
+                // Cannot start: nothing to keep running until the deadline.
+                let _ = jobs
+                    .delete(&names.object, &DeleteParams::background())
+                    .await;
+            }
+            let text = format!("{reason}: {message}");
+            e = e.with_diagnosis(&[text.as_str()]);
+            e
+        }
+    };
+    let texts: Vec<&str> = report.texts().collect();
+    if failure.diagnosis.is_none()
+        || failure
+            .diagnosis
+            .as_ref()
+            .is_some_and(|d| d.kind == diagnosis::Signature::Deadline)
+    {
+        // A signature in the log beats the generic deadline diagnosis.
+        if let Some(d) = diagnose(texts.iter().copied()) {
+            failure.diagnosis = Some(d);
+        }
+    }
+    failure.report = Some(report);
+    if failure.kept_job.is_none() && failure.message.contains("did not finish") {
+        let _ = jobs
+            .delete(&names.object, &DeleteParams::background())
+            .await;
+    }
+    Err(failure)
+}

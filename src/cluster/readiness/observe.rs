@@ -1,0 +1,113 @@
+//! One read of a workload, a namespace's DaemonSets and Deployments, or the nodes: what a
+//! refresh reads (the wait in [`super`] watches instead).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+
+use super::rollout::*;
+use crate::cluster::ClusterError;
+use crate::cluster::bootstrap::Clients;
+
+/// A workload as observed: its rollout and its labels (which say who manages it).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Observed {
+    pub rollout: Rollout,
+    pub labels: BTreeMap<String, String>,
+}
+
+async fn get_one<K, F>(
+    clients: &Clients,
+    namespace: &str,
+    name: &str,
+    judge: F,
+) -> Result<Observed, ClusterError>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+    <K as kube::Resource>::DynamicType: Default,
+    F: Fn(&K) -> Rollout,
+{
+    let api: Api<K> = Api::namespaced(clients.client.clone(), namespace);
+    let found = crate::cluster::retry::retry("get workload", || api.get_opt(name))
+        .await
+        .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
+    Ok(found
+        .map(|o| Observed {
+            rollout: judge(&o),
+            labels: o.meta().labels.clone().unwrap_or_default(),
+        })
+        .unwrap_or_default())
+}
+
+/// The current rollout of one workload (a single GET; transient errors retried).
+pub async fn observe(clients: &Clients, w: &WorkloadRef) -> Result<Observed, ClusterError> {
+    let (ns, name) = (w.namespace.as_str(), w.name.as_str());
+    match w.kind {
+        Kind::DaemonSet => get_one::<DaemonSet, _>(clients, ns, name, daemonset_rollout).await,
+        Kind::Deployment => get_one::<Deployment, _>(clients, ns, name, deployment_rollout).await,
+        Kind::StatefulSet => {
+            get_one::<StatefulSet, _>(clients, ns, name, statefulset_rollout).await
+        }
+        Kind::Job => get_one::<Job, _>(clients, ns, name, job_rollout).await,
+    }
+}
+
+/// The DaemonSets and Deployments of `namespace`, each as observed (two LISTs, concurrently;
+/// transient errors retried): what a caller matches against the workloads it wants judged, so
+/// that a chart's many components cost one round trip.
+pub async fn observe_namespace(
+    clients: &Clients,
+    namespace: &str,
+) -> Result<Vec<(WorkloadRef, Observed)>, ClusterError> {
+    let params = kube::api::ListParams::default();
+    let daemonsets: Api<DaemonSet> = Api::namespaced(clients.client.clone(), namespace);
+    let deployments: Api<Deployment> = Api::namespaced(clients.client.clone(), namespace);
+    let (ds, deploy) = tokio::join!(
+        crate::cluster::retry::retry("list daemonsets", || daemonsets.list(&params)),
+        crate::cluster::retry::retry("list deployments", || deployments.list(&params)),
+    );
+    let error = |e| ClusterError::from_kube(e, &clients.endpoint);
+    let observed = |kind: Kind, meta: &kube::api::ObjectMeta, rollout: Rollout| {
+        (
+            WorkloadRef {
+                kind,
+                namespace: namespace.to_owned(),
+                name: meta.name.clone().unwrap_or_default(),
+            },
+            Observed {
+                rollout,
+                labels: meta.labels.clone().unwrap_or_default(),
+            },
+        )
+    };
+    let mut out: Vec<(WorkloadRef, Observed)> = ds
+        .map_err(error)?
+        .items
+        .iter()
+        .map(|d| observed(Kind::DaemonSet, &d.metadata, daemonset_rollout(d)))
+        .collect();
+    out.extend(
+        deploy
+            .map_err(error)?
+            .items
+            .iter()
+            .map(|d| observed(Kind::Deployment, &d.metadata, deployment_rollout(d))),
+    );
+    Ok(out)
+}
+
+/// Whether every node is Ready without the not-ready taint (one LIST).
+pub async fn all_nodes_ready(clients: &Clients) -> Result<bool, ClusterError> {
+    let api: Api<Node> = Api::all(clients.client.clone());
+    let params = kube::api::ListParams::default();
+    let nodes = crate::cluster::retry::retry("list nodes", || api.list(&params))
+        .await
+        .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
+    Ok(!nodes.items.is_empty() && nodes.items.iter().all(|n| node_not_ready(n).is_none()))
+}

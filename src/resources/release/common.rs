@@ -1,0 +1,304 @@
+//! [`ReleaseCommon`]: the inputs and computed attributes every chart-installing resource shares
+//! (`talosboot_cilium`, `talosboot_helm_release`), embedded in each model with `#[serde(flatten)]`,
+//! with what follows from them alone (the release's name, its values, the chart install, the
+//! bootstrap pod) and their checks without I/O.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value as Json, json};
+
+use super::inputs::{JobInput, job_settings};
+use crate::cluster::bootstrap::{ApiEndpoint, JobSettings, KUBEPRISM};
+use crate::cluster::helm_install::ChartInstall;
+use crate::cluster::helm_release::ReleaseStatus;
+use crate::cluster::helm_values::{SetValue, apply_set, merged, parse_values, values_parts};
+use crate::framework::Diagnostics;
+use crate::resources::choice::DeletionPolicy;
+use crate::resources::duration::parse_go_duration;
+use crate::resources::names::{NAME_RULE, is_dns_label, is_release_name};
+use crate::resources::rbac::{self, Rbac};
+use crate::values::AttributePath;
+
+/// Configuration, plan and state of what every chart-installing resource shares (one shape for
+/// all three; computed attributes are `None` in configuration, inputs the schema defaults are
+/// set in plan and state).
+#[derive(Clone, Deserialize, Serialize, PartialEq, Default)]
+pub struct ReleaseCommon {
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+    pub version: Option<String>,
+    pub repository: Option<String>,
+    pub chart: Option<String>,
+    pub values: Option<Vec<String>>,
+    pub set: Option<Vec<SetValue>>,
+    pub set_sensitive: Option<Vec<SetValue>>,
+    /// Write-only: only in the configuration (apply puts it back into the planned model).
+    pub set_wo: Option<Vec<SetValue>>,
+    pub timeout: Option<String>,
+    pub wait: Option<bool>,
+    pub api_endpoint: Option<String>,
+    pub adopt_existing: Option<bool>,
+    pub job: Option<JobInput>,
+    pub rbac: Option<Rbac>,
+    pub deletion_policy: Option<DeletionPolicy>,
+    pub status: Option<ReleaseStatus>,
+    pub revision: Option<i64>,
+    pub chart_version: Option<String>,
+    pub app_version: Option<String>,
+    /// Salted hash of the values the release records.
+    pub values_sha256: Option<String>,
+}
+
+/// Never prints values: `set_sensitive` and values documents can hold secrets.
+impl std::fmt::Debug for ReleaseCommon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReleaseCommon")
+            .field("id", &self.id)
+            .field("chart", &self.chart)
+            .field("version", &self.version)
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The release record's fields every model keeps, as a refresh writes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReleaseFields {
+    pub status: ReleaseStatus,
+    pub revision: i64,
+    pub chart_version: String,
+    pub app_version: String,
+    /// Salted hash of the recorded values.
+    pub values_sha256: String,
+    /// The configured version, unless the cluster runs another one.
+    pub version: String,
+}
+
+/// `helm_release` takes a number of seconds (`timeout = 300`); a Go duration works too.
+pub fn parse_timeout(t: &str) -> Result<Duration, String> {
+    match t.trim().parse::<u64>() {
+        Ok(secs) => Ok(Duration::from_secs(secs)),
+        Err(_) => parse_go_duration(t),
+    }
+}
+
+/// The timeout when state carries none (states are planned with the schema's default).
+const FALLBACK_TIMEOUT: Duration = Duration::from_secs(300);
+
+impl ReleaseCommon {
+    pub fn release_name(&self) -> &str {
+        self.name.as_deref().unwrap_or_default()
+    }
+    pub fn release_namespace(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("default")
+    }
+    /// `<namespace>/<name>`.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.release_namespace(), self.release_name())
+    }
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+            .as_deref()
+            .and_then(|t| parse_timeout(t).ok())
+            .unwrap_or(FALLBACK_TIMEOUT)
+    }
+    pub fn wait(&self) -> bool {
+        self.wait.unwrap_or(true)
+    }
+    pub fn keep_on_destroy(&self) -> bool {
+        self.deletion_policy == Some(DeletionPolicy::Keep)
+    }
+    pub fn endpoint(&self) -> ApiEndpoint {
+        ApiEndpoint::parse(self.api_endpoint.as_deref().unwrap_or(KUBEPRISM))
+            .or_else(|_| ApiEndpoint::parse(KUBEPRISM))
+            .expect("the default endpoint parses")
+    }
+
+    /// Non-sensitive values (ConfigMap) and sensitive ones (Secret), merged each: `base` (the
+    /// resource's own defaults), then each `values` document, then `set`; apart, `set_sensitive`
+    /// and `set_wo`.
+    ///
+    /// # Errors
+    /// A document that is not YAML, a bad `set` path.
+    pub fn values_parts(&self, base: Json) -> Result<(Json, Json), String> {
+        values_parts(
+            base,
+            self.values.as_deref(),
+            self.set.as_deref(),
+            self.set_sensitive
+                .iter()
+                .flatten()
+                .chain(self.set_wo.iter().flatten()),
+        )
+    }
+
+    /// The values Helm will record as the release's user-supplied values.
+    ///
+    /// # Errors
+    /// As [`ReleaseCommon::values_parts`].
+    pub fn merged_values(&self, base: Json) -> Result<Json, String> {
+        self.values_parts(base).map(merged)
+    }
+
+    /// The chart install of these inputs, with `base` under the user's values; a resource adds
+    /// what is its own (a description, a local chart's archive).
+    ///
+    /// # Errors
+    /// As [`ReleaseCommon::values_parts`].
+    pub fn chart_install(&self, base: Json) -> Result<ChartInstall, String> {
+        let (plain, sensitive) = self.values_parts(base)?;
+        let empty = sensitive.as_object().is_some_and(|o| o.is_empty());
+        Ok(ChartInstall {
+            release: self.release_name().into(),
+            namespace: self.release_namespace().into(),
+            repository: self.repository.clone(),
+            chart: self.chart.clone().unwrap_or_default(),
+            version: self.version.clone().unwrap_or_default(),
+            values_yaml: vec![plain.to_string()],
+            sensitive_values_yaml: if empty {
+                Vec::new()
+            } else {
+                vec![sensitive.to_string()]
+            },
+            take_ownership: self.adopt_existing.unwrap_or(false),
+            ..Default::default()
+        })
+    }
+
+    /// The bootstrap pod: the Talos defaults (host network, `api_endpoint`), the user's `job`,
+    /// and what the run may do (`rbac`).
+    pub fn job_settings(&self) -> JobSettings {
+        JobSettings {
+            rbac: rbac::policy(self.rbac.as_ref()),
+            ..job_settings(self.job.as_ref(), self.endpoint())
+        }
+    }
+
+    /// Writes what a refresh read of the release record.
+    pub fn record(&mut self, f: &ReleaseFields) {
+        self.status = Some(f.status.clone());
+        self.revision = Some(f.revision);
+        self.chart_version = Some(f.chart_version.clone());
+        self.app_version = Some(f.app_version.clone());
+        self.values_sha256 = Some(f.values_sha256.clone());
+        self.version = Some(f.version.clone());
+    }
+
+    /// Copies the computed attributes of `prior` (a release GitOps owns is not touched).
+    pub fn keep_computed(&mut self, prior: &ReleaseCommon) {
+        self.status = prior.status.clone();
+        self.revision = prior.revision;
+        self.chart_version = prior.chart_version.clone();
+        self.app_version = prior.app_version.clone();
+        self.values_sha256 = prior.values_sha256.clone();
+    }
+
+    /// The checks every chart-installing resource makes the same way, without I/O; unknown
+    /// values (decoded as absent) are skipped. A resource checks `version` and `timeout` itself.
+    pub fn validate(&self, d: &mut Diagnostics) {
+        let at = AttributePath::attr;
+        if let Some(name) = &self.name {
+            if !is_release_name(name) {
+                d.error_at(
+                    at("name"),
+                    "Invalid release name",
+                    format!(
+                        "{name:?} is not a valid Helm release name: {NAME_RULE}, at most 53 characters."
+                    ),
+                );
+            }
+        }
+        if let Some(ns) = &self.namespace {
+            if !is_dns_label(ns) {
+                d.error_at(
+                    at("namespace"),
+                    "Invalid namespace",
+                    format!(
+                        "{ns:?} is not a valid namespace name: {NAME_RULE}, at most 63 characters."
+                    ),
+                );
+            }
+        }
+        if let Some(e) = &self.api_endpoint {
+            if let Err(m) = ApiEndpoint::parse(e) {
+                d.error_at(at("api_endpoint"), "Invalid API endpoint", format!("{m}. Use HOST:PORT outside the Service CIDR, e.g. Talos KubePrism `localhost:7445` or `<control-plane-ip>:6443`."));
+            }
+        }
+        if let Some(DeletionPolicy::Other(p)) = &self.deletion_policy {
+            d.error_at(
+                at("deletion_policy"),
+                "Invalid deletion policy",
+                format!("{p:?}: use `uninstall` or `keep`."),
+            );
+        }
+        rbac::validate(self.rbac.as_ref(), at("rbac"), d);
+        if let Some(r) = &self.repository {
+            if !(r.starts_with("https://") || r.starts_with("http://") || r.starts_with("oci://")) {
+                d.error_at(
+                    at("repository"),
+                    "Invalid repository",
+                    format!(
+                        "{r:?}: use an `https://` chart repository URL or an `oci://` registry path."
+                    ),
+                );
+            }
+        }
+        for (i, doc) in self.values.iter().flatten().enumerate() {
+            if let Err(e) = parse_values(doc) {
+                d.error_at(
+                    at("values").then_index(i as i64),
+                    "Invalid values document",
+                    format!("values[{i}] is {e}."),
+                );
+            }
+        }
+        for (attr, list) in [("set", &self.set), ("set_sensitive", &self.set_sensitive)] {
+            for (i, s) in list.iter().flatten().enumerate() {
+                if let Err(e) = apply_set(&mut json!({}), s) {
+                    d.error_at(at(attr).then_index(i as i64), "Invalid set entry", e);
+                }
+            }
+        }
+        if let Some(p) = self.job.as_ref().and_then(|j| j.pull_policy.as_ref()) {
+            if !["Always", "IfNotPresent", "Never"].contains(&p.as_str()) {
+                d.error_at(
+                    at("job").then_attr("pull_policy"),
+                    "Invalid pull policy",
+                    format!("{p:?}: use `Always`, `IfNotPresent` or `Never`."),
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_take_seconds_like_helm_release_or_go_durations() {
+        assert_eq!(parse_timeout("300"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_timeout("1h30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_timeout("five minutes").is_err());
+    }
+
+    #[test]
+    fn words_outside_the_lists_are_reported_on_their_attribute() {
+        let c = ReleaseCommon {
+            rbac: Some(Rbac::from("admin")),
+            deletion_policy: Some(DeletionPolicy::from("orphan")),
+            name: Some("Cilium_1".into()),
+            ..Default::default()
+        };
+        let mut d = Diagnostics::new();
+        c.validate(&mut d);
+        let paths: Vec<String> = d
+            .iter()
+            .filter_map(|d| d.attribute.as_ref())
+            .map(|p| p.describe())
+            .collect();
+        assert_eq!(paths, ["name", "deletion_policy", "rbac"]);
+    }
+}

@@ -1,0 +1,171 @@
+//! The install decision, pure: given what the cluster has (the release record's status) and what
+//! was and is wanted (version, values hash, chart content), whether an apply refuses, repairs,
+//! upgrades or leaves the release as it is. Every resource that installs a chart decides here:
+//! `talosboot_cilium`, `talosboot_helm_release` and the Flux bootstrap's operator.
+
+use crate::cluster::helm_release::ReleaseStatus;
+
+/// What an apply does about a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// A create found a live release of that name (deployed, or superseded by one): talosboot
+    /// does not take over a release by creating it (import it instead).
+    Refuse,
+    /// A create found a release an earlier run left (failed, pending): upgrade it in place.
+    Repair,
+    /// `helm upgrade --install`: nothing there yet, or something changed.
+    Upgrade,
+    /// Deployed from this version with these values and chart content: no Job runs.
+    Unchanged,
+}
+
+/// What identifies an install: an upgrade to the same fingerprint changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Fingerprint<'a> {
+    /// The chart version (`v1.18.4` and `1.18.4` are one version).
+    pub version: &'a str,
+    /// A hash of the values (salted or not: compared only with a hash made alike).
+    pub values_sha256: Option<&'a str>,
+    /// A digest of chart content the version does not pin (a local chart directory); `None`
+    /// where there is nothing to compare.
+    pub content_digest: Option<&'a str>,
+}
+
+/// Whether two spellings name the same chart version (`v1.18.4` is `1.18.4` to Helm).
+pub fn same_version(a: &str, b: &str) -> bool {
+    a.trim_start_matches('v') == b.trim_start_matches('v')
+}
+
+/// The decision. `current` is the status of the release record (an uninstalled one counts as
+/// none); `prior` what the last apply installed (`None` on a create); `desired` what this apply
+/// installs.
+pub fn decide(
+    current: Option<&ReleaseStatus>,
+    prior: Option<&Fingerprint>,
+    desired: &Fingerprint,
+) -> Decision {
+    let current = current.filter(|s| **s != ReleaseStatus::Uninstalled);
+    let Some(prior) = prior else {
+        return match current {
+            Some(s) if s.is_live() => Decision::Refuse,
+            Some(_) => Decision::Repair,
+            None => Decision::Upgrade,
+        };
+    };
+    let unchanged = prior.values_sha256 == desired.values_sha256
+        && same_version(prior.version, desired.version)
+        && (prior.content_digest.is_none() || prior.content_digest == desired.content_digest)
+        && current == Some(&ReleaseStatus::Deployed);
+    match unchanged {
+        true => Decision::Unchanged,
+        false => Decision::Upgrade,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ReleaseStatus::*;
+
+    const WANTED: Fingerprint = Fingerprint {
+        version: "1.18.4",
+        values_sha256: Some("h1"),
+        content_digest: None,
+    };
+
+    fn with(
+        version: &'static str,
+        hash: &'static str,
+        digest: Option<&'static str>,
+    ) -> Fingerprint<'static> {
+        Fingerprint {
+            version,
+            values_sha256: Some(hash),
+            content_digest: digest,
+        }
+    }
+
+    #[test]
+    fn a_create_refuses_a_live_release_and_repairs_a_stuck_one() {
+        let table: &[(Option<ReleaseStatus>, Decision)] = &[
+            (None, Decision::Upgrade),
+            (Some(Uninstalled), Decision::Upgrade),
+            (Some(Deployed), Decision::Refuse),
+            (Some(Superseded), Decision::Refuse),
+            (Some(Failed), Decision::Repair),
+            (Some(PendingInstall), Decision::Repair),
+            (Some(PendingUpgrade), Decision::Repair),
+            (Some(Uninstalling), Decision::Repair),
+            (Some(Other("odd".into())), Decision::Repair),
+        ];
+        for (status, expected) in table {
+            assert_eq!(
+                decide(status.as_ref(), None, &WANTED),
+                *expected,
+                "{status:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_update_is_unchanged_only_when_deployed_with_the_same_fingerprint() {
+        let table: &[(&str, Option<ReleaseStatus>, Fingerprint, Decision)] = &[
+            ("same", Some(Deployed), WANTED, Decision::Unchanged),
+            (
+                "spelling",
+                Some(Deployed),
+                with("v1.18.4", "h1", None),
+                Decision::Unchanged,
+            ),
+            (
+                "version",
+                Some(Deployed),
+                with("1.18.5", "h1", None),
+                Decision::Upgrade,
+            ),
+            (
+                "values",
+                Some(Deployed),
+                with("1.18.4", "h2", None),
+                Decision::Upgrade,
+            ),
+            ("failed", Some(Failed), WANTED, Decision::Upgrade),
+            ("pending", Some(PendingUpgrade), WANTED, Decision::Upgrade),
+            ("superseded", Some(Superseded), WANTED, Decision::Upgrade),
+            ("gone", None, WANTED, Decision::Upgrade),
+            ("uninstalled", Some(Uninstalled), WANTED, Decision::Upgrade),
+        ];
+        for (why, status, prior, expected) in table {
+            assert_eq!(
+                decide(status.as_ref(), Some(prior), &WANTED),
+                *expected,
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
+    fn chart_content_counts_only_where_the_prior_install_recorded_it() {
+        let desired = with("1.0.0", "h1", Some("d2"));
+        let decided = |prior: Fingerprint| decide(Some(&Deployed), Some(&prior), &desired);
+        assert_eq!(decided(with("1.0.0", "h1", Some("d1"))), Decision::Upgrade);
+        assert_eq!(
+            decided(with("1.0.0", "h1", Some("d2"))),
+            Decision::Unchanged
+        );
+        assert_eq!(decided(with("1.0.0", "h1", None)), Decision::Unchanged);
+    }
+
+    #[test]
+    fn an_unknown_hash_on_both_sides_is_no_change_of_values() {
+        let none = Fingerprint {
+            version: "1",
+            values_sha256: None,
+            content_digest: None,
+        };
+        assert_eq!(
+            decide(Some(&Deployed), Some(&none), &none),
+            Decision::Unchanged
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! [`ChartResource`]: the one trait a chart-installing resource implements, for what is its own:
+//! its type name and schema (the extra attributes beside [`ReleaseCommon`]'s, with their
+//! defaults and plan behaviour declared on them), its base values, what "ready" means, extra
+//! checks and plan warnings. Everything else (plan, apply, read, import, destroy, the install
+//! decision) is shared, in this module's siblings.
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value as Json, json};
+
+use super::common::ReleaseCommon;
+use super::{Observed, Readiness, WorkloadSource};
+use crate::cluster::ClusterError;
+use crate::cluster::bootstrap::{BootstrapNamespace, Clients};
+use crate::cluster::helm_install::ChartInstall;
+use crate::cluster::helm_release::HelmRelease;
+use crate::framework::model::{Unknowns, decode, encode};
+use crate::framework::plan::apply_defaults;
+use crate::framework::{Diagnostics, MoveRequest, PlanResponse, Schema};
+use crate::resources::private::Private;
+use crate::values::Value;
+
+/// When a [`ChartResource::preflight`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreflightAt {
+    /// Best-effort: one try, bounded, skipped when the cluster cannot be read.
+    Plan,
+    /// Before any Job runs: retried, and an error stops the apply.
+    Apply,
+}
+
+/// A chart-installing resource's model: one struct for config, plan and state, embedding
+/// [`ReleaseCommon`] (`#[serde(flatten)]`), plus what is the resource's own.
+pub trait ChartResource:
+    Serialize + DeserializeOwned + Clone + Default + Send + Sync + 'static
+{
+    const TYPE_NAME: &'static str;
+    /// Inputs the values hash depends on (beside the write-only `set_wo`): when the values they
+    /// make are what the cluster has, changing them is no upgrade.
+    const VALUE_INPUTS: &'static [&'static str];
+
+    /// The schema: [`ReleaseCommon`]'s attributes and the resource's own, each with its default,
+    /// requires-replace and "changes on upgrade" declared on it.
+    fn schema() -> Schema;
+    fn common(&self) -> &ReleaseCommon;
+    fn common_mut(&mut self) -> &mut ReleaseCommon;
+
+    /// For messages: "Cilium 1.18.4 (kube-system/cilium)".
+    fn label(&self) -> String;
+
+    /// Values under the user's (e.g. the Talos values of Cilium).
+    fn base_values(&self) -> Json {
+        json!({})
+    }
+    /// The chart install, from [`ReleaseCommon::chart_install`] with the resource's own settings.
+    ///
+    /// # Errors
+    /// The values do not merge, or a local chart cannot be packaged.
+    fn chart_install(&self) -> Result<ChartInstall, String> {
+        self.common().chart_install(self.base_values())
+    }
+    /// Where the bootstrap Job runs.
+    fn bootstrap_namespace(&self) -> BootstrapNamespace;
+
+    /// What `wait` waits for; `release` is the current record (its manifest names the workloads).
+    fn readiness(&self, release: Option<&HelmRelease>) -> Readiness;
+    /// What a refresh reads beside the record (default: what `wait` waits for). A resource may
+    /// read less to keep a refresh cheap.
+    fn refresh_readiness(&self, release: Option<&HelmRelease>) -> Readiness {
+        self.readiness(release)
+    }
+    /// How reads find the workloads of [`ChartResource::refresh_readiness`].
+    fn workload_source(&self) -> WorkloadSource {
+        WorkloadSource::Manifest
+    }
+    /// Checks of the cluster before an install or upgrade runs: an error diagnostic stops it
+    /// before any Job. Called at apply, and at plan (best-effort, when the cluster is reachable).
+    fn preflight<'a>(
+        &'a self,
+        _clients: &'a Clients,
+        _at: PreflightAt,
+    ) -> BoxFuture<'a, Result<Diagnostics, ClusterError>> {
+        Box::pin(async { Ok(Diagnostics::new()) })
+    }
+
+    /// Checks of the resource's own inputs, without I/O ([`ReleaseCommon::validate`] runs too).
+    fn validate(&self, _diagnostics: &mut Diagnostics) {}
+    /// What the resource adds to the shared plan (warnings, its own computed attributes).
+    /// `config` and `prior` as in the request.
+    fn plan(_config: &Value, _prior: &Value, _resp: &mut PlanResponse) {}
+    /// The model a plan-time [`ChartResource::preflight`] checks: the planned object (with the
+    /// configuration's write-only inputs) when every input the check reads is known at plan.
+    /// `None` (the default) skips the check at plan; apply still runs it.
+    fn planned_for_preflight(_planned: &Value, _config: &Value) -> Option<Self> {
+        None
+    }
+
+    /// A digest of chart content the version does not pin (a local chart directory): a change
+    /// means an upgrade even with the same version and values. `None`: nothing to compare.
+    fn content_digest(&self) -> Option<&str> {
+        None
+    }
+    /// Fills what follows from the inputs at apply and import (a local chart's digest).
+    fn derive(&mut self) {}
+    /// Writes the resource's own computed attributes from what was observed (the shared ones
+    /// are written already).
+    fn record(&mut self, _observed: &Observed) {}
+    /// Copies the resource's own computed attributes of `prior` (the shared ones are copied).
+    fn keep_computed(&mut self, _prior: &Self) {}
+
+    /// `moved` from another resource type; the default refuses with the alternative.
+    fn moved(req: &MoveRequest, diagnostics: &mut Diagnostics) -> Option<(Self, Private)> {
+        diagnostics.error(
+            "Move is not supported",
+            format!(
+                "{} cannot be moved from {} ({}). Remove the old resource from state (`removed {{ lifecycle {{ destroy = false }} }}`) and import this one instead.",
+                Self::TYPE_NAME, req.source_type_name, req.source_provider_address
+            ),
+        );
+        None
+    }
+
+    /// The values the release will record (for their salted hash).
+    ///
+    /// # Errors
+    /// As [`ReleaseCommon::values_parts`].
+    fn merged_values(&self) -> Result<Json, String> {
+        self.common().merged_values(self.base_values())
+    }
+
+    /// The model with the schema's defaults filled where it has nothing, its `id`, and what
+    /// [`ChartResource::derive`] fills: the state an import or a move starts from.
+    fn with_defaults(self) -> Self {
+        let schema = Self::schema();
+        let mut model = match encode(&self, &schema.value_type()) {
+            Ok(mut value) => {
+                apply_defaults(&schema.block, &mut value, &Value::Null);
+                decode::<Self>(&value, Unknowns::AsNull).unwrap_or(self)
+            }
+            Err(_) => self,
+        };
+        let id = model.common().id();
+        model.common_mut().id = Some(id);
+        model.derive();
+        model
+    }
+
+    /// The state an import of `namespace/name` starts from (refreshed right after).
+    fn for_import(namespace: &str, name: &str) -> Self {
+        let mut m = Self::default();
+        m.common_mut().name = Some(name.into());
+        m.common_mut().namespace = Some(namespace.into());
+        m.with_defaults()
+    }
+}

@@ -1,0 +1,444 @@
+//! The lifecycle every chart-installing resource shares, against the cluster: observe the release
+//! and its workloads, refresh the state from them, install or upgrade through the bootstrap
+//! engine as [`decide`] says (a stuck release unlocked first, an existing release never taken
+//! over by a create, no upgrade when nothing changed), wait for readiness natively, return the
+//! state that is true after a failure, and destroy (uninstall, or forget with
+//! `deletion_policy = "keep"`).
+
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use super::decide::{Decision, Fingerprint, decide, same_version};
+use super::{ChartResource, Observed, PreflightAt, Readiness, ReleaseFields, WorkloadSource};
+use crate::cluster::bootstrap::{Clients, EngineError, Step};
+use crate::cluster::helm_install;
+use crate::cluster::helm_release::ReleaseStatus;
+use crate::cluster::readiness::{self, WorkloadRef, all_nodes_ready, wait_ready};
+use crate::framework::{Diagnostic, Diagnostics};
+use crate::resources::engine_report::{engine_diagnostic, not_ready_diagnostic};
+use crate::resources::private::Private;
+
+/// What an install is compared by.
+fn fingerprint<K: ChartResource>(m: &K) -> Fingerprint<'_> {
+    let c = m.common();
+    Fingerprint {
+        version: c.version.as_deref().unwrap_or_default(),
+        values_sha256: c.values_sha256.as_deref(),
+        content_digest: m.content_digest(),
+    }
+}
+
+fn api(step: Step) -> impl Fn(crate::cluster::ClusterError) -> EngineError {
+    move |e| EngineError::api(step, e)
+}
+
+async fn observe_workloads(
+    clients: &Clients,
+    r: &Readiness,
+) -> Result<(Vec<(WorkloadRef, readiness::Observed)>, Option<bool>), EngineError> {
+    let workloads = futures::future::try_join_all(
+        r.workloads
+            .iter()
+            .map(|w| async move { readiness::observe(clients, w).await.map(|o| (w.clone(), o)) }),
+    );
+    let nodes = async {
+        if r.nodes {
+            all_nodes_ready(clients).await.map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    let (workloads, nodes) = tokio::join!(workloads, nodes);
+    Ok((
+        workloads.map_err(api(Step::Release))?,
+        nodes.map_err(api(Step::Release))?,
+    ))
+}
+
+/// The release record and its workloads, in as few round trips as the [`WorkloadSource`] allows.
+pub async fn observe<K: ChartResource>(clients: &Clients, m: &K) -> Result<Observed, EngineError> {
+    let (ns, name, known) = (
+        m.common().release_namespace(),
+        m.common().release_name(),
+        m.common().revision,
+    );
+    let (release, (workloads, nodes_ready)) = match m.workload_source() {
+        WorkloadSource::Manifest => {
+            let release = helm_install::release_after(clients, ns, name, known).await?;
+            let readiness = m.refresh_readiness(release.as_ref());
+            (release, observe_workloads(clients, &readiness).await?)
+        }
+        WorkloadSource::ManifestListed => {
+            let (release, listed, nodes) = tokio::join!(
+                helm_install::release_after(clients, ns, name, known),
+                readiness::observe_namespace(clients, ns),
+                async {
+                    // Whether nodes are read does not depend on the record.
+                    match m.refresh_readiness(None).nodes {
+                        true => all_nodes_ready(clients).await.map(Some),
+                        false => Ok(None),
+                    }
+                },
+            );
+            let release = release?;
+            let listed = listed.map_err(api(Step::Release))?;
+            let nodes = nodes.map_err(api(Step::Release))?;
+            let wanted = m.refresh_readiness(release.as_ref()).workloads;
+            (release, (matched(&wanted, listed), nodes))
+        }
+    };
+    Ok(Observed {
+        release,
+        workloads,
+        nodes_ready,
+    })
+}
+
+/// Each wanted workload with what the listing found of it (missing: not rolled out, `exists`
+/// false).
+fn matched(
+    wanted: &[WorkloadRef],
+    listed: Vec<(WorkloadRef, readiness::Observed)>,
+) -> Vec<(WorkloadRef, readiness::Observed)> {
+    wanted
+        .iter()
+        .map(|w| {
+            let found = listed
+                .iter()
+                .find(|(l, _)| l == w)
+                .map(|(_, o)| o.clone())
+                .unwrap_or_default();
+            (w.clone(), found)
+        })
+        .collect()
+}
+
+/// Updates `state` with what was observed; `None` when the release is gone. Unhealthy workloads of
+/// a deployed release are a warning: not drift an upgrade fixes.
+pub fn refresh<K: ChartResource>(
+    state: K,
+    o: &Observed,
+    private: &mut Private,
+    diagnostics: &mut Diagnostics,
+) -> Option<K> {
+    refresh_as(state, o, private, diagnostics, false)
+}
+
+/// [`refresh`]; with `after_apply`, a pinned `version` stays as configured even when the cluster
+/// has another one (a concurrent run upgraded the release while this apply waited): the state
+/// must match the plan, the next plan shows the difference, and a warning says what happened.
+pub fn refresh_as<K: ChartResource>(
+    mut state: K,
+    o: &Observed,
+    private: &mut Private,
+    diagnostics: &mut Diagnostics,
+    after_apply: bool,
+) -> Option<K> {
+    let release = o
+        .release
+        .as_ref()
+        .filter(|r| r.status != ReleaseStatus::Uninstalled)?;
+    let configured = state.common().version.clone().unwrap_or_default();
+    let same = same_version(&configured, &release.chart_version);
+    let version = if same || (after_apply && !configured.is_empty()) {
+        configured.clone()
+    } else {
+        release.chart_version.clone()
+    };
+    if after_apply && !same && !configured.is_empty() {
+        diagnostics.warning(
+            format!("{} was changed by another run", state.label()),
+            format!(
+                "This apply installed version {configured}, but the release now has chart version {} (revision {}): another run upgraded it while this one waited. The next plan shows the difference.",
+                release.chart_version, release.revision
+            ),
+        );
+    }
+    if o.unhealthy().is_empty() {
+        private.unready_revision = None;
+    }
+    let fields = ReleaseFields {
+        status: release.status.clone(),
+        revision: release.revision,
+        chart_version: release.chart_version.clone(),
+        app_version: release.app_version.clone(),
+        values_sha256: private.salted(&release.values_sha256),
+        version,
+    };
+    state.common_mut().record(&fields);
+    state.record(o);
+    private.owner = o.gitops_owner();
+    let unhealthy = o.unhealthy();
+    if release.status == ReleaseStatus::Deployed && state.common().wait() && !unhealthy.is_empty() {
+        diagnostics.warning(
+            format!("{} is not healthy", state.label()),
+            format!(
+                "The release is deployed, but:\n  - {}\nThis is not drift that an upgrade fixes: check the pods (`kubectl -n {} get pods`).",
+                unhealthy.join("\n  - "),
+                state.common().release_namespace()
+            ),
+        );
+    }
+    Some(state)
+}
+
+/// What apply hands back: the state (`None`: nothing exists) and its diagnostics.
+pub struct Applied<K> {
+    pub state: Option<K>,
+    pub diagnostics: Diagnostics,
+}
+
+/// Re-reads the cluster after a failure, so the state says what is true.
+async fn truthful<K: ChartResource>(
+    clients: &Clients,
+    m: &K,
+    private: &mut Private,
+    diagnostics: &mut Diagnostics,
+) -> Option<K> {
+    match observe(clients, m).await {
+        Ok(o) => refresh(m.clone(), &o, private, &mut Diagnostics::new()),
+        Err(e) => {
+            diagnostics.push(Diagnostic::warning(
+                "Could not re-read the release after the failure",
+                format!("{e}. The state keeps what was planned; the next refresh corrects it."),
+            ));
+            Some(m.clone())
+        }
+    }
+}
+
+/// Create (`prior` is `None`) or update.
+pub async fn install<K: ChartResource>(
+    clients: &Clients,
+    desired: K,
+    prior: Option<&K>,
+    private: &mut Private,
+    cancel: &CancellationToken,
+) -> Applied<K> {
+    let mut diagnostics = Diagnostics::new();
+    let started = Instant::now();
+    let what = format!(
+        "{} {}",
+        if prior.is_some() {
+            "upgrade"
+        } else {
+            "install"
+        },
+        desired.label()
+    );
+    let chart = match desired.chart_install() {
+        Ok(chart) => chart,
+        Err(e) => {
+            diagnostics.error("Invalid values", e);
+            return Applied {
+                state: prior.cloned(),
+                diagnostics,
+            };
+        }
+    };
+    let observed = match observe(clients, &desired).await {
+        Ok(o) => o,
+        Err(e) => {
+            diagnostics.push(engine_diagnostic(&what, &e));
+            return Applied {
+                state: prior.cloned(),
+                diagnostics,
+            };
+        }
+    };
+    let current = observed
+        .release
+        .as_ref()
+        .filter(|r| r.status != ReleaseStatus::Uninstalled);
+    let decision = decide(
+        current.map(|r| &r.status),
+        prior.map(fingerprint).as_ref(),
+        &fingerprint(&desired),
+    );
+    match (decision, current) {
+        (Decision::Refuse, Some(existing)) => {
+            diagnostics.error(
+                "Release already exists",
+                format!(
+                    "Release {} (revision {}, chart {} {}, status {}) exists already; talosboot does not take over a release by creating it. Import it instead with an `import {{ to = <resource address>  id = \"{}\" }}` block (or `tofu import` / `terraform import`), then apply.",
+                    desired.common().id(), existing.revision, existing.chart, existing.chart_version, existing.status, desired.common().id(),
+                ),
+            );
+            return Applied {
+                state: None,
+                diagnostics,
+            };
+        }
+        (Decision::Repair, Some(stuck)) => diagnostics.warning(
+            "Repairing an earlier release",
+            format!("Release {} exists with status {:?} (revision {}), left by an earlier run; talosboot upgrades it in place.", desired.common().id(), stuck.status.as_str(), stuck.revision),
+        ),
+        _ => {}
+    }
+    let unchanged = decision == Decision::Unchanged;
+    let deadline = started + desired.common().timeout();
+    if !unchanged {
+        match desired.preflight(clients, PreflightAt::Apply).await {
+            Ok(found) => {
+                let refused = found.has_errors();
+                diagnostics.extend(found);
+                if refused {
+                    return Applied {
+                        state: prior.cloned(),
+                        diagnostics,
+                    };
+                }
+            }
+            Err(e) => {
+                diagnostics.push(engine_diagnostic(
+                    &what,
+                    &EngineError::api(Step::Preflight, e),
+                ));
+                return Applied {
+                    state: prior.cloned(),
+                    diagnostics,
+                };
+            }
+        }
+        let installed = helm_install::install_or_upgrade_from(
+            clients,
+            &desired.bootstrap_namespace(),
+            &desired.common().job_settings(),
+            &chart,
+            current,
+            desired.common().timeout(),
+            cancel,
+        )
+        .await;
+        match installed {
+            Ok(done) => {
+                for w in done.run.warnings {
+                    diagnostics.warning("Bootstrap", w);
+                }
+                if let Some(status) = done.unlocked {
+                    diagnostics.warning(
+                        "Unlocked a stuck release",
+                        format!("The release was left {status:?} by an interrupted operation; talosboot marked it failed and upgraded from it."),
+                    );
+                }
+            }
+            Err(e) => {
+                diagnostics.push(engine_diagnostic(&what, &e));
+                let state = truthful(clients, &desired, private, &mut diagnostics).await;
+                let state = match (state, prior) {
+                    // Nothing was installed and nothing was there before: no state.
+                    (Some(s), None) if s.common().status.is_none() => None,
+                    (s, _) => s,
+                };
+                return Applied { state, diagnostics };
+            }
+        }
+    }
+    if desired.common().wait() {
+        let release = match helm_install::release(
+            clients,
+            desired.common().release_namespace(),
+            desired.common().release_name(),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                diagnostics.push(engine_diagnostic(&what, &e));
+                return Applied {
+                    state: truthful(clients, &desired, private, &mut diagnostics).await,
+                    diagnostics,
+                };
+            }
+        };
+        let readiness = desired.readiness(release.as_ref());
+        if let Err(not_ready) = wait_ready(
+            clients,
+            desired.common().release_namespace(),
+            &readiness.workloads,
+            &readiness.pods,
+            readiness.nodes,
+            deadline,
+            cancel,
+        )
+        .await
+        {
+            diagnostics.push(not_ready_diagnostic(
+                &format!("wait for {} to become ready", desired.label()),
+                &not_ready,
+                desired.common().timeout().as_secs(),
+            ));
+            let state = truthful(clients, &desired, private, &mut diagnostics).await;
+            private.unready_revision = state
+                .as_ref()
+                .and_then(|s| s.common().revision)
+                .or(release.as_ref().map(|r| r.revision));
+            return Applied { state, diagnostics };
+        }
+    }
+    private.unready_revision = None;
+    let state = match observe(clients, &desired).await {
+        Ok(o) => refresh_as(desired.clone(), &o, private, &mut diagnostics, true),
+        Err(e) => {
+            diagnostics.push(Diagnostic::warning(
+                "Could not read the release after installing it",
+                e.to_string(),
+            ));
+            Some(desired.clone())
+        }
+    };
+    if state.is_none() {
+        diagnostics.error(
+            "Release missing after install",
+            "The installer finished but no release record exists. Is another tool uninstalling it?",
+        );
+    }
+    tracing::info!(release = %desired.common().id(), elapsed_ms = started.elapsed().as_millis() as u64, "release applied");
+    Applied { state, diagnostics }
+}
+
+/// Destroy: uninstall, or forget with `deletion_policy = "keep"`.
+pub async fn destroy<K: ChartResource>(
+    clients: &Clients,
+    prior: &K,
+    cancel: &CancellationToken,
+) -> Diagnostics {
+    let mut diagnostics = Diagnostics::new();
+    if prior.common().keep_on_destroy() {
+        diagnostics.warning(
+            format!("{} left running", prior.label()),
+            format!("deletion_policy is \"keep\": release {} stays in the cluster and is no longer managed by this configuration.", prior.common().id()),
+        );
+        return diagnostics;
+    }
+    let what = format!("uninstall {}", prior.label());
+    match helm_install::release(
+        clients,
+        prior.common().release_namespace(),
+        prior.common().release_name(),
+    )
+    .await
+    {
+        Ok(None) => return diagnostics,
+        Ok(Some(_)) => {}
+        Err(e) => {
+            diagnostics.push(engine_diagnostic(&what, &e));
+            return diagnostics;
+        }
+    }
+    let result = helm_install::uninstall(
+        clients,
+        &prior.bootstrap_namespace(),
+        &prior.common().job_settings(),
+        prior.common().release_namespace(),
+        prior.common().release_name(),
+        prior.common().timeout(),
+        cancel,
+    )
+    .await;
+    if let Err(e) = result {
+        diagnostics.push(engine_diagnostic(&what, &e));
+    }
+    diagnostics
+}
