@@ -152,7 +152,6 @@ async fn the_render_job_prints_only_kinds_needs_no_api_and_fails_with_helms_erro
     let rbac = "rbac.authorization.k8s.io/v1";
     let want: BTreeSet<_> = [
         pair("v1", "ServiceAccount"),
-        pair("v1", "Secret"),
         pair("v1", "ConfigMap"),
         pair("v1", "Service"),
         pair(rbac, "ClusterRole"),
@@ -174,7 +173,7 @@ async fn the_render_job_prints_only_kinds_needs_no_api_and_fails_with_helms_erro
     .await;
     assert!(ok, "{log}");
     assert!(
-        log.contains(&format!("cluster-name: {MARKER}")),
+        log.contains(&format!("cluster-name: \"{MARKER}\"")),
         "{log:.2000}"
     );
     assert!(log.contains("# Source: cilium/templates/"), "{log:.2000}");
