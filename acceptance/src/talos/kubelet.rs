@@ -1187,6 +1187,12 @@ fn helm_needs_api(argv: &[String]) -> bool {
             if sub.is_some_and(|s| !OFFLINE.contains(&s.as_str())) {
                 return true;
             }
+            // `helm template --validate` asks the API for its version first.
+            if sub.is_some_and(|s| s == "template")
+                && words[i + 1..].iter().any(|w| w == "--validate")
+            {
+                return true;
+            }
         }
     }
     // Without Helm: the cilium-cli shim runs Helm inside; any other program (a shell's `echo`)
