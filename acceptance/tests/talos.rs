@@ -8,17 +8,46 @@
 //!   the real apiserver, image pulls, restarts, deletion
 //! - `helm`: release records written by the real Helm, read by the provider
 //! - `faults`: the fault proxy in front of the apiserver: identities pass, faults are bounded
+//! - `bootstrap`: KubePrism off: its override is refused, the control plane's own address works
 //! - `cilium`: the engine installs Cilium from its repository; every node becomes Ready
+//! - `engine`: the engine with `rbac = "minimal"` under the real RBAC authorizer: derived rules,
+//!   diagnoses of a missing permission, no role left behind
+//! - `jobs`: the real Job controller with the kubelet: backoff, deadlines, TTL, condition order,
+//!   refused creates until the ServiceAccount exists, a restarted container's logs
+//! - `inputs`: ConfigMaps and Secrets in env, envFrom and volumes: missing ones keep a pod waiting
+//! - `pre_cni`: taints and conditions before the CNI, the real scheduler's refusal, pod networks
+//! - `pod_security`: the real evaluator's messages, namespace levels, a Job refused until privileged
+//! - `rbac`: the real Helm and kubectl print the authorizer's refusals in a Job's log
+//! - `render`: the engine's render Job prints only kinds, needs no API, shows Helm's errors
+//! - `workloads`: ReplicaFailure until a ServiceAccount exists, rollouts, DaemonSet placement
 
+#[path = "talos/bootstrap.rs"]
+mod bootstrap;
 #[path = "talos/cilium.rs"]
 mod cilium;
 #[path = "talos/common.rs"]
 mod common;
 #[path = "talos/control_plane.rs"]
 mod control_plane;
+#[path = "talos/engine.rs"]
+mod engine;
 #[path = "talos/faults.rs"]
 mod faults;
 #[path = "talos/helm.rs"]
 mod helm;
+#[path = "talos/inputs.rs"]
+mod inputs;
+#[path = "talos/jobs.rs"]
+mod jobs;
+#[path = "talos/pod_security.rs"]
+mod pod_security;
 #[path = "talos/pods.rs"]
 mod pods;
+#[path = "talos/pre_cni.rs"]
+mod pre_cni;
+#[path = "talos/rbac.rs"]
+mod rbac;
+#[path = "talos/render.rs"]
+mod render;
+#[path = "talos/workloads.rs"]
+mod workloads;

@@ -884,6 +884,37 @@ async fn environment(
         ),
     ]);
     let ns = ctx.pod.metadata.namespace.clone().unwrap_or_default();
+    // `envFrom` first (the kubelet's order: `env` entries win over it).
+    for from in spec.env_from.iter().flatten() {
+        let prefix = from.prefix.clone().unwrap_or_default();
+        if let Some(r) = &from.config_map_ref {
+            let api: Api<ConfigMap> = Api::namespaced(ctx.kubelet.client.clone(), &ns);
+            match api.get_opt(&r.name).await.map_err(|e| e.to_string())? {
+                Some(cm) => {
+                    for (k, v) in cm.data.unwrap_or_default() {
+                        env.insert(format!("{prefix}{k}"), v);
+                    }
+                }
+                None if r.optional == Some(true) => {}
+                None => return Err(format!("configmap \"{}\" not found", r.name)),
+            }
+        }
+        if let Some(r) = &from.secret_ref {
+            let api: Api<Secret> = Api::namespaced(ctx.kubelet.client.clone(), &ns);
+            match api.get_opt(&r.name).await.map_err(|e| e.to_string())? {
+                Some(secret) => {
+                    for (k, v) in secret.data.unwrap_or_default() {
+                        env.insert(
+                            format!("{prefix}{k}"),
+                            String::from_utf8_lossy(&v.0).into_owned(),
+                        );
+                    }
+                }
+                None if r.optional == Some(true) => {}
+                None => return Err(format!("secret \"{}\" not found", r.name)),
+            }
+        }
+    }
     for var in spec.env.iter().flatten() {
         let value = if let Some(from) = &var.value_from {
             if let Some(field) = &from.field_ref {
@@ -1156,9 +1187,17 @@ fn helm_needs_api(argv: &[String]) -> bool {
             if sub.is_some_and(|s| !OFFLINE.contains(&s.as_str())) {
                 return true;
             }
+            // `helm template --validate` asks the API for its version first.
+            if sub.is_some_and(|s| s == "template")
+                && words[i + 1..].iter().any(|w| w == "--validate")
+            {
+                return true;
+            }
         }
     }
-    !found
+    // Without Helm: the cilium-cli shim runs Helm inside; any other program (a shell's `echo`)
+    // runs, as it would on a node before the CNI.
+    !found && words.iter().any(|w| w.rsplit('/').next() == Some("cilium"))
 }
 
 /// Runs one container to its end; a kill request ends it with 137 (SIGKILL).
