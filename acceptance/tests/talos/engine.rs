@@ -213,8 +213,8 @@ async fn minimal_rbac_derives_the_charts_rules_diagnoses_a_missing_one_and_insta
         installed.run.warnings
     );
     assert_eq!(
-        installed.release.map(|r| r.status).as_deref(),
-        Some("deployed")
+        installed.release.map(|r| r.status),
+        Some(talosboot::cluster::helm_release::ReleaseStatus::Deployed)
     );
     assert_eq!(engine_rbac_objects(&client).await, Vec::<String>::new());
     // The failed runs' Jobs were kept for `kubectl logs`; the successful runs' Jobs are gone.
