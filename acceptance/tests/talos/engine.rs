@@ -235,10 +235,9 @@ async fn minimal_rbac_derives_the_charts_rules_diagnoses_a_missing_one_and_insta
 }
 
 /// The real server's escalation refusal lists every rule not held, one per line (dozens for
-/// Cilium), after the line the diagnosis matches; the engine keeps the last 20 lines of the log
-/// (`LOG_TAIL_LINES`, src/cluster/bootstrap/report.rs:12), so the signature is gone by then.
+/// Cilium), after the line the diagnosis matches: longer than the report's 20-line log tail, so
+/// the report keeps the error's headline above the tail.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "provider bug: the escalate diagnosis (src/cluster/bootstrap/diagnosis.rs:225) never sees the real server's refusal line, which scrolls out of the 20-line log tail (src/cluster/bootstrap/report.rs:12)"]
 async fn a_chart_with_rbac_needs_escalate_and_bind() {
     let (_cluster, client) = common::start().await;
     let rules = derived_rules(&client).await;
