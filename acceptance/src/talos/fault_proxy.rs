@@ -103,7 +103,7 @@ impl FaultProxy {
         format!("https://{}", self.addr)
     }
 
-    /// The faults this proxy injects (the same type the simulated server used).
+    /// The faults this proxy injects.
     pub fn faults(&self) -> &Faults {
         &self.faults
     }

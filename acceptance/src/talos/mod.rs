@@ -4,7 +4,7 @@
 //! network before the CNI, the chart repositories, emulated Cilium and Flux Operator.
 //!
 //! Everything in this module acts on the cluster through the Kubernetes API (`kube`), as the
-//! real node components do; nothing reads or writes etcd or the simulated store.
+//! real node components do; nothing reads or writes etcd.
 
 pub mod charts;
 pub mod cluster;

@@ -1,4 +1,4 @@
-//! `talosboot_cilium` with the real OpenTofu CLI against the simulated Talos cluster (or a real one:
+//! `talosboot_cilium` with the real OpenTofu CLI against the embedded Talos cluster (the real control plane) (or a real one:
 //! `TALOSBOOT_TEST_KUBECONFIG`), observed only through the Kubernetes API.
 //!
 //! Index: fresh install then an empty plan; out-of-band values drift planned and repaired; a user

@@ -1,4 +1,4 @@
-//! `kube_proxy_replacement` against both Talos configurations, on simulated clusters with and
+//! `kube_proxy_replacement` against both Talos configurations, on embedded clusters with and
 //! without the `kube-proxy` DaemonSet: a warning at plan and apply when both would handle
 //! Services; Talos' values for clusters with kube-proxy when the replacement is off; an error at
 //! plan, and at apply before any Job runs, when nothing would route Service IPs; the plan-time

@@ -6,7 +6,7 @@
 //!   `tofu validate`d in a workspace that declares what the snippet takes from elsewhere;
 //! - the full roots (every other directory under `examples/`): copied whole, as a user would copy
 //!   them, then `init` and `validate`; the ones in [`PLANNED_ROOTS`] are also planned against the
-//!   simulated cluster;
+//!   embedded cluster;
 //! - every ```hcl / ```terraform block of `docs/`: `tofu fmt -check`, and `tofu validate` of a root
 //!   made of the block and placeholders for what it refers to ([`doc_block_root`]).
 //!
@@ -49,7 +49,7 @@ const INSTALLED: &[&str] = &["talosboot/talosboot", "hashicorp/null"];
 /// Directories under `examples/` that are registry snippets, not roots.
 const SNIPPET_KINDS: &[&str] = &["provider", "resources", "data-sources"];
 
-/// Full roots that are also planned against the simulated cluster: directory, and files left out
+/// Full roots that are also planned against the embedded cluster: directory, and files left out
 /// of the plan because they use a stubbed provider (which cannot plan).
 const PLANNED_ROOTS: &[(&str, &[&str])] = &[
     ("quickstart", &[]),

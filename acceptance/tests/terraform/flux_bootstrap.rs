@@ -1,4 +1,4 @@
-//! `talosboot_flux_bootstrap` with the real CLI against the simulated cluster, through the
+//! `talosboot_flux_bootstrap` with the real CLI against the embedded Talos cluster, through the
 //! Kubernetes API only.
 //!
 //! Index:

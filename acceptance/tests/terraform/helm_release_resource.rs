@@ -1,4 +1,4 @@
-//! `talosboot_helm_release` (the resource) with the real OpenTofu CLI against the simulated cluster:
+//! `talosboot_helm_release` (the resource) with the real OpenTofu CLI against the embedded Talos cluster:
 //! the seed 003 root (Argo CD right after Cilium) applies and plans empty; a chart whose pods cannot
 //! start reports why and stays in state, tainted; a release left `pending-upgrade` is repaired;
 //! `rbac = "minimal"` installs, upgrades and uninstalls with only what the chart renders.

@@ -1,5 +1,5 @@
 //! Acceptance tests: real CLIs drive the built provider, installed from a filesystem mirror,
-//! against the simulated Talos cluster (or a real one, see `harness`). OpenTofu runs every test;
+//! against the embedded Talos cluster (the real control plane) (or a real one, see `harness`). OpenTofu runs every test;
 //! Terraform 1.0.3, the oldest supported client, runs the compatibility subset (tests defined with
 //! `on_both_clis!`, named `<test>::opentofu` and `<test>::terraform_1_0_3`).
 //!
