@@ -8,11 +8,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::ListParams;
 
-use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace};
+use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace, history};
 
 const CILIUM: &str = "resource \"talosboot_cilium\" \"this\" {\n  version = \"1.18.4\"\n}\n";
 
@@ -64,21 +63,6 @@ fn finish(child: std::process::Child) -> TfOutput {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
-}
-
-async fn history(client: &kube::Client, ns: &str, name: &str) -> BTreeMap<i64, String> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let list = secrets
-        .list_metadata(&ListParams::default().labels(&format!("owner=helm,name={name}")))
-        .await
-        .expect("list records");
-    list.items
-        .into_iter()
-        .filter_map(|s| {
-            let l = s.metadata.labels?;
-            Some((l.get("version")?.parse().ok()?, l.get("status")?.clone()))
-        })
-        .collect()
 }
 
 /// The holder of the Lease `name` (in whichever namespace the bootstrap runs), while held.

@@ -444,3 +444,24 @@ terraform {
   }
 }
 "#;
+
+/// Revision -> status of the Helm release records of `name` in `ns`.
+pub async fn history(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> std::collections::BTreeMap<i64, String> {
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), ns);
+    let list = secrets
+        .list_metadata(&kube::api::ListParams::default().labels(&format!("owner=helm,name={name}")))
+        .await
+        .expect("list records");
+    list.items
+        .into_iter()
+        .filter_map(|s| {
+            let l = s.metadata.labels?;
+            Some((l.get("version")?.parse().ok()?, l.get("status")?.clone()))
+        })
+        .collect()
+}

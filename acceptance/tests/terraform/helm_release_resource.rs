@@ -3,7 +3,6 @@
 //! start reports why and stays in state, tainted; a release left `pending-upgrade` is repaired;
 //! `rbac = "minimal"` installs, upgrades and uninstalls with only what the chart renders.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
 use base64::Engine;
@@ -13,7 +12,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
+use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace, history};
 
 const CILIUM: &str = "resource \"talosboot_cilium\" \"this\" {\n  version = \"1.18.4\"\n}\n";
 
@@ -47,21 +46,6 @@ fn workspace(cluster: &TestCluster, body: &str) -> Workspace {
     ));
     ws.init();
     ws
-}
-
-async fn history(client: &kube::Client, ns: &str, name: &str) -> BTreeMap<i64, String> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let list = secrets
-        .list_metadata(&ListParams::default().labels(&format!("owner=helm,name={name}")))
-        .await
-        .expect("list records");
-    list.items
-        .into_iter()
-        .filter_map(|s| {
-            let l = s.metadata.labels?;
-            Some((l.get("version")?.parse().ok()?, l.get("status")?.clone()))
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
