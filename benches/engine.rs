@@ -26,11 +26,9 @@ use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
-use talosboot::cluster::bootstrap::rbac::RbacPolicy;
-use talosboot::cluster::bootstrap::{
-    self, BootstrapNamespace, Clients, JobSettings, Rbac, RunSpec,
-};
-use talosboot::cluster::helm_install;
+use talosboot::cluster::engine::rbac::RbacPolicy;
+use talosboot::cluster::engine::{self, BootstrapNamespace, JobSettings, Rbac, RunSpec};
+use talosboot::cluster::helm;
 use talosboot::cluster::{ClusterHandle, ConfigSource, ProviderConfig};
 use talosboot::resources::cilium::model::Cilium;
 use talosboot::resources::private::Private;
@@ -86,6 +84,7 @@ fn spec() -> RunSpec {
         namespace: BootstrapNamespace::named("kube-system"),
         job: JobSettings::talos("alpine/helm:3.18.4"),
         command: vec!["helm".into(), "version".into()],
+        env: helm::install::helm_env(),
         files: BTreeMap::from([("values.yaml".into(), "{}".into())]),
         binary_files: BTreeMap::new(),
         secret_files: BTreeMap::new(),
@@ -176,7 +175,7 @@ fn main() {
         path: path.display().to_string(),
         context: None,
     }));
-    let clients: Clients = rt.block_on(Clients::connect(&handle)).expect("clients");
+    let clients = rt.block_on(handle.connect()).expect("connected");
     let cancel = CancellationToken::new();
 
     // A Cilium apply (once: it installs Cilium), timed.
@@ -219,7 +218,7 @@ fn main() {
     group.bench_function("engine", |b| {
         b.iter(|| {
             let t = Instant::now();
-            rt.block_on(bootstrap::run(&clients, &spec(), &cancel))
+            rt.block_on(engine::run(&clients, &spec(), &cancel))
                 .expect("run");
             engine_times.lock().expect("lock").push(t.elapsed());
         })
@@ -255,7 +254,7 @@ fn main() {
         group.bench_function(name, |b| {
             b.iter(|| {
                 let t = Instant::now();
-                rt.block_on(helm_install::install_or_upgrade(
+                rt.block_on(helm::install::install_or_upgrade(
                     &clients,
                     &ns,
                     job,

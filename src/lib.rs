@@ -13,8 +13,10 @@
 //!   (decode, dispatch, encode);
 //! - [`framework`] → [`values`]: resource, data-source and provider traits, schema, diagnostics, the
 //!   dispatcher's safety nets; provider data travels through it opaquely;
-//! - [`cluster`] → (nothing): the lazy Kubernetes clients, Helm release records, plain
-//!   configuration types;
+//! - [`cluster`] → (nothing): by subsystem (its own map heads `cluster/mod.rs`, also checked):
+//!   the client (one handle, one way to connect), the bootstrap pod's endpoint, the diagnosis
+//!   table, the pre-CNI Job engine, readiness, Helm (installs on the engine, records, values,
+//!   render-derived RBAC, status), Flux;
 //! - [`plugin`] → (nothing): the go-plugin runtime (handshake, AutoMTLS, controller/stdio/broker,
 //!   health, logs);
 //! - [`values`] → (nothing): cty values, their msgpack/JSON codecs and attribute paths.

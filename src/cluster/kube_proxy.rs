@@ -11,8 +11,8 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
 
 use super::ClusterError;
-use super::bootstrap::diagnosis::Signature;
-use super::bootstrap::{Clients, Diagnosis};
+use super::Kube;
+use super::diagnosis::{Diagnosis, Signature};
 
 /// Where Talos deploys kube-proxy.
 pub const NAMESPACE: &str = "kube-system";
@@ -40,7 +40,7 @@ pub enum Patience {
 ///
 /// # Errors
 /// [`ClusterError`] when the API cannot answer (after retries with [`Patience::Retried`]).
-pub async fn find(clients: &Clients, patience: Patience) -> Result<KubeProxy, ClusterError> {
+pub async fn find(clients: &Kube, patience: Patience) -> Result<KubeProxy, ClusterError> {
     let api: Api<DaemonSet> = Api::namespaced(clients.client.clone(), NAMESPACE);
     let found = match patience {
         Patience::Once => api.get_opt(NAME).await,
@@ -76,7 +76,7 @@ pub fn judge(replacement: bool, kube_proxy: KubeProxy) -> Option<Mismatch> {
 
 /// Tells a Service-IP timeout diagnosis whether kube-proxy is deployed (one GET, best-effort:
 /// when the lookup fails the diagnosis stays as it is). Other diagnoses are left alone.
-pub async fn explain(clients: &Clients, diagnosis: &mut Option<Diagnosis>) {
+pub async fn explain(clients: &Kube, diagnosis: &mut Option<Diagnosis>) {
     let Some(d) = diagnosis.as_mut() else {
         return;
     };

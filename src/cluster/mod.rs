@@ -1,26 +1,35 @@
-//! The cluster layer: the lazily built Kubernetes client with errors that name their cause, native
-//! readers of cluster state (Helm release records, workload readiness, kube-proxy), and the
-//! pre-CNI bootstrap engine with the Helm installs that run on it.
+//! The cluster layer, by subsystem. Each uses only the subsystems listed after the arrow
+//! (`tests/layering.rs` checks it; the items re-exported here are the client's):
+//! - [`client`] → (nothing): the provider's cluster handle, [`Kube`] (the one way to connect: the
+//!   ordinary and the streaming client and their endpoint), errors that name their cause,
+//!   retries of transient API errors;
+//! - [`endpoint`] → (nothing): the bootstrap pod's API endpoint, parsed without I/O;
+//! - [`diagnosis`] → [`client`], [`kube_proxy`]: the table of known failures, each with a typed
+//!   [`diagnosis::Signature`] and whether it is permanent;
+//! - [`kube_proxy`] → [`client`], [`diagnosis`]: whether kube-proxy runs (it words one diagnosis);
+//! - [`pods`] → [`client`]: what pods and their events say, as text;
+//! - [`engine`] → [`client`], [`endpoint`], [`diagnosis`], [`kube_proxy`], [`pods`]: the pre-CNI
+//!   bootstrap Job engine: one run of a program in a pod, with its own steps; it knows nothing of
+//!   Helm or readiness: callers describe what they run;
+//! - [`readiness`] → [`client`], [`diagnosis`], [`kube_proxy`], [`pods`]: rollout predicates, reads
+//!   of workloads and nodes, and the watch until they are ready;
+//! - [`helm`] → [`client`], [`endpoint`], [`engine`]: chart installs run on the engine, release
+//!   records, values, the render-derived RBAC, release status;
+//! - [`talos`] → (nothing): Cilium's values for Talos;
+//! - [`flux`] → [`client`], [`helm`]: the Flux bootstrap's native steps.
 
-pub mod bootstrap;
-pub mod chart_rbac;
-mod client;
-mod config;
+pub mod client;
+pub mod diagnosis;
+pub mod endpoint;
+pub mod engine;
 pub mod flux;
-pub mod helm_install;
-pub mod helm_release;
-pub mod helm_status;
-pub mod helm_values;
+pub mod helm;
 pub mod kube_proxy;
+pub mod pods;
 pub mod readiness;
-pub mod retry;
-mod scrub;
 pub mod talos;
-#[cfg(test)]
-mod test_server;
 
 pub use client::{
-    CONNECT_TIMEOUT, ClusterError, ClusterHandle, READ_TIMEOUT, describe_cause, kubeconfig_error,
+    CONNECT_TIMEOUT, ClusterError, ClusterHandle, ConfigSource, Kube, ProviderConfig, READ_TIMEOUT,
+    describe_cause, kubeconfig_error, redact_user_info, retry, scrub_api_message,
 };
-pub use config::{ConfigSource, ProviderConfig};
-pub use scrub::{redact_user_info, scrub_api_message};

@@ -39,10 +39,10 @@ pub fn values_type() -> Type {
     ])
 }
 
-pub use crate::cluster::bootstrap::EndpointError;
+pub use crate::cluster::endpoint::EndpointError;
 
 /// `host:port`, `https://host:port`, `https://host` (port 443) or `[v6]:port` as host and port
-/// ([`ApiEndpoint::parse`](crate::cluster::bootstrap::ApiEndpoint::parse)); empty means
+/// ([`ApiEndpoint::parse`](crate::cluster::endpoint::ApiEndpoint::parse)); empty means
 /// KubePrism, `localhost:7445`.
 ///
 /// # Errors
@@ -51,7 +51,7 @@ pub fn split_endpoint(endpoint: &str) -> Result<(String, u16), EndpointError> {
     if endpoint.trim().is_empty() {
         return Ok((KUBEPRISM_HOST.to_owned(), KUBEPRISM_PORT));
     }
-    crate::cluster::bootstrap::ApiEndpoint::parse(endpoint).map(|e| (e.host, e.port))
+    crate::cluster::endpoint::ApiEndpoint::parse(endpoint).map(|e| (e.host, e.port))
 }
 
 pub struct CiliumTalosValues;

@@ -2,7 +2,8 @@
 //! failures the same way: what failed, the pod's state, the last log lines, the events, and the
 //! known signature with its fix in one sentence. Nothing here ever prints an input value.
 
-use crate::cluster::bootstrap::{Diagnosis, EngineError};
+use crate::cluster::diagnosis::Diagnosis;
+use crate::cluster::engine::EngineError;
 use crate::cluster::readiness::NotReady;
 use crate::framework::Diagnostic;
 

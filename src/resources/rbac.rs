@@ -1,8 +1,8 @@
 //! The `rbac` input every resource that installs charts shares: `cluster-admin` (default) or
 //! `minimal` (the run gets exactly what the chart renders, learnt by rendering it first; see
-//! [`crate::cluster::chart_rbac`]).
+//! [`crate::cluster::helm::rbac`]).
 
-use crate::cluster::bootstrap::rbac::RbacPolicy;
+use crate::cluster::engine::rbac::RbacPolicy;
 use crate::framework::{Attribute, Diagnostics};
 use crate::resources::choice::choice;
 use crate::values::{AttributePath, Type};

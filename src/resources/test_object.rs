@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 
 use super::object;
-use crate::cluster::helm_release::sha256_hex;
+use crate::cluster::helm::release::sha256_hex;
 use crate::framework::plan::mark_unknown;
 use crate::framework::*;
 use crate::values::{AttributePath, Type, Value, from_json};

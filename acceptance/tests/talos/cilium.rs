@@ -6,16 +6,19 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
-use talosboot::cluster::bootstrap::{BootstrapNamespace, Clients, JobSettings};
-use talosboot::cluster::helm_install::{self, ChartInstall, DEFAULT_HELM_IMAGE};
-use talosboot::cluster::helm_release;
+use talosboot::cluster::Kube;
+use talosboot::cluster::engine::{BootstrapNamespace, JobSettings};
+use talosboot::cluster::helm::{
+    self,
+    install::{ChartInstall, DEFAULT_HELM_IMAGE},
+};
 use talosboot::cluster::talos::talos_cilium_values;
 use tokio_util::sync::CancellationToken;
 
 use super::common;
 
-fn clients(client: &kube::Client) -> Clients {
-    Clients {
+fn clients(client: &kube::Client) -> Kube {
+    Kube {
         client: client.clone(),
         stream: client.clone(),
         endpoint: "talos-sim".into(),
@@ -52,7 +55,7 @@ fn not_ready_taint(node: &Node) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn cilium_installed_by_the_engine_makes_every_node_ready() {
     let (_cluster, client) = common::start().await;
-    let installed = helm_install::install_or_upgrade(
+    let installed = helm::install::install_or_upgrade(
         &clients(&client),
         &BootstrapNamespace::named("kube-system"),
         &JobSettings::talos(DEFAULT_HELM_IMAGE),
@@ -82,7 +85,7 @@ async fn cilium_installed_by_the_engine_makes_every_node_ready() {
             .map(|j| j.metadata.name.clone())
             .collect::<Vec<_>>()
     );
-    let release = helm_release::current_release(client.clone(), "talos", "kube-system", "cilium")
+    let release = helm::release::current_release(client.clone(), "talos", "kube-system", "cilium")
         .await
         .expect("reads")
         .expect("the release");

@@ -9,12 +9,12 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::Client;
 use kube::api::{Api, ListParams};
-use talosboot::cluster::bootstrap::rbac::{RbacPolicy, Rule};
-use talosboot::cluster::bootstrap::{
-    self, BootstrapNamespace, Clients, EngineError, JobSettings, Rbac, RunOutcome, RunSpec,
+use talosboot::cluster::Kube;
+use talosboot::cluster::engine::rbac::{RbacPolicy, Rule};
+use talosboot::cluster::engine::{
+    self, BootstrapNamespace, EngineError, JobSettings, Rbac, RunOutcome, RunSpec,
 };
-use talosboot::cluster::chart_rbac;
-use talosboot::cluster::helm_install::{self, DEFAULT_HELM_IMAGE};
+use talosboot::cluster::helm::{self, install::DEFAULT_HELM_IMAGE};
 use tokio_util::sync::CancellationToken;
 
 use super::cilium::cilium_chart;
@@ -31,6 +31,7 @@ fn cilium_spec(rbac: Rbac) -> RunSpec {
         namespace: BootstrapNamespace::named("kube-system"),
         job: JobSettings::talos(DEFAULT_HELM_IMAGE),
         command,
+        env: helm::install::helm_env(),
         files,
         binary_files: Default::default(),
         secret_files,
@@ -40,8 +41,8 @@ fn cilium_spec(rbac: Rbac) -> RunSpec {
     }
 }
 
-fn clients(client: &Client) -> Clients {
-    Clients {
+fn clients(client: &Client) -> Kube {
+    Kube {
         client: client.clone(),
         stream: client.clone(),
         endpoint: "talos-sim".into(),
@@ -49,7 +50,7 @@ fn clients(client: &Client) -> Clients {
 }
 
 async fn derived_rules(client: &Client) -> Vec<Rule> {
-    chart_rbac::install_rules(
+    helm::rbac::install_rules(
         &clients(client),
         &BootstrapNamespace::named("kube-system"),
         &JobSettings::talos(DEFAULT_HELM_IMAGE),
@@ -63,7 +64,7 @@ async fn derived_rules(client: &Client) -> Vec<Rule> {
 }
 
 async fn run(client: &Client, spec: &RunSpec) -> Result<RunOutcome, EngineError> {
-    bootstrap::run(&clients(client), spec, &CancellationToken::new()).await
+    engine::run(&clients(client), spec, &CancellationToken::new()).await
 }
 
 /// RBAC objects the engine created (label `app.kubernetes.io/managed-by=talosboot`).
@@ -192,7 +193,7 @@ async fn minimal_rbac_derives_the_charts_rules_diagnoses_a_missing_one_and_insta
         rbac: RbacPolicy::Minimal,
         ..JobSettings::talos(DEFAULT_HELM_IMAGE)
     };
-    let installed = helm_install::install_or_upgrade(
+    let installed = helm::install::install_or_upgrade(
         &clients(&client),
         &BootstrapNamespace::named("kube-system"),
         &job,
@@ -214,7 +215,7 @@ async fn minimal_rbac_derives_the_charts_rules_diagnoses_a_missing_one_and_insta
     );
     assert_eq!(
         installed.release.map(|r| r.status),
-        Some(talosboot::cluster::helm_release::ReleaseStatus::Deployed)
+        Some(talosboot::cluster::helm::release::ReleaseStatus::Deployed)
     );
     assert_eq!(engine_rbac_objects(&client).await, Vec::<String>::new());
     // The failed runs' Jobs were kept for `kubectl logs`; the successful runs' Jobs are gone.

@@ -7,7 +7,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use talosboot::cluster::helm_release;
+use talosboot::cluster::helm;
 
 use super::common::{self, from_json};
 
@@ -122,7 +122,7 @@ async fn the_provider_reads_what_the_real_helm_wrote() {
         .expect("charts");
     run_job(&client, &cluster, "install", "helm upgrade --install demo /charts/demo-1.2.3.tgz --namespace apps --create-namespace --set greeting=hi").await;
 
-    let release = helm_release::current_release(client.clone(), "talos", "apps", "demo")
+    let release = helm::release::current_release(client.clone(), "talos", "apps", "demo")
         .await
         .expect("the record reads")
         .expect("a release");
@@ -144,7 +144,7 @@ async fn the_provider_reads_what_the_real_helm_wrote() {
     );
     assert_eq!(
         release.values_sha256,
-        helm_release::values_digest(Some(&json!({"greeting": "hi"})))
+        helm::release::values_digest(Some(&json!({"greeting": "hi"})))
     );
     assert!(
         release
@@ -162,7 +162,7 @@ async fn the_provider_reads_what_the_real_helm_wrote() {
     assert_eq!(config.data.unwrap()["greeting"], "hi");
 
     run_job(&client, &cluster, "upgrade", "helm upgrade demo /charts/demo-1.2.3.tgz --namespace apps --reuse-values --set greeting=again && helm history demo -n apps").await;
-    let upgraded = helm_release::current_release(client.clone(), "talos", "apps", "demo")
+    let upgraded = helm::release::current_release(client.clone(), "talos", "apps", "demo")
         .await
         .expect("reads")
         .expect("a release");
@@ -172,6 +172,6 @@ async fn the_provider_reads_what_the_real_helm_wrote() {
     );
     assert_eq!(
         upgraded.values_sha256,
-        helm_release::values_digest(Some(&json!({"greeting": "again"})))
+        helm::release::values_digest(Some(&json!({"greeting": "again"})))
     );
 }

@@ -315,7 +315,7 @@ output "hash"     {{ value = data.talosboot_helm_release.cilium.values_sha256 }}
     );
     // Keyed by the cluster's identity: the plain digest of the values (which an attacker holding
     // the state could test guesses of the token against) is not what is stored.
-    let plain = talosboot::cluster::helm_release::values_digest(Some(&serde_json::json!(
+    let plain = talosboot::cluster::helm::release::values_digest(Some(&serde_json::json!(
         {"k8sServicePort": 7445, "token": secret_value, "rev": 10}
     )));
     assert!(!hash.contains(&plain), "the values hash is keyed");

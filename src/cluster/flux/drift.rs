@@ -10,7 +10,7 @@ use super::manifest::ObjectRef;
 use super::objects::{self, configmaps, deployments, secrets};
 use super::ownership::adopted_by_flux;
 use super::{FluxError, Kube, OPERATOR_RELEASE, instance};
-use crate::cluster::helm_release::{ReleaseStatus, current_release};
+use crate::cluster::helm::release::{ReleaseStatus, current_release};
 
 /// One drifted object: `Kind/namespace/name: deleted|changed|failed`.
 pub fn entry(object: &str, how: &str) -> String {

@@ -33,12 +33,7 @@ pub const MODULE_SECRET: &str = "flux-operator-bootstrap";
 pub const OPERATOR_RELEASE: &str = "flux-operator";
 pub const FLUXINSTANCE_CRD: &str = "fluxinstances.fluxcd.controlplane.io";
 
-/// A connected client and the endpoint it talks to (for messages).
-#[derive(Clone)]
-pub struct Kube {
-    pub client: kube::Client,
-    pub endpoint: String,
-}
+pub use super::Kube;
 
 impl Kube {
     /// Wraps a `kube::Error` from `step` (worded "failed to <step>").

@@ -22,8 +22,9 @@ mod rollout;
 pub use observe::*;
 pub use rollout::*;
 
-use super::bootstrap::report::describe_container;
-use super::bootstrap::{Clients, Diagnosis, diagnose};
+use super::Kube;
+use super::diagnosis::{Diagnosis, diagnose};
+use super::pods::{describe_container, warnings_about};
 
 /// Pods that wait without changing (no pod network, image pulls) show why only in events: looked
 /// at this often while waiting.
@@ -298,28 +299,16 @@ const NO_CNI_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Warning events of the pods that are not ready (one LIST); a permanent diagnosis if they show one
 /// (a pod waiting for a pod network before the CNI, an image that cannot be pulled).
-async fn inspect_events(
-    clients: &Clients,
-    namespace: &str,
-    state: &mut State,
-) -> Option<Diagnosis> {
+async fn inspect_events(clients: &Kube, namespace: &str, state: &mut State) -> Option<Diagnosis> {
     let stuck: BTreeSet<String> = state.stuck_pods().map(key).collect();
     if stuck.is_empty() {
         return None;
     }
     let api: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(clients.client.clone(), namespace);
-    let list = api.list(&kube::api::ListParams::default()).await.ok()?;
-    let mut lines: Vec<String> = list
-        .items
+    let warnings = warnings_about(&api, |n| stuck.contains(n)).await.ok()?;
+    let mut lines: Vec<String> = warnings
         .into_iter()
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .filter(|e| {
-            e.involved_object
-                .name
-                .as_ref()
-                .is_some_and(|n| stuck.contains(n))
-        })
         .filter(|e| !state.outdated(e))
         .map(|e| {
             format!(
@@ -341,7 +330,7 @@ async fn inspect_events(
 
 /// Looks at crashed containers of not-ready pods: their state messages and (once per attempt)
 /// their log tail; returns a permanent diagnosis if one is found.
-async fn inspect(clients: &Clients, namespace: &str, state: &mut State) -> Option<Diagnosis> {
+async fn inspect(clients: &Kube, namespace: &str, state: &mut State) -> Option<Diagnosis> {
     let pods: Api<Pod> = Api::namespaced(clients.client.clone(), namespace);
     let crashed: Vec<(String, String, i32, bool, String)> = state
         .stuck_pods()
@@ -400,7 +389,7 @@ async fn inspect(clients: &Clients, namespace: &str, state: &mut State) -> Optio
 /// not-ready taint), until `deadline`. `pods` selects the pods behind the workloads. A Service-IP
 /// timeout in the diagnosis is worded for this cluster (kube-proxy deployed or not).
 pub async fn wait_ready(
-    clients: &Clients,
+    clients: &Kube,
     namespace: &str,
     workloads: &[WorkloadRef],
     pods: &str,
@@ -420,7 +409,7 @@ pub async fn wait_ready(
 }
 
 async fn watch_until_ready(
-    clients: &Clients,
+    clients: &Kube,
     namespace: &str,
     workloads: &[WorkloadRef],
     pods: &str,

@@ -10,7 +10,7 @@ use kube::Api;
 
 use super::rollout::*;
 use crate::cluster::ClusterError;
-use crate::cluster::bootstrap::Clients;
+use crate::cluster::Kube;
 
 /// A workload as observed: its rollout and its labels (which say who manages it).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -20,7 +20,7 @@ pub struct Observed {
 }
 
 async fn get_one<K, F>(
-    clients: &Clients,
+    clients: &Kube,
     namespace: &str,
     name: &str,
     judge: F,
@@ -46,7 +46,7 @@ where
 }
 
 /// The current rollout of one workload (a single GET; transient errors retried).
-pub async fn observe(clients: &Clients, w: &WorkloadRef) -> Result<Observed, ClusterError> {
+pub async fn observe(clients: &Kube, w: &WorkloadRef) -> Result<Observed, ClusterError> {
     let (ns, name) = (w.namespace.as_str(), w.name.as_str());
     match w.kind {
         Kind::DaemonSet => get_one::<DaemonSet, _>(clients, ns, name, daemonset_rollout).await,
@@ -62,7 +62,7 @@ pub async fn observe(clients: &Clients, w: &WorkloadRef) -> Result<Observed, Clu
 /// transient errors retried): what a caller matches against the workloads it wants judged, so
 /// that a chart's many components cost one round trip.
 pub async fn observe_namespace(
-    clients: &Clients,
+    clients: &Kube,
     namespace: &str,
 ) -> Result<Vec<(WorkloadRef, Observed)>, ClusterError> {
     let params = kube::api::ListParams::default();
@@ -103,7 +103,7 @@ pub async fn observe_namespace(
 }
 
 /// Whether every node is Ready without the not-ready taint (one LIST).
-pub async fn all_nodes_ready(clients: &Clients) -> Result<bool, ClusterError> {
+pub async fn all_nodes_ready(clients: &Kube) -> Result<bool, ClusterError> {
     let api: Api<Node> = Api::all(clients.client.clone());
     let params = kube::api::ListParams::default();
     let nodes = crate::cluster::retry::retry("list nodes", || api.list(&params))

@@ -17,9 +17,10 @@ use serde_json::Value as Json;
 
 use self::model::Cilium;
 use crate::cluster::ClusterError;
-use crate::cluster::bootstrap::{BootstrapNamespace, Clients};
-use crate::cluster::helm_install::ChartInstall;
-use crate::cluster::helm_release::HelmRelease;
+use crate::cluster::Kube;
+use crate::cluster::engine::BootstrapNamespace;
+use crate::cluster::helm::install::ChartInstall;
+use crate::cluster::helm::release::HelmRelease;
 use crate::framework::{Diagnostics, MoveRequest, PlanResponse, Schema};
 use crate::resources::private::Private;
 use crate::resources::release::resource::ReleaseResource;
@@ -82,7 +83,7 @@ impl ChartResource for Cilium {
     }
     fn preflight<'a>(
         &'a self,
-        clients: &'a Clients,
+        clients: &'a Kube,
         at: PreflightAt,
     ) -> BoxFuture<'a, Result<Diagnostics, ClusterError>> {
         Box::pin(preflight::check_kube_proxy(self, clients, at))

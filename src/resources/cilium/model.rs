@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
-use crate::cluster::bootstrap::ApiEndpoint;
-pub use crate::cluster::helm_values::SetValue;
+use crate::cluster::endpoint::ApiEndpoint;
+pub use crate::cluster::helm::values::SetValue;
 use crate::framework::Diagnostics;
 use crate::resources::duration::parse_go_duration;
 use crate::resources::release::ReleaseCommon;

@@ -7,7 +7,7 @@
 
 use super::model::Cilium;
 use crate::cluster::ClusterError;
-use crate::cluster::bootstrap::Clients;
+use crate::cluster::Kube;
 use crate::cluster::kube_proxy::{self, Mismatch, Patience};
 use crate::framework::{Diagnostic, Diagnostics};
 use crate::resources::release::PreflightAt;
@@ -63,7 +63,7 @@ pub fn mismatch_diagnostic(mismatch: Mismatch, from_input: bool, at: PreflightAt
 /// [`ClusterError`] when the cluster cannot be read (at plan the caller ignores it).
 pub async fn check_kube_proxy(
     cilium: &Cilium,
-    clients: &Clients,
+    clients: &Kube,
     at: PreflightAt,
 ) -> Result<Diagnostics, ClusterError> {
     let mut diagnostics = Diagnostics::new();

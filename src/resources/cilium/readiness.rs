@@ -7,7 +7,7 @@
 //! ([`super::preflight`]).
 
 use super::model::{Agents, Cilium, Component};
-use crate::cluster::helm_release::HelmRelease;
+use crate::cluster::helm::release::HelmRelease;
 use crate::cluster::readiness::{Kind, WorkloadRef};
 use crate::resources::release::{Observed, Readiness};
 

@@ -4,7 +4,7 @@
 use super::model::{
     DEFAULT_CHART, DEFAULT_NAME, DEFAULT_NAMESPACE, DEFAULT_REPOSITORY, DEFAULT_TIMEOUT,
 };
-use crate::cluster::bootstrap::KUBEPRISM;
+use crate::cluster::endpoint::KUBEPRISM;
 use crate::framework::{Attribute, Block, Nesting, Schema};
 use crate::resources::choice::DeletionPolicy;
 use crate::resources::rbac::{self, Rbac};

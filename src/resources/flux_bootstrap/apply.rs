@@ -10,7 +10,7 @@ use super::model::Config;
 use super::private::{Private, managed_hash};
 use super::report::run_diagnostic;
 use super::run::{RunError, Runner, Scope};
-use crate::cluster::bootstrap::Clients;
+use crate::cluster::engine::EngineError;
 use crate::cluster::flux::instance::{
     conditions_text, delete_instance, delete_namespace, read_instance,
 };
@@ -18,7 +18,7 @@ use crate::cluster::flux::manifest::ObjectRef;
 use crate::cluster::flux::objects::{self, configmaps, secrets};
 use crate::cluster::flux::ownership::adopted_by_flux;
 use crate::cluster::flux::{FluxError, Kube, OPERATOR_RELEASE, operator};
-use crate::cluster::helm_install;
+use crate::cluster::helm;
 use crate::framework::model::{Unknowns, decode};
 use crate::framework::plan::same_value;
 use crate::framework::{ApplyRequest, ApplyResponse, Ctx, Diagnostic, Diagnostics};
@@ -34,16 +34,12 @@ fn failed(diagnostic: Diagnostic) -> ApplyResponse {
     }
 }
 
-/// Connects both clients the run uses.
-async fn connect(ctx: &Ctx) -> Result<(Kube, Clients), RunError> {
-    let clients = Clients::connect(&crate::resources::cluster(ctx))
+async fn connect(ctx: &Ctx) -> Result<Kube, RunError> {
+    crate::resources::cluster(ctx)
+        .connect()
         .await
-        .map_err(RunError::engine("connect to the cluster".into()))?;
-    let kube = Kube {
-        client: clients.client.clone(),
-        endpoint: clients.endpoint.clone(),
-    };
-    Ok((kube, clients))
+        .map_err(EngineError::connect)
+        .map_err(RunError::engine("connect to the cluster".into()))
 }
 
 fn scope(prior: &Value, planned: &Value, private: &Private) -> Scope {
@@ -111,10 +107,9 @@ async fn run(
     scope: Scope,
     private: &Private,
 ) -> Result<Vec<crate::cluster::flux::managed::Tracked>, (RunError, Option<String>)> {
-    let (kube, clients) = connect(ctx).await.map_err(|e| (e, None))?;
+    let kube = connect(ctx).await.map_err(|e| (e, None))?;
     let runner = Runner {
         kube: &kube,
-        clients: &clients,
         inputs,
         cancel: &ctx.cancel,
         deadline: Instant::now() + inputs.timeout,
@@ -145,9 +140,9 @@ async fn destroy(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
         .unwrap_or_default()
         .to_owned();
     let result = async {
-        let (kube, clients) = connect(ctx).await?;
+        let kube = connect(ctx).await?;
         if uninstall && !namespace.is_empty() {
-            uninstall_flux(ctx, &kube, &clients, &config, &namespace, &private).await?;
+            uninstall_flux(ctx, &kube, &config, &namespace, &private).await?;
         }
         let bootstrap = bootstrap_namespace(&config);
         let limit = timeout(&config);
@@ -171,7 +166,6 @@ async fn destroy(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
 async fn uninstall_flux(
     ctx: &Ctx,
     kube: &Kube,
-    clients: &Clients,
     config: &Config,
     namespace: &str,
     private: &Private,
@@ -185,8 +179,8 @@ async fn uninstall_flux(
     if !operator::adopted(kube, namespace).await? {
         let job = job_settings(config.job.as_ref(), config.rbac.as_deref());
         let remaining = deadline.saturating_duration_since(Instant::now());
-        helm_install::uninstall(
-            clients,
+        helm::install::uninstall(
+            kube,
             &bootstrap_namespace(config),
             &job,
             namespace,

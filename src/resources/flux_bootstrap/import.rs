@@ -3,7 +3,6 @@
 //! adopts what exists (create-if-missing) and honours the module's inventory.
 
 use super::model::INSTANCE_NAME;
-use crate::cluster::flux::Kube;
 use crate::cluster::flux::instance::read_instance;
 use crate::framework::{Ctx, Diagnostics, ImportRequest, ImportResponse, ImportedResource};
 use crate::resources::cluster_diagnostic;
@@ -12,7 +11,7 @@ use crate::values::{Type, Value};
 pub async fn import(ctx: &Ctx, req: ImportRequest, ty: &Type) -> ImportResponse {
     let mut diagnostics = Diagnostics::new();
     let namespace = req.id.trim().to_owned();
-    let (client, endpoint) = match crate::resources::cluster(ctx).client().await {
+    let kube = match crate::resources::cluster(ctx).connect().await {
         Ok(c) => c,
         Err(e) => {
             diagnostics.push(cluster_diagnostic("import the Flux bootstrap", &e));
@@ -22,7 +21,6 @@ pub async fn import(ctx: &Ctx, req: ImportRequest, ty: &Type) -> ImportResponse 
             };
         }
     };
-    let kube = Kube { client, endpoint };
     match read_instance(&kube, &namespace, INSTANCE_NAME).await {
         Ok(Some(_)) => {}
         Ok(None) => {

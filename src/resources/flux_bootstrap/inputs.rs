@@ -11,15 +11,13 @@ use super::model::{
     AdoptionCheck, Config, DEFAULT_BOOTSTRAP_NAMESPACE, DEFAULT_OPERATOR_REPOSITORY,
     DEFAULT_TIMEOUT, Job, Sync, oci_reference, parse_go_duration, parse_instance, parse_secrets,
 };
-use crate::cluster::bootstrap::{BootstrapNamespace, JobSettings};
+use crate::cluster::engine::objects::PSA_ENFORCE;
+use crate::cluster::engine::{BootstrapNamespace, JobSettings};
 use crate::cluster::flux::OPERATOR_RELEASE;
 use crate::cluster::flux::managed::runtime_info_configmap;
 use crate::cluster::flux::manifest::{Manifest, parse_documents, substitute};
-use crate::cluster::helm_install::{ChartInstall, DEFAULT_HELM_IMAGE};
+use crate::cluster::helm::install::{ChartInstall, DEFAULT_HELM_IMAGE};
 use crate::resources::rbac::Rbac;
-
-/// Pod Security level a host-network pod needs (Talos enforces `baseline` elsewhere).
-const POD_SECURITY_LABEL: &str = "pod-security.kubernetes.io/enforce";
 
 /// A prerequisite chart and the module's rule for it.
 pub struct PrerequisiteChart {
@@ -210,8 +208,7 @@ pub fn bootstrap_namespace(config: &Config) -> BootstrapNamespace {
         .unwrap_or(DEFAULT_BOOTSTRAP_NAMESPACE);
     let mut ns = BootstrapNamespace::named(name);
     ns.labels = config.common_metadata.labels.clone();
-    ns.labels
-        .insert(POD_SECURITY_LABEL.into(), "privileged".into());
+    ns.labels.insert(PSA_ENFORCE.into(), "privileged".into());
     ns.annotations = config.common_metadata.annotations.clone();
     ns
 }
@@ -368,7 +365,7 @@ mod tests {
             Some("localhost:7445")
         );
         assert_eq!(inputs.bootstrap.name, "flux-operator-bootstrap");
-        assert_eq!(inputs.bootstrap.labels[POD_SECURITY_LABEL], "privileged");
+        assert_eq!(inputs.bootstrap.labels[PSA_ENFORCE], "privileged");
         assert_eq!(
             inputs.operator.chart,
             "oci://ghcr.io/controlplaneio-fluxcd/charts/flux-operator"

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::flux::managed::Tracked;
-use crate::cluster::helm_release::sha256_hex;
+use crate::cluster::helm::release::sha256_hex;
 use crate::framework::model::to_plain_json;
 use crate::values::Value;
 

@@ -23,7 +23,7 @@ pub async fn read(ctx: &Ctx, req: ReadRequest) -> ReadResponse {
             ..Default::default()
         };
     };
-    let (client, endpoint) = match crate::resources::cluster(ctx).client().await {
+    let kube = match crate::resources::cluster(ctx).connect().await {
         Ok(c) => c,
         Err(e) => {
             return ReadResponse {
@@ -33,7 +33,6 @@ pub async fn read(ctx: &Ctx, req: ReadRequest) -> ReadResponse {
             };
         }
     };
-    let kube = Kube { client, endpoint };
     match drifted(&kube, &namespace, &private).await {
         Ok(entries) => {
             if let Some(attrs) = state.attrs_mut() {

@@ -9,15 +9,15 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::inputs::{Inputs, PrerequisiteChart};
-use crate::cluster::bootstrap::{Clients, EngineError};
+use crate::cluster::engine::EngineError;
 use crate::cluster::flux::instance::{self, Outcome};
 use crate::cluster::flux::managed::{self, Tracked};
 use crate::cluster::flux::objects::{self, secrets};
 use crate::cluster::flux::ownership::adopted_by_flux;
 use crate::cluster::flux::{FluxError, Kube, MODULE_SECRET, operator};
-use crate::cluster::helm_install::{self, ChartInstall};
-use crate::cluster::helm_release::values_digest;
-use crate::cluster::helm_values::{merge, parse_values};
+use crate::cluster::helm::release::values_digest;
+use crate::cluster::helm::values::{merge, parse_values};
+use crate::cluster::helm::{self, install::ChartInstall};
 use crate::resources::release::{Decision, Fingerprint, decide};
 use serde_json::Value as Json;
 
@@ -44,7 +44,7 @@ impl RunError {
     }
 }
 
-fn describe(c: &crate::cluster::helm_install::ChartInstall) -> String {
+fn describe(c: &crate::cluster::helm::install::ChartInstall) -> String {
     let version = if c.version.is_empty() {
         "(latest)"
     } else {
@@ -68,7 +68,6 @@ pub struct Scope {
 
 pub struct Runner<'a> {
     pub kube: &'a Kube,
-    pub clients: &'a Clients,
     pub inputs: &'a Inputs,
     pub cancel: &'a CancellationToken,
     pub deadline: Instant,
@@ -141,7 +140,7 @@ impl Runner<'_> {
             Some((resource, group, name, namespace)) => {
                 !self.adopted(resource, group, name, namespace).await?
             }
-            None => helm_install::release(self.clients, &c.namespace, &c.release)
+            None => helm::install::release(self.kube, &c.namespace, &c.release)
                 .await
                 .map_err(RunError::engine(format!(
                     "read the release {}/{}",
@@ -152,8 +151,8 @@ impl Runner<'_> {
         if install {
             let mut c = c.clone();
             c.create_namespace = false;
-            helm_install::install_or_upgrade(
-                self.clients,
+            helm::install::install_or_upgrade(
+                self.kube,
                 &self.inputs.bootstrap,
                 &self.inputs.job,
                 &c,
@@ -204,8 +203,8 @@ impl Runner<'_> {
             tracing::info!("flux-operator is deployed with these values: not upgraded");
             return Ok(());
         }
-        helm_install::install_or_upgrade(
-            self.clients,
+        helm::install::install_or_upgrade(
+            self.kube,
             &self.inputs.bootstrap,
             &self.inputs.job,
             &self.inputs.operator,
@@ -221,7 +220,7 @@ impl Runner<'_> {
     /// values: an upgrade would change nothing (and restart nothing), so no Job runs. Decided
     /// as every chart install is ([`decide`]), the record standing for the prior install.
     async fn up_to_date(&self, chart: &ChartInstall) -> Result<bool, RunError> {
-        let current = helm_install::release(self.clients, &chart.namespace, &chart.release)
+        let current = helm::install::release(self.kube, &chart.namespace, &chart.release)
             .await
             .map_err(RunError::engine(format!(
                 "read the release {}/{}",

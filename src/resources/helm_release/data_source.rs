@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 
-use crate::cluster::helm_release::current_release;
+use crate::cluster::helm::release::current_release;
 use crate::framework::secret_hash::salted_sha256;
 use crate::framework::{Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema};
 use crate::resources::names::{is_dns_label, is_release_name};
@@ -107,10 +107,11 @@ impl DataSource for HelmReleaseDataSource {
         let what = format!("read Helm release {namespace}/{name}");
         let mut diagnostics = Diagnostics::new();
         let read = async {
-            let (client, endpoint) = cluster(ctx).client().await?;
-            let release = current_release(client.clone(), &endpoint, &namespace, &name).await?;
+            let kube = cluster(ctx).connect().await?;
+            let release =
+                current_release(kube.client.clone(), &kube.endpoint, &namespace, &name).await?;
             let key = match &release {
-                Some(_) => Some(cluster_identity(&client, &endpoint).await?),
+                Some(_) => Some(cluster_identity(&kube.client, &kube.endpoint).await?),
                 None => None,
             };
             Ok::<_, crate::cluster::ClusterError>((release, key))

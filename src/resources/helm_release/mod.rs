@@ -25,9 +25,9 @@ use serde_json::Value as Json;
 
 use self::local_chart::{chart_digest, local_chart, package_chart, plan_chart_digest};
 pub use self::model::HelmReleaseModel;
-use crate::cluster::bootstrap::BootstrapNamespace;
-use crate::cluster::helm_install::ChartInstall;
-use crate::cluster::helm_release::HelmRelease;
+use crate::cluster::engine::BootstrapNamespace;
+use crate::cluster::helm::install::ChartInstall;
+use crate::cluster::helm::release::HelmRelease;
 use crate::cluster::readiness::{Kind, WorkloadRef};
 use crate::framework::{Diagnostics, MoveRequest, PlanResponse, Schema};
 use crate::resources::private::Private;
@@ -179,7 +179,7 @@ mod tests {
             name: "argocd".into(),
             namespace: "argocd".into(),
             revision: 1,
-            status: crate::cluster::helm_release::ReleaseStatus::Deployed,
+            status: crate::cluster::helm::release::ReleaseStatus::Deployed,
             chart: "argo-cd".into(),
             chart_version: "9.4.15".into(),
             app_version: "v3".into(),
@@ -187,17 +187,17 @@ mod tests {
             description: String::new(),
             values_sha256: String::new(),
             workloads: vec![
-                crate::cluster::helm_release::ManifestWorkload {
+                crate::cluster::helm::release::ManifestWorkload {
                     kind: "Deployment".into(),
                     namespace: None,
                     name: "argocd-server".into(),
                 },
-                crate::cluster::helm_release::ManifestWorkload {
+                crate::cluster::helm::release::ManifestWorkload {
                     kind: "StatefulSet".into(),
                     namespace: Some("argocd".into()),
                     name: "argocd-application-controller".into(),
                 },
-                crate::cluster::helm_release::ManifestWorkload {
+                crate::cluster::helm::release::ManifestWorkload {
                     kind: "Deployment".into(),
                     namespace: Some("elsewhere".into()),
                     name: "x".into(),

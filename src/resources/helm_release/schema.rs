@@ -1,7 +1,7 @@
 //! The schema of `talosboot_helm_release`: hashicorp/helm's `helm_release` arguments where the
 //! meaning matches, each with its default, requires-replace and "changes on upgrade" declared.
 
-use crate::cluster::bootstrap::KUBEPRISM;
+use crate::cluster::endpoint::KUBEPRISM;
 use crate::framework::{Attribute, Block, Nesting, Schema};
 use crate::resources::choice::DeletionPolicy;
 use crate::resources::rbac::{self, Rbac};

@@ -9,10 +9,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
 use super::inputs::{JobInput, job_settings};
-use crate::cluster::bootstrap::{ApiEndpoint, JobSettings, KUBEPRISM};
-use crate::cluster::helm_install::ChartInstall;
-use crate::cluster::helm_release::ReleaseStatus;
-use crate::cluster::helm_values::{SetValue, apply_set, merged, parse_values, values_parts};
+use crate::cluster::endpoint::{ApiEndpoint, KUBEPRISM};
+use crate::cluster::engine::JobSettings;
+use crate::cluster::helm::install::ChartInstall;
+use crate::cluster::helm::release::ReleaseStatus;
+use crate::cluster::helm::values::{SetValue, apply_set, merged, parse_values, values_parts};
 use crate::framework::Diagnostics;
 use crate::resources::choice::DeletionPolicy;
 use crate::resources::duration::parse_go_duration;

@@ -3,7 +3,7 @@
 //! upgrades or leaves the release as it is. Every resource that installs a chart decides here:
 //! `talosboot_cilium`, `talosboot_helm_release` and the Flux bootstrap's operator.
 
-use crate::cluster::helm_release::ReleaseStatus;
+use crate::cluster::helm::release::ReleaseStatus;
 
 /// What an apply does about a release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::bootstrap::{ApiEndpoint, JobSettings};
-use crate::cluster::helm_install::DEFAULT_HELM_IMAGE;
+use crate::cluster::endpoint::ApiEndpoint;
+use crate::cluster::engine::JobSettings;
+use crate::cluster::helm::install::DEFAULT_HELM_IMAGE;
 use crate::framework::{Attribute, Nesting};
 use crate::values::Type;
 

@@ -12,9 +12,10 @@ use serde_json::{Value as Json, json};
 use super::common::ReleaseCommon;
 use super::{Observed, Readiness, WorkloadSource};
 use crate::cluster::ClusterError;
-use crate::cluster::bootstrap::{BootstrapNamespace, Clients};
-use crate::cluster::helm_install::ChartInstall;
-use crate::cluster::helm_release::HelmRelease;
+use crate::cluster::Kube;
+use crate::cluster::engine::BootstrapNamespace;
+use crate::cluster::helm::install::ChartInstall;
+use crate::cluster::helm::release::HelmRelease;
 use crate::framework::model::{Unknowns, decode, encode};
 use crate::framework::plan::apply_defaults;
 use crate::framework::{Diagnostics, MoveRequest, PlanResponse, Schema};
@@ -78,7 +79,7 @@ pub trait ChartResource:
     /// before any Job. Called at apply, and at plan (best-effort, when the cluster is reachable).
     fn preflight<'a>(
         &'a self,
-        _clients: &'a Clients,
+        _clients: &'a Kube,
         _at: PreflightAt,
     ) -> BoxFuture<'a, Result<Diagnostics, ClusterError>> {
         Box::pin(async { Ok(Diagnostics::new()) })

@@ -11,9 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::decide::{Decision, Fingerprint, decide, same_version};
 use super::{ChartResource, Observed, PreflightAt, Readiness, ReleaseFields, WorkloadSource};
-use crate::cluster::bootstrap::{Clients, EngineError, Step};
-use crate::cluster::helm_install;
-use crate::cluster::helm_release::ReleaseStatus;
+use crate::cluster::Kube;
+use crate::cluster::engine::{EngineError, Step};
+use crate::cluster::helm;
+use crate::cluster::helm::release::ReleaseStatus;
 use crate::cluster::readiness::{self, WorkloadRef, all_nodes_ready, wait_ready};
 use crate::framework::{Diagnostic, Diagnostics};
 use crate::resources::engine_report::{engine_diagnostic, not_ready_diagnostic};
@@ -34,7 +35,7 @@ fn api(step: Step) -> impl Fn(crate::cluster::ClusterError) -> EngineError {
 }
 
 async fn observe_workloads(
-    clients: &Clients,
+    clients: &Kube,
     r: &Readiness,
 ) -> Result<(Vec<(WorkloadRef, readiness::Observed)>, Option<bool>), EngineError> {
     let workloads = futures::future::try_join_all(
@@ -51,13 +52,13 @@ async fn observe_workloads(
     };
     let (workloads, nodes) = tokio::join!(workloads, nodes);
     Ok((
-        workloads.map_err(api(Step::Release))?,
-        nodes.map_err(api(Step::Release))?,
+        workloads.map_err(api(helm::PREPARE_RELEASE))?,
+        nodes.map_err(api(helm::PREPARE_RELEASE))?,
     ))
 }
 
 /// The release record and its workloads, in as few round trips as the [`WorkloadSource`] allows.
-pub async fn observe<K: ChartResource>(clients: &Clients, m: &K) -> Result<Observed, EngineError> {
+pub async fn observe<K: ChartResource>(clients: &Kube, m: &K) -> Result<Observed, EngineError> {
     let (ns, name, known) = (
         m.common().release_namespace(),
         m.common().release_name(),
@@ -65,13 +66,13 @@ pub async fn observe<K: ChartResource>(clients: &Clients, m: &K) -> Result<Obser
     );
     let (release, (workloads, nodes_ready)) = match m.workload_source() {
         WorkloadSource::Manifest => {
-            let release = helm_install::release_after(clients, ns, name, known).await?;
+            let release = helm::install::release_after(clients, ns, name, known).await?;
             let readiness = m.refresh_readiness(release.as_ref());
             (release, observe_workloads(clients, &readiness).await?)
         }
         WorkloadSource::ManifestListed => {
             let (release, listed, nodes) = tokio::join!(
-                helm_install::release_after(clients, ns, name, known),
+                helm::install::release_after(clients, ns, name, known),
                 readiness::observe_namespace(clients, ns),
                 async {
                     // Whether nodes are read does not depend on the record.
@@ -82,8 +83,8 @@ pub async fn observe<K: ChartResource>(clients: &Clients, m: &K) -> Result<Obser
                 },
             );
             let release = release?;
-            let listed = listed.map_err(api(Step::Release))?;
-            let nodes = nodes.map_err(api(Step::Release))?;
+            let listed = listed.map_err(api(helm::PREPARE_RELEASE))?;
+            let nodes = nodes.map_err(api(helm::PREPARE_RELEASE))?;
             let wanted = m.refresh_readiness(release.as_ref()).workloads;
             (release, (matched(&wanted, listed), nodes))
         }
@@ -191,7 +192,7 @@ pub struct Applied<K> {
 
 /// Re-reads the cluster after a failure, so the state says what is true.
 async fn truthful<K: ChartResource>(
-    clients: &Clients,
+    clients: &Kube,
     m: &K,
     private: &mut Private,
     diagnostics: &mut Diagnostics,
@@ -210,7 +211,7 @@ async fn truthful<K: ChartResource>(
 
 /// Create (`prior` is `None`) or update.
 pub async fn install<K: ChartResource>(
-    clients: &Clients,
+    clients: &Kube,
     desired: K,
     prior: Option<&K>,
     private: &mut Private,
@@ -293,7 +294,7 @@ pub async fn install<K: ChartResource>(
             Err(e) => {
                 diagnostics.push(engine_diagnostic(
                     &what,
-                    &EngineError::api(Step::Preflight, e),
+                    &EngineError::api(helm::PREFLIGHT, e),
                 ));
                 return Applied {
                     state: prior.cloned(),
@@ -301,7 +302,7 @@ pub async fn install<K: ChartResource>(
                 };
             }
         }
-        let installed = helm_install::install_or_upgrade_from(
+        let installed = helm::install::install_or_upgrade_from(
             clients,
             &desired.bootstrap_namespace(),
             &desired.common().job_settings(),
@@ -336,7 +337,7 @@ pub async fn install<K: ChartResource>(
         }
     }
     if desired.common().wait() {
-        let release = match helm_install::release(
+        let release = match helm::install::release(
             clients,
             desired.common().release_namespace(),
             desired.common().release_name(),
@@ -400,7 +401,7 @@ pub async fn install<K: ChartResource>(
 
 /// Destroy: uninstall, or forget with `deletion_policy = "keep"`.
 pub async fn destroy<K: ChartResource>(
-    clients: &Clients,
+    clients: &Kube,
     prior: &K,
     cancel: &CancellationToken,
 ) -> Diagnostics {
@@ -413,7 +414,7 @@ pub async fn destroy<K: ChartResource>(
         return diagnostics;
     }
     let what = format!("uninstall {}", prior.label());
-    match helm_install::release(
+    match helm::install::release(
         clients,
         prior.common().release_namespace(),
         prior.common().release_name(),
@@ -427,7 +428,7 @@ pub async fn destroy<K: ChartResource>(
             return diagnostics;
         }
     }
-    let result = helm_install::uninstall(
+    let result = helm::install::uninstall(
         clients,
         &prior.bootstrap_namespace(),
         &prior.common().job_settings(),

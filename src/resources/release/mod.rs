@@ -22,7 +22,7 @@ pub use decide::{Decision, Fingerprint, decide, same_version};
 pub use kind::{ChartResource, PreflightAt};
 pub use lifecycle::{Applied, destroy, install, observe, refresh, refresh_as};
 
-use crate::cluster::helm_release::HelmRelease;
+use crate::cluster::helm::release::HelmRelease;
 use crate::cluster::readiness::{self, WorkloadRef};
 use crate::framework::Diagnostics;
 

@@ -7,8 +7,8 @@
 use serde_json::Value as Json;
 
 use super::ReleaseCommon;
-use crate::cluster::helm_release::{ReleaseStatus, values_digest};
-use crate::cluster::helm_values::SetValue;
+use crate::cluster::helm::release::{ReleaseStatus, values_digest};
+use crate::cluster::helm::values::SetValue;
 use crate::framework::{Diagnostics, MoveRequest};
 use crate::resources::private::Private;
 

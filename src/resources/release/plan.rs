@@ -8,7 +8,7 @@
 use serde_json::Value as Json;
 
 use super::ChartResource;
-use crate::cluster::helm_release::values_digest;
+use crate::cluster::helm::release::values_digest;
 use crate::framework::model::{Unknowns, decode};
 use crate::framework::plan::{changed_inputs, mark_unknown, same_value};
 use crate::framework::{Diagnostics, PlanRequest, PlanResponse};

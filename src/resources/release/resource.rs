@@ -7,8 +7,9 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use super::{ChartResource, PreflightAt, destroy, install, observe, refresh};
-use crate::cluster::bootstrap::Clients;
-use crate::cluster::helm_release::values_digest;
+use crate::cluster::Kube;
+use crate::cluster::engine::EngineError;
+use crate::cluster::helm::release::values_digest;
 use crate::framework::model::{Unknowns, decode, encode};
 use crate::framework::plan::with_write_only;
 use crate::framework::*;
@@ -59,7 +60,7 @@ const PLAN_PREFLIGHT_BUDGET: Duration = Duration::from_secs(5);
 async fn plan_preflight<K: ChartResource>(ctx: &Ctx, m: &K) -> Diagnostics {
     let cluster = crate::resources::cluster(ctx);
     let checked = tokio::time::timeout(PLAN_PREFLIGHT_BUDGET, async {
-        let clients = Clients::connect(&cluster).await.ok()?;
+        let clients = cluster.connect().await.ok()?;
         match m.preflight(&clients, PreflightAt::Plan).await {
             Ok(found) => Some(found),
             Err(e) => {
@@ -72,11 +73,11 @@ async fn plan_preflight<K: ChartResource>(ctx: &Ctx, m: &K) -> Diagnostics {
     checked.ok().flatten().unwrap_or_default()
 }
 
-async fn connect(ctx: &Ctx, what: &str, diagnostics: &mut Diagnostics) -> Option<Clients> {
-    match Clients::connect(&crate::resources::cluster(ctx)).await {
+async fn connect(ctx: &Ctx, what: &str, diagnostics: &mut Diagnostics) -> Option<Kube> {
+    match crate::resources::cluster(ctx).connect().await {
         Ok(c) => Some(c),
         Err(e) => {
-            diagnostics.push(engine_diagnostic(what, &e));
+            diagnostics.push(engine_diagnostic(what, &EngineError::connect(e)));
             None
         }
     }

@@ -21,6 +21,7 @@ use super::{BootstrapNamespace, Rbac, RunSpec, rbac};
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "talosboot");
 pub const TARGET_LABEL: &str = "talosboot.dev/target";
 pub const RUN_LABEL: &str = "talosboot.dev/run";
+/// The Pod Security admission level a namespace enforces (`privileged` lets host-network pods in).
 pub const PSA_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 
 /// Where the input files are mounted in the bootstrap container.
@@ -149,12 +150,9 @@ fn default_tolerations() -> Vec<Value> {
 }
 
 fn env(spec: &RunSpec) -> Vec<Value> {
-    let mut env: BTreeMap<String, String> = BTreeMap::from([
-        ("HOME".to_owned(), "/tmp".to_owned()),
-        ("HELM_CACHE_HOME".to_owned(), "/tmp/helm/cache".to_owned()),
-        ("HELM_CONFIG_HOME".to_owned(), "/tmp/helm/config".to_owned()),
-        ("HELM_DATA_HOME".to_owned(), "/tmp/helm/data".to_owned()),
-    ]);
+    let mut env: BTreeMap<String, String> =
+        BTreeMap::from([("HOME".to_owned(), "/tmp".to_owned())]);
+    env.extend(spec.env.clone());
     if let Some(endpoint) = &spec.job.api_endpoint {
         // An explicit entry wins over the kubelet's Service variables (10.96.0.1:443), which route
         // nowhere before the CNI's service dataplane exists.
@@ -240,7 +238,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::cluster::bootstrap::{ApiEndpoint, JobSettings};
+    use crate::cluster::endpoint::ApiEndpoint;
+    use crate::cluster::engine::JobSettings;
 
     fn spec() -> RunSpec {
         RunSpec {
@@ -252,6 +251,7 @@ mod tests {
                 ..JobSettings::talos("alpine/helm:3.18.4")
             },
             command: vec!["helm".into(), "version".into()],
+            env: BTreeMap::from([("HELM_CACHE_HOME".into(), "/tmp/helm/cache".into())]),
             files: BTreeMap::from([("values.yaml".into(), "a: 1".into())]),
             binary_files: BTreeMap::new(),
             secret_files: BTreeMap::new(),
@@ -288,6 +288,12 @@ mod tests {
         assert_eq!(get("KUBERNETES_SERVICE_HOST"), Some(json!("localhost")));
         assert_eq!(get("KUBERNETES_SERVICE_PORT"), Some(json!("7445")));
         assert_eq!(get("EXTRA"), Some(json!("1")));
+        assert_eq!(get("HOME"), Some(json!("/tmp")));
+        assert_eq!(
+            get("HELM_CACHE_HOME"),
+            Some(json!("/tmp/helm/cache")),
+            "the program's own"
+        );
         let tolerated: Vec<_> = pod["tolerations"]
             .as_array()
             .expect("tolerations")

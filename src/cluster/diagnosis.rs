@@ -264,6 +264,28 @@ pub fn diagnose<'a>(texts: impl IntoIterator<Item = &'a str> + Clone) -> Option<
     })
 }
 
+impl Diagnosis {
+    /// The diagnosis of a failure its caller recognised itself (no text to match): the first row
+    /// of `kind`, `text` (its first line, at most 300 characters) as what was recognised.
+    pub fn known(kind: Signature, text: &str) -> Diagnosis {
+        let row = TABLE
+            .iter()
+            .find(|row| row.kind == kind)
+            .expect("every signature has a row");
+        let line = text.lines().next().unwrap_or_default().trim();
+        let (cause, fix) = row
+            .detail
+            .and_then(|f| f(line))
+            .unwrap_or_else(|| (row.cause.to_owned(), row.fix.to_owned()));
+        Diagnosis {
+            kind,
+            signature: line.chars().take(300).collect(),
+            cause,
+            fix,
+        }
+    }
+}
+
 /// The parts of the API server's refusal `User "U" cannot VERB resource "R" in API group "G"
 /// in the namespace "NS"` (or `at the cluster scope`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -339,6 +361,40 @@ fn excerpt(text: &str, needle: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_signature_has_a_row() {
+        use Signature::*;
+        for kind in [
+            PodSecurity,
+            SysModule,
+            CgroupMount,
+            ServiceIpTimeout,
+            KubePrismRefused,
+            EndpointTimeout,
+            NoPodNetwork,
+            NotReadyTaint,
+            NameInUse,
+            ReleaseLocked,
+            Ownership,
+            ImagePull,
+            Tls,
+            RbacEscalation,
+            Forbidden,
+            Deadline,
+        ] {
+            assert!(TABLE.iter().any(|row| row.kind == kind), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_known_failure_reads_as_the_table_would_read_its_text() {
+        let message = "namespace apps enforces Pod Security \"baseline\", which refuses the bootstrap pod: violates PodSecurity \"baseline:latest\": host namespaces (hostNetwork=true)";
+        assert_eq!(
+            Diagnosis::known(Signature::PodSecurity, message),
+            diagnose([message]).expect("matched")
+        );
+    }
 
     #[test]
     fn the_service_ip_timeout_points_at_the_endpoint_override() {

@@ -84,3 +84,32 @@ impl fmt::Display for ApiEndpoint {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_parse_with_clear_errors() {
+        assert_eq!(
+            ApiEndpoint::parse("localhost:7445"),
+            Ok(ApiEndpoint {
+                host: "localhost".into(),
+                port: 7445
+            })
+        );
+        assert_eq!(
+            ApiEndpoint::parse("[fd00::1]:6443").map(|e| e.to_string()),
+            Ok("[fd00::1]:6443".into())
+        );
+        assert!(ApiEndpoint::parse("localhost").is_err());
+        assert!(ApiEndpoint::parse("localhost:0").is_err());
+        // As users copy it from a kubeconfig: the scheme is accepted, the host and port kept.
+        assert_eq!(
+            ApiEndpoint::parse("https://10.0.0.10:6443").map(|e| e.to_string()),
+            Ok("10.0.0.10:6443".into())
+        );
+        assert!(ApiEndpoint::parse("http://x:6443").is_err());
+        assert!(ApiEndpoint::parse("https://x:6443/api").is_err());
+    }
+}

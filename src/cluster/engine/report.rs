@@ -2,10 +2,11 @@
 //! container's state, the last lines of the log (bounded: the full log stays in the cluster), and
 //! the Warning events of the Job and its pod.
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::Api;
 use kube::api::{ListParams, LogParams};
 
+use crate::cluster::pods::{describe_container, warnings_about};
 use crate::cluster::scrub_api_message;
 
 /// Log lines and bytes a report carries at most.
@@ -73,45 +74,6 @@ fn log_tail(log: &str) -> Vec<String> {
     }
     tail.extend(lines[start..].iter().map(|l| (*l).to_owned()));
     tail
-}
-
-pub fn describe_container(c: &ContainerStatus) -> String {
-    let state = c.state.as_ref();
-    let describe = |s: Option<&k8s_openapi::api::core::v1::ContainerState>| -> Option<String> {
-        let s = s?;
-        if let Some(w) = &s.waiting {
-            return Some(format!(
-                "waiting ({}){}",
-                w.reason.as_deref().unwrap_or("unknown"),
-                w.message
-                    .as_ref()
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default()
-            ));
-        }
-        if let Some(t) = &s.terminated {
-            return Some(format!(
-                "terminated (exit code {}, {}){}",
-                t.exit_code,
-                t.reason.as_deref().unwrap_or("unknown"),
-                t.message
-                    .as_ref()
-                    .map(|m| format!(": {}", m.trim()))
-                    .unwrap_or_default()
-            ));
-        }
-        s.running.as_ref().map(|_| "running".to_owned())
-    };
-    let now = scrub_api_message(&describe(state).unwrap_or_else(|| "no state yet".into()));
-    match describe(c.last_state.as_ref()) {
-        Some(last) if c.restart_count > 0 => {
-            format!(
-                "{}: {now}; last attempt {last} ({} restarts)",
-                c.name, c.restart_count
-            )
-        }
-        _ => format!("{}: {now}", c.name),
-    }
 }
 
 /// The whole log of the run's pod (selected by `pod_selector`: the newest one), bounded by
@@ -190,18 +152,7 @@ pub async fn collect(
             report.log_window = log.lines().map(scrub_api_message).collect();
         }
     }
-    if let Ok(list) = events.list(&ListParams::default()).await {
-        let mut warnings: Vec<_> = list
-            .items
-            .into_iter()
-            .filter(|e| e.type_.as_deref() == Some("Warning"))
-            .filter(|e| {
-                e.involved_object
-                    .name
-                    .as_ref()
-                    .is_some_and(|n| names.contains(n))
-            })
-            .collect();
+    if let Ok(mut warnings) = warnings_about(events, |n| names.iter().any(|x| x == n)).await {
         warnings.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0));
         let skip = warnings.len().saturating_sub(MAX_EVENTS);
         report.events = warnings

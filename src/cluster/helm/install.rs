@@ -14,15 +14,29 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::ClusterError;
-use super::bootstrap::objects::{INPUTS_DIR, SECRETS_DIR};
-use super::bootstrap::rbac::{RbacPolicy, helm_install_rules};
-use super::bootstrap::{
-    self, BootstrapNamespace, Clients, EngineError, JobSettings, Rbac, RunOutcome, RunSpec, Step,
+use super::rbac::{self, helm_install_rules};
+use super::release::{HelmRelease, ReleaseStatus, current_release, release_from_revision};
+use super::{PREPARE_RELEASE, READ_RELEASE};
+use crate::cluster::engine::objects::{INPUTS_DIR, SECRETS_DIR};
+use crate::cluster::engine::rbac::RbacPolicy;
+use crate::cluster::engine::{
+    self, BootstrapNamespace, EngineError, JobSettings, Rbac, RunOutcome, RunSpec, Step,
 };
-use super::chart_rbac;
-use super::helm_release::{HelmRelease, ReleaseStatus, current_release, release_from_revision};
-use super::retry::{retry, retry_if};
+use crate::cluster::retry::{retry, retry_if};
+use crate::cluster::{ClusterError, Kube};
+
+/// Helm's cache, configuration and data directories, under the pod's writable `/tmp` (the
+/// installer image's root filesystem may be read-only): the environment of every Helm run.
+pub fn helm_env() -> BTreeMap<String, String> {
+    [
+        ("HELM_CACHE_HOME", "/tmp/helm/cache"),
+        ("HELM_CONFIG_HOME", "/tmp/helm/config"),
+        ("HELM_DATA_HOME", "/tmp/helm/data"),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value.to_owned()))
+    .collect()
+}
 
 /// The installer image: Helm 3.18 (`--take-ownership` needs 3.17+). Pinned; air-gapped users
 /// point `job.image` at a mirror of it.
@@ -161,7 +175,7 @@ pub fn release_target(namespace: &str, name: &str) -> String {
 
 /// The current record of a release, or `None`.
 pub async fn release(
-    clients: &Clients,
+    clients: &Kube,
     namespace: &str,
     name: &str,
 ) -> Result<Option<HelmRelease>, EngineError> {
@@ -171,7 +185,7 @@ pub async fn release(
 /// Like [`release`]; with the revision the caller last saw, a refresh that finds it still newest
 /// costs two concurrent GETs.
 pub async fn release_after(
-    clients: &Clients,
+    clients: &Kube,
     namespace: &str,
     name: &str,
     known_revision: Option<i64>,
@@ -195,13 +209,13 @@ pub async fn release_after(
     };
     retry_if("read the release", ClusterError::is_transient, read)
         .await
-        .map_err(|e| EngineError::api(Step::ReadRelease, e))
+        .map_err(|e| EngineError::api(READ_RELEASE, e))
 }
 
 /// Unlocks a release whose newest record is `pending-*` (an install or upgrade that was killed):
 /// marks that record `failed`, so Helm upgrades from it. Returns the status it had.
 pub async fn unlock_pending(
-    clients: &Clients,
+    clients: &Kube,
     namespace: &str,
     name: &str,
 ) -> Result<Option<String>, EngineError> {
@@ -209,7 +223,7 @@ pub async fn unlock_pending(
     let params = ListParams::default().labels(&format!("owner=helm,name={name}"));
     let list = retry("list release records", || secrets.list_metadata(&params))
         .await
-        .map_err(|e| clients.api_error(Step::Release, e))?;
+        .map_err(|e| clients.api_error(PREPARE_RELEASE, e))?;
     let newest = list
         .items
         .into_iter()
@@ -231,7 +245,7 @@ pub async fn unlock_pending(
     }
     let secret = retry("get release record", || secrets.get(&secret_name))
         .await
-        .map_err(|e| clients.api_error(Step::Release, e))?;
+        .map_err(|e| clients.api_error(PREPARE_RELEASE, e))?;
     let field = secret
         .data
         .as_ref()
@@ -239,13 +253,13 @@ pub async fn unlock_pending(
         .map(|b| b.0.clone())
         .ok_or_else(|| {
             EngineError::new(
-                Step::Release,
+                PREPARE_RELEASE,
                 format!("the Helm record {namespace}/{secret_name} has no release data"),
             )
         })?;
     let rewritten = mark_failed(&field).map_err(|m| {
         EngineError::new(
-            Step::Release,
+            PREPARE_RELEASE,
             format!("the Helm record {namespace}/{secret_name} cannot be unlocked: {m}"),
         )
     })?;
@@ -259,7 +273,7 @@ pub async fn unlock_pending(
         secrets.patch(&secret_name, &params, &merge)
     })
     .await
-    .map_err(|e| clients.api_error(Step::Release, e))?;
+    .map_err(|e| clients.api_error(PREPARE_RELEASE, e))?;
     tracing::info!(release = %format!("{namespace}/{name}"), %status, "unlocked a release left pending");
     Ok(Some(status))
 }
@@ -319,7 +333,7 @@ pub struct Installed {
 /// `helm upgrade --install` of `chart` in a bootstrap Job, after unlocking a stuck release. The
 /// current release is read only when `rbac = "minimal"` needs its kinds.
 pub async fn install_or_upgrade(
-    clients: &Clients,
+    clients: &Kube,
     bootstrap_ns: &BootstrapNamespace,
     job: &JobSettings,
     chart: &ChartInstall,
@@ -345,7 +359,7 @@ pub async fn install_or_upgrade(
 /// [`install_or_upgrade`] for a caller that has just read the release (`current`: its record,
 /// `None` when there is none or it is uninstalled).
 pub async fn install_or_upgrade_from(
-    clients: &Clients,
+    clients: &Kube,
     bootstrap_ns: &BootstrapNamespace,
     job: &JobSettings,
     chart: &ChartInstall,
@@ -370,17 +384,10 @@ pub async fn install_or_upgrade_from(
     let rbac = match job.rbac {
         RbacPolicy::ClusterAdmin => Rbac::ClusterAdmin,
         RbacPolicy::Minimal => {
-            chart_rbac::ensure_release_namespace(clients, chart).await?;
-            let rules = chart_rbac::install_rules(
-                clients,
-                bootstrap_ns,
-                job,
-                chart,
-                current,
-                deadline,
-                cancel,
-            )
-            .await?;
+            rbac::ensure_release_namespace(clients, chart).await?;
+            let rules =
+                rbac::install_rules(clients, bootstrap_ns, job, chart, current, deadline, cancel)
+                    .await?;
             Rbac::Minimal(rules)
         }
     };
@@ -398,6 +405,7 @@ pub async fn install_or_upgrade_from(
         namespace: bootstrap_ns.clone(),
         job: job.clone(),
         command,
+        env: helm_env(),
         files,
         binary_files: chart.binary_files(),
         secret_files,
@@ -408,7 +416,7 @@ pub async fn install_or_upgrade_from(
     // Under the target's Lease: a release is `pending-*` either because a run was killed or
     // because another run's installer is writing it right now; holding the Lease rules the
     // second out.
-    let (run, unlocked) = bootstrap::run_with(clients, &spec, cancel, || {
+    let (run, unlocked) = engine::run_with(clients, &spec, cancel, || {
         unlock_pending(clients, &chart.namespace, &chart.release)
     })
     .await?;
@@ -422,7 +430,7 @@ pub async fn install_or_upgrade_from(
 
 /// `helm uninstall` of a release in a bootstrap Job.
 pub async fn uninstall(
-    clients: &Clients,
+    clients: &Kube,
     bootstrap_ns: &BootstrapNamespace,
     job: &JobSettings,
     namespace: &str,
@@ -433,7 +441,7 @@ pub async fn uninstall(
     let rbac = match job.rbac {
         RbacPolicy::ClusterAdmin => Rbac::ClusterAdmin,
         RbacPolicy::Minimal => match release(clients, namespace, release_name).await? {
-            Some(current) => Rbac::Minimal(chart_rbac::uninstall_rules(clients, &current).await?),
+            Some(current) => Rbac::Minimal(rbac::uninstall_rules(clients, &current).await?),
             // Helm only reads the records to say the release is not found.
             None => Rbac::Minimal(helm_install_rules(namespace, &[])),
         },
@@ -457,6 +465,7 @@ pub async fn uninstall(
         namespace: bootstrap_ns.clone(),
         job: job.clone(),
         command,
+        env: helm_env(),
         files: BTreeMap::new(),
         binary_files: BTreeMap::new(),
         secret_files: BTreeMap::new(),
@@ -464,7 +473,7 @@ pub async fn uninstall(
         rbac,
         capture_output: false,
     };
-    bootstrap::run_with(clients, &spec, cancel, || {
+    engine::run_with(clients, &spec, cancel, || {
         unlock_pending(clients, namespace, release_name)
     })
     .await
@@ -531,8 +540,7 @@ mod tests {
         gz.write_all(record.to_string().as_bytes()).expect("gzip");
         let field = base64::engine::general_purpose::STANDARD.encode(gz.finish().expect("gzip"));
         let out = mark_failed(field.as_bytes()).expect("rewritten");
-        let decoded =
-            super::super::helm_release::decode_release(&out).expect("still a Helm record");
+        let decoded = super::super::release::decode_release(&out).expect("still a Helm record");
         assert_eq!(decoded.status, "failed");
         assert_eq!(decoded.revision, 2);
     }

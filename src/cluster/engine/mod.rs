@@ -1,5 +1,7 @@
 //! The pre-CNI bootstrap engine: one run of "a program in a pod, before any CNI exists", shared
-//! by every resource that needs one (Cilium and other chart installs, the Flux bootstrap).
+//! by every resource that needs one (Cilium and other chart installs, the Flux bootstrap). It
+//! knows nothing of what the program does: callers describe the run ([`RunSpec`]: its purpose,
+//! argv, files and the RBAC it needs) and name their own steps around it ([`Step::Caller`]).
 //!
 //! A run is a sequence of small named [`Step`]s:
 //! 1. the bootstrap namespace: created if missing (labels and annotations from the start, and the
@@ -21,8 +23,6 @@
 //! deadline and the Lease's expiry bound what is left.
 
 mod cleanup;
-pub mod diagnosis;
-mod endpoint;
 mod job;
 pub mod lease;
 pub mod objects;
@@ -35,20 +35,20 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use cleanup::{cleanup, remove_earlier_runs};
-pub use diagnosis::{Diagnosis, diagnose};
-pub use endpoint::{ApiEndpoint, EndpointError, KUBEPRISM};
 use job::run_job;
 pub use report::PodReport;
 use wait::JobWait;
 
+use super::diagnosis::{Diagnosis, Signature, diagnose};
+use super::endpoint::{ApiEndpoint, KUBEPRISM};
 use super::retry::retry;
-use super::{ClusterError, ClusterHandle};
+use super::{ClusterError, Kube};
 
 /// How and where the bootstrap pod runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,8 +65,8 @@ pub struct JobSettings {
     pub env: BTreeMap<String, String>,
     /// Annotations of the pod (policy tools, sidecar injectors opting out, ...).
     pub annotations: BTreeMap<String, String>,
-    /// What the run's ServiceAccount may ask for: chart installs resolve it into the
-    /// [`RunSpec::rbac`] of each run.
+    /// What the run's ServiceAccount may ask for: callers resolve it into the [`RunSpec::rbac`]
+    /// of each run.
     pub rbac: rbac::RbacPolicy,
 }
 
@@ -115,9 +115,9 @@ pub enum Rbac {
     ClusterAdmin,
     /// Exactly these rules, granted for the run by its own ClusterRole (rules without a
     /// namespace) and Roles (rules limited to a namespace), deleted after it. A run that lacks a
-    /// permission fails with a diagnosis naming the verb and resource. E.g.
-    /// [`rbac::helm_install_rules`] of what a chart renders. No rules at all: the ServiceAccount
-    /// is bound to nothing (a `helm template` run).
+    /// permission fails with a diagnosis naming the verb and resource. The caller derives them
+    /// from what its program does (a chart install: from what the chart renders). No rules at
+    /// all: the ServiceAccount is bound to nothing (a program that only reads its inputs).
     Minimal(Vec<rbac::Rule>),
 }
 
@@ -132,6 +132,9 @@ pub struct RunSpec {
     pub job: JobSettings,
     /// The container's argv (no shell).
     pub command: Vec<String>,
+    /// The program's own environment (where it keeps caches and configuration), beside `HOME`
+    /// (`/tmp`, writable); the endpoint's `KUBERNETES_SERVICE_*` and `job.env` win over it.
+    pub env: BTreeMap<String, String>,
     /// Mounted read-only under [`objects::INPUTS_DIR`].
     pub files: BTreeMap<String, String>,
     /// Binary inputs (a packaged chart), mounted beside `files` (ConfigMap `binaryData`).
@@ -158,11 +161,9 @@ pub enum Step {
     Objects,
     Job,
     Wait,
-    Release,
-    ReadRelease,
-    Render,
-    Readiness,
-    Preflight,
+    /// A step of the caller's around its runs (reading what a run changed, checking the cluster
+    /// first, ...), in the caller's words: messages say "failed to <words>".
+    Caller(&'static str),
 }
 
 impl Step {
@@ -174,11 +175,7 @@ impl Step {
             Step::Objects => "create the bootstrap objects",
             Step::Job => "create the bootstrap Job",
             Step::Wait => "run the bootstrap Job",
-            Step::Release => "prepare the Helm release",
-            Step::ReadRelease => "read the Helm release",
-            Step::Render => "learn what the chart creates (rbac = \"minimal\")",
-            Step::Readiness => "wait for the workloads to become ready",
-            Step::Preflight => "check the cluster before installing",
+            Step::Caller(words) => words,
         }
     }
 }
@@ -220,6 +217,10 @@ impl EngineError {
             warnings: Vec::new(),
         }
     }
+    /// Connecting to the cluster failed ([`ClusterHandle::connect`](crate::cluster::ClusterHandle::connect)).
+    pub fn connect(cause: ClusterError) -> EngineError {
+        EngineError::api(Step::Connect, cause)
+    }
     pub fn api(step: Step, cause: ClusterError) -> EngineError {
         let mut e = EngineError::new(step, cause.to_string());
         e.cause = Some(cause);
@@ -254,27 +255,10 @@ pub struct RunOutcome {
     pub warnings: Vec<String>,
 }
 
-/// The clients a run uses: one for ordinary requests, one for long-lived watches and log streams.
-#[derive(Clone)]
-pub struct Clients {
-    pub client: kube::Client,
-    pub stream: kube::Client,
-    pub endpoint: String,
-}
-
-impl Clients {
-    pub async fn connect(cluster: &ClusterHandle) -> Result<Clients, EngineError> {
-        let connect = |e| EngineError::api(Step::Connect, e);
-        let (client, endpoint) = cluster.client().await.map_err(connect)?;
-        let (stream, _) = cluster.stream_client().await.map_err(connect)?;
-        Ok(Clients {
-            client,
-            stream,
-            endpoint,
-        })
-    }
+impl Kube {
+    /// A `kube::Error` of `step`, as the engine reports it.
     pub fn api_error(&self, step: Step, e: kube::Error) -> EngineError {
-        EngineError::api(step, ClusterError::from_kube(e, &self.endpoint))
+        EngineError::api(step, self.cluster_error(e))
     }
 }
 
@@ -337,7 +321,7 @@ pub fn lease_name(target: &str) -> String {
 
 /// Runs `spec` to the end. See the module docs for the steps.
 pub async fn run(
-    clients: &Clients,
+    clients: &Kube,
     spec: &RunSpec,
     cancel: &CancellationToken,
 ) -> Result<RunOutcome, EngineError> {
@@ -351,7 +335,7 @@ pub async fn run(
 /// `pending-*` is only safe when no other run's installer can be writing it). Its error ends the
 /// run (the Lease is released).
 pub async fn run_with<T, F, Fut>(
-    clients: &Clients,
+    clients: &Kube,
     spec: &RunSpec,
     cancel: &CancellationToken,
     before_job: F,
@@ -424,12 +408,12 @@ where
 
 /// Creates the namespace when missing. An existing namespace is used as it is: if its Pod Security
 /// level refuses the pod, the Job's `FailedCreate` event ends the wait at once with that diagnosis.
-async fn ensure_namespace(clients: &Clients, spec: &RunSpec) -> Result<(), EngineError> {
-    let api: Api<Namespace> = Api::all(clients.client.clone());
+async fn ensure_namespace(clients: &Kube, spec: &RunSpec) -> Result<(), EngineError> {
     let name = &spec.namespace.name;
-    let existing = retry("get namespace", || api.get_opt(name))
+    let existing = clients
+        .ensure_namespace(&objects::namespace(&spec.namespace, spec.job.host_network))
         .await
-        .map_err(|e| clients.api_error(Step::Namespace, e))?;
+        .map_err(|e| EngineError::api(Step::Namespace, e))?;
     if let Some(ns) = existing {
         let level = ns
             .metadata
@@ -443,9 +427,9 @@ async fn ensure_namespace(clients: &Clients, spec: &RunSpec) -> Result<(), Engin
                 level.clone().unwrap_or_default(),
                 level.unwrap_or_default()
             );
-            return Err(
-                EngineError::new(Step::Namespace, message.clone()).with_diagnosis(&[&message])
-            );
+            let mut e = EngineError::new(Step::Namespace, message.clone());
+            e.diagnosis = Some(Diagnosis::known(Signature::PodSecurity, &message));
+            return Err(e);
         }
         if ns.metadata.deletion_timestamp.is_some() {
             return Err(EngineError::new(
@@ -453,48 +437,13 @@ async fn ensure_namespace(clients: &Clients, spec: &RunSpec) -> Result<(), Engin
                 format!("namespace {name} is being deleted; wait for it to go, then apply again"),
             ));
         }
-        return Ok(());
     }
-    match api
-        .create(
-            &PostParams::default(),
-            &objects::namespace(&spec.namespace, spec.job.host_network),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(clients.api_error(Step::Namespace, e)),
-    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn endpoints_parse_with_clear_errors() {
-        assert_eq!(
-            ApiEndpoint::parse("localhost:7445"),
-            Ok(ApiEndpoint {
-                host: "localhost".into(),
-                port: 7445
-            })
-        );
-        assert_eq!(
-            ApiEndpoint::parse("[fd00::1]:6443").map(|e| e.to_string()),
-            Ok("[fd00::1]:6443".into())
-        );
-        assert!(ApiEndpoint::parse("localhost").is_err());
-        assert!(ApiEndpoint::parse("localhost:0").is_err());
-        // As users copy it from a kubeconfig: the scheme is accepted, the host and port kept.
-        assert_eq!(
-            ApiEndpoint::parse("https://10.0.0.10:6443").map(|e| e.to_string()),
-            Ok("10.0.0.10:6443".into())
-        );
-        assert!(ApiEndpoint::parse("http://x:6443").is_err());
-        assert!(ApiEndpoint::parse("https://x:6443/api").is_err());
-    }
 
     #[test]
     fn slugs_are_valid_name_parts() {

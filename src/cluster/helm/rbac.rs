@@ -10,7 +10,7 @@
 //! The rendered kinds, together with those of the release's current manifest and hooks (an
 //! upgrade deletes what the new revision drops, an uninstall deletes everything and runs the
 //! delete hooks), are resolved to resources through discovery, and
-//! [`helm_install_rules`](super::bootstrap::rbac::helm_install_rules) turns them into rules. A
+//! [`helm_install_rules`] turns them into rules. A
 //! kind the cluster does not serve yet (the custom resources of a CRD the chart itself installs)
 //! gets its conventional plural, as kubectl and kube-rs guess it.
 //!
@@ -18,6 +18,14 @@
 //! chart that looks up kinds it does not render needs them granted some other way (or
 //! `cluster-admin`); a document written as a one-line JSON object is not seen by the filter. Both
 //! fail the install with the missing permission named, never silently.
+//!
+//! [`helm_install_rules`] grants read and write on each kind, Helm's release records (Secrets in
+//! the release namespace only), and — when the chart renders Roles, ClusterRoles or bindings —
+//! `escalate` and `bind` on them. The API server refuses to let anyone create a role granting
+//! permissions they do not hold, or bind a role whose permissions they do not hold, unless they
+//! have `escalate` / `bind`; a chart that ships RBAC (Cilium does) therefore needs them, and a
+//! ServiceAccount with `escalate` and `bind` can in principle grant itself anything. `minimal`
+//! narrows what a run can touch by mistake; it is not a sandbox for an untrusted chart.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -25,17 +33,90 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use tokio_util::sync::CancellationToken;
 
-use super::bootstrap::rbac::{Kind, Rule, helm_install_rules};
-use super::bootstrap::{
-    self, BootstrapNamespace, Clients, EngineError, JobSettings, Rbac, RunSpec, Step,
-};
-use super::helm_install::ChartInstall;
-use super::helm_release::{HelmRelease, ReleaseStatus, manifest_kinds};
-use super::retry::retry;
+use super::RENDER;
+use super::install::ChartInstall;
+use super::release::{HelmRelease, ReleaseStatus, manifest_kinds};
+use crate::cluster::Kube;
+use crate::cluster::engine::rbac::{RBAC_GROUP, Rule};
+use crate::cluster::engine::{self, BootstrapNamespace, EngineError, JobSettings, Rbac, RunSpec};
+use crate::cluster::retry::retry;
+
+/// A kind a chart renders, by API group and plural resource (`("apps", "daemonsets")`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Kind {
+    pub group: String,
+    pub resource: String,
+}
+
+impl Kind {
+    pub fn new(group: &str, resource: &str) -> Kind {
+        Kind {
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+        }
+    }
+}
+
+/// The verbs Helm uses on the objects of a release: look up (ownership check), create,
+/// three-way-merge patch or update, delete what a new revision drops, watch for `--wait`.
+pub const HELM_OBJECT_VERBS: &[&str] = &[
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
+
+const RBAC_KINDS: &[&str] = &[
+    "roles",
+    "clusterroles",
+    "rolebindings",
+    "clusterrolebindings",
+];
+
+/// The rules a `helm upgrade --install` (and `helm uninstall`) of a chart rendering `kinds` into
+/// `release_namespace` needs: [`HELM_OBJECT_VERBS`] on every kind (cluster-wide: charts put
+/// objects in other namespaces and cluster-scoped ones), the release records (Secrets in
+/// `release_namespace`: list, get, create, update, patch, delete), and `escalate`/`bind` on
+/// ClusterRoles and Roles when the chart renders any RBAC kind (see the module docs).
+pub fn helm_install_rules(release_namespace: &str, kinds: &[Kind]) -> Vec<Rule> {
+    let mut by_group: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for k in kinds {
+        let resources = by_group.entry(k.group.as_str()).or_default();
+        if !resources.contains(&k.resource.as_str()) {
+            resources.push(k.resource.as_str());
+        }
+    }
+    let mut rules: Vec<Rule> = by_group
+        .iter()
+        .map(|(group, resources)| Rule::new(&[group], resources, HELM_OBJECT_VERBS))
+        .collect();
+    let chart_writes_secrets = kinds
+        .iter()
+        .any(|k| k.group.is_empty() && k.resource == "secrets");
+    if !chart_writes_secrets {
+        rules.push(
+            Rule::new(
+                &[""],
+                &["secrets"],
+                &[
+                    "get", "list", "watch", "create", "update", "patch", "delete",
+                ],
+            )
+            .in_namespace(release_namespace),
+        );
+    }
+    let ships_rbac = kinds
+        .iter()
+        .any(|k| k.group == RBAC_GROUP && RBAC_KINDS.contains(&k.resource.as_str()));
+    if ships_rbac {
+        rules.push(Rule::new(
+            &[RBAC_GROUP],
+            &["clusterroles", "roles"],
+            &["escalate", "bind"],
+        ));
+    }
+    rules
+}
 
 /// What `helm template` is told about the cluster, so that it renders what an install would.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -85,9 +166,9 @@ impl ApiMap {
 /// Discovery as Helm does it: the group list must answer, a group version whose resource list
 /// does not (an aggregated API whose pods cannot run before the CNI) is left out of the kinds,
 /// as `kubectl` and Helm leave it out, instead of failing the run.
-pub async fn discover(clients: &Clients) -> Result<ApiMap, EngineError> {
+pub async fn discover(clients: &Kube) -> Result<ApiMap, EngineError> {
     let c = &clients.client;
-    let fail = |e| clients.api_error(Step::Render, e);
+    let fail = |e| clients.api_error(RENDER, e);
     let version = retry("read the server version", || c.apiserver_version())
         .await
         .map_err(fail)?;
@@ -199,19 +280,10 @@ pub fn render_command(
 /// `helm --create-namespace` would (Helm still gets `create` on namespaces: it asks to create
 /// the namespace anyway and ignores only "already exists").
 pub async fn ensure_release_namespace(
-    clients: &Clients,
+    clients: &Kube,
     chart: &ChartInstall,
 ) -> Result<(), EngineError> {
     if !chart.create_namespace {
-        return Ok(());
-    }
-    let api: Api<Namespace> = Api::all(clients.client.clone());
-    let existing = retry("get the release namespace", || {
-        api.get_opt(&chart.namespace)
-    })
-    .await
-    .map_err(|e| clients.api_error(Step::Render, e))?;
-    if existing.is_some() {
         return Ok(());
     }
     let namespace = Namespace {
@@ -221,16 +293,11 @@ pub async fn ensure_release_namespace(
         },
         ..Namespace::default()
     };
-    let params = PostParams::default();
-    match retry("create the release namespace", || {
-        api.create(&params, &namespace)
-    })
-    .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(clients.api_error(Step::Render, e)),
-    }
+    clients
+        .ensure_namespace(&namespace)
+        .await
+        .map(|_| ())
+        .map_err(|e| EngineError::api(RENDER, e))
 }
 
 /// Whether `release` is one an install upgrades (Helm's `--is-upgrade`).
@@ -242,7 +309,7 @@ fn is_upgrade(release: Option<&HelmRelease>) -> bool {
 /// docs), then [`rules_for`] its kinds and the current release's.
 #[allow(clippy::too_many_arguments)]
 pub async fn install_rules(
-    clients: &Clients,
+    clients: &Kube,
     bootstrap_ns: &BootstrapNamespace,
     job: &JobSettings,
     chart: &ChartInstall,
@@ -262,6 +329,7 @@ pub async fn install_rules(
         namespace: bootstrap_ns.clone(),
         job: job.clone(),
         command,
+        env: super::install::helm_env(),
         files,
         binary_files: chart.binary_files(),
         secret_files,
@@ -271,11 +339,11 @@ pub async fn install_rules(
         rbac: Rbac::Minimal(Vec::new()),
         capture_output: true,
     };
-    let run = bootstrap::run(clients, &spec, cancel).await?;
+    let run = engine::run(clients, &spec, cancel).await?;
     let rendered = manifest_kinds(run.output.as_deref().unwrap_or_default());
     if rendered.is_empty() {
         return Err(EngineError::new(
-            Step::Render,
+            RENDER,
             format!(
                 "`helm template` of chart {} {} rendered no object, so no permission can be derived from it",
                 chart.chart, chart.version
@@ -294,7 +362,7 @@ pub async fn install_rules(
 
 /// The rules a minimal `helm uninstall` of `release` needs: its manifest's and hooks' kinds.
 pub async fn uninstall_rules(
-    clients: &Clients,
+    clients: &Kube,
     release: &HelmRelease,
 ) -> Result<Vec<Rule>, EngineError> {
     let api = discover(clients).await?;
@@ -337,6 +405,66 @@ pub fn rules_for<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chart_without_rbac_gets_its_kinds_and_its_release_records_only() {
+        let rules = helm_install_rules(
+            "apps-ns",
+            &[
+                Kind::new("", "configmaps"),
+                Kind::new("apps", "deployments"),
+            ],
+        );
+        assert_eq!(rules.len(), 3, "{rules:?}");
+        let secrets = rules
+            .iter()
+            .find(|r| r.resources == ["secrets"])
+            .expect("records");
+        assert_eq!(secrets.namespace.as_deref(), Some("apps-ns"));
+        assert!(
+            !rules
+                .iter()
+                .any(|r| r.verbs.contains(&"escalate".to_owned()))
+        );
+        let deployments = rules
+            .iter()
+            .find(|r| r.api_groups == ["apps"])
+            .expect("apps");
+        assert_eq!(deployments.verbs, HELM_OBJECT_VERBS);
+    }
+
+    #[test]
+    fn a_chart_shipping_rbac_needs_escalate_and_bind() {
+        // What the Cilium chart renders with the Talos values.
+        let kinds: Vec<Kind> = [
+            ("", "serviceaccounts"),
+            ("", "secrets"),
+            ("", "configmaps"),
+            ("", "services"),
+            (RBAC_GROUP, "clusterroles"),
+            (RBAC_GROUP, "clusterrolebindings"),
+            ("apps", "daemonsets"),
+            ("apps", "deployments"),
+        ]
+        .iter()
+        .map(|(g, r)| Kind::new(g, r))
+        .collect();
+        let rules = helm_install_rules("kube-system", &kinds);
+        let special = rules
+            .iter()
+            .find(|r| r.verbs == ["escalate", "bind"])
+            .expect("escalate/bind");
+        assert_eq!(special.resources, ["clusterroles", "roles"]);
+        assert!(
+            rules.iter().all(|r| r.namespace.is_none()),
+            "secrets are a chart kind: granted like the others"
+        );
+        let core = rules.iter().find(|r| r.api_groups == [""]).expect("core");
+        for r in ["secrets", "serviceaccounts", "configmaps", "services"] {
+            assert!(core.resources.contains(&r.to_owned()), "{r}");
+        }
+        assert!(!core.resources.contains(&"namespaces".to_owned()));
+    }
 
     fn chart() -> ChartInstall {
         ChartInstall {

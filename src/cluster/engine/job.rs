@@ -2,13 +2,9 @@
 //! created, then watched until it ends ([`super::wait`]).
 
 use super::*;
+use crate::cluster::diagnosis::Signature;
 
-async fn create<K>(
-    clients: &Clients,
-    api: &Api<K>,
-    object: &K,
-    step: Step,
-) -> Result<(), EngineError>
+async fn create<K>(clients: &Kube, api: &Api<K>, object: &K, step: Step) -> Result<(), EngineError>
 where
     K: kube::Resource + Clone + fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
 {
@@ -24,7 +20,7 @@ where
 /// Creates the run's objects and Job, waits for it; on success returns the log tail and, when
 /// asked for, the whole output.
 pub(super) async fn run_job(
-    clients: &Clients,
+    clients: &Kube,
     spec: &RunSpec,
     names: &objects::RunNames,
     deadline: Instant,
@@ -102,6 +98,9 @@ pub(super) async fn run_job(
     .await;
     let job_ref = format!("{ns}/{}", names.object);
     let report = report::collect(&pods, &events, &names.object, &pod_selector).await;
+    // A Job that did not finish in time is deleted (its pod would run until its own deadline)
+    // unless a diagnosis kept it for `kubectl logs`.
+    let timed_out = matches!(outcome, JobWait::TimedOut);
     let mut failure = match outcome {
         JobWait::Succeeded if spec.capture_output => {
             let output = report::output(&pods, &pod_selector)
@@ -162,7 +161,7 @@ pub(super) async fn run_job(
         || failure
             .diagnosis
             .as_ref()
-            .is_some_and(|d| d.kind == diagnosis::Signature::Deadline)
+            .is_some_and(|d| d.kind == Signature::Deadline)
     {
         // A signature in the log beats the generic deadline diagnosis.
         if let Some(d) = diagnose(texts.iter().copied()) {
@@ -170,7 +169,7 @@ pub(super) async fn run_job(
         }
     }
     failure.report = Some(report);
-    if failure.kept_job.is_none() && failure.message.contains("did not finish") {
+    if failure.kept_job.is_none() && timed_out {
         let _ = jobs
             .delete(&names.object, &DeleteParams::background())
             .await;

@@ -12,8 +12,8 @@ use kube::api::{Api, ListParams};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::client::ClusterError;
-pub use super::helm_status::ReleaseStatus;
+pub use super::status::ReleaseStatus;
+use crate::cluster::ClusterError;
 
 /// What talosboot exposes about a release. Values are summarised by a hash: they can hold secrets.
 #[derive(Debug, Clone, PartialEq)]
@@ -483,7 +483,7 @@ mod tests {
         use std::time::Duration;
 
         use super::*;
-        use crate::cluster::test_server::{Reply, handle, serve};
+        use crate::cluster::client::test_server::{Reply, handle, serve};
 
         fn metadata_list(revisions: &[i64]) -> serde_json::Value {
             let items: Vec<_> = revisions
@@ -545,11 +545,11 @@ mod tests {
         #[tokio::test]
         async fn a_revision_pruned_between_list_and_get_is_listed_again() {
             let (url, lists) = racing_api(3).await;
-            let (client, endpoint) = handle(&url, Duration::from_secs(10))
-                .client()
+            let kube = handle(&url, Duration::from_secs(10))
+                .connect()
                 .await
-                .expect("client");
-            let release = current_release(client, &endpoint, "kube-system", "cilium")
+                .expect("connected");
+            let release = current_release(kube.client, &kube.endpoint, "kube-system", "cilium")
                 .await
                 .expect("a 404 on the newest revision is a retry, not an error")
                 .expect("a release");
@@ -560,11 +560,11 @@ mod tests {
         #[tokio::test]
         async fn retries_are_bounded() {
             let (url, lists) = racing_api(usize::MAX).await;
-            let (client, endpoint) = handle(&url, Duration::from_secs(10))
-                .client()
+            let kube = handle(&url, Duration::from_secs(10))
+                .connect()
                 .await
-                .expect("client");
-            let err = current_release(client, &endpoint, "kube-system", "cilium")
+                .expect("connected");
+            let err = current_release(kube.client, &kube.endpoint, "kube-system", "cilium")
                 .await
                 .expect_err("a revision that never appears is reported");
             assert!(

@@ -11,7 +11,7 @@ use super::*;
 /// Jobs (and leftovers of killed runs) of earlier runs of this target: a failed Job stays for
 /// `kubectl logs` until the next run, which is now.
 pub(super) async fn remove_earlier_runs(
-    clients: &Clients,
+    clients: &Kube,
     spec: &RunSpec,
     names: &objects::RunNames,
 ) -> Vec<String> {
@@ -24,7 +24,7 @@ pub(super) async fn remove_earlier_runs(
 
 /// Deletes the Jobs of this target except `keep`. A failed list is a warning, never ignored.
 async fn delete_target_jobs(
-    clients: &Clients,
+    clients: &Kube,
     spec: &RunSpec,
     names: &objects::RunNames,
     keep: Option<&str>,
@@ -47,16 +47,25 @@ async fn delete_target_jobs(
         if Some(name.as_str()) == keep || job.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let background = DeleteParams::background();
-        match retry("delete job", || jobs.delete(&name, &background)).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => warnings.push(format!(
+        if let Err(e) = delete(&jobs, &name, &DeleteParams::background()).await {
+            warnings.push(format!(
                 "failed to delete the earlier bootstrap Job {ns}/{name}: {e}"
-            )),
+            ));
         }
     }
     warnings
+}
+
+/// Deletes `name` (transient errors retried); an object already gone is deleted.
+async fn delete<K>(api: &Api<K>, name: &str, params: &DeleteParams) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + fmt::Debug + serde::de::DeserializeOwned,
+{
+    match retry("delete", || api.delete(name, params)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 async fn delete_labelled<K>(api: Api<K>, selector: &str, what: &str) -> Vec<String>
@@ -71,13 +80,8 @@ where
         Ok(list) => {
             for item in list.items {
                 let name = item.metadata.name.unwrap_or_default();
-                let params = DeleteParams::default();
-                match retry("delete", || api.delete(&name, &params)).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => {
-                        warnings.push(format!("failed to delete the bootstrap {what} {name}: {e}"))
-                    }
+                if let Err(e) = delete(&api, &name, &DeleteParams::default()).await {
+                    warnings.push(format!("failed to delete the bootstrap {what} {name}: {e}"));
                 }
             }
         }
@@ -111,20 +115,17 @@ where
         let ns = item.metadata.namespace.unwrap_or_default();
         let name = item.metadata.name.unwrap_or_default();
         let api: Api<K> = Api::namespaced(client.clone(), &ns);
-        let params = DeleteParams::default();
-        match retry("delete", || api.delete(&name, &params)).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => warnings.push(format!(
+        if let Err(e) = delete(&api, &name, &DeleteParams::default()).await {
+            warnings.push(format!(
                 "failed to delete the bootstrap {what} {ns}/{name}: {e}"
-            )),
+            ));
         }
     }
     warnings
 }
 
 /// ServiceAccounts, bindings and roles, ConfigMaps and Secrets matching `selector`.
-async fn delete_run_objects(clients: &Clients, spec: &RunSpec, selector: &str) -> Vec<String> {
+async fn delete_run_objects(clients: &Kube, spec: &RunSpec, selector: &str) -> Vec<String> {
     let ns = &spec.namespace.name;
     let c = &clients.client;
     let mut warnings = Vec::new();
@@ -165,7 +166,7 @@ async fn delete_run_objects(clients: &Clients, spec: &RunSpec, selector: &str) -
 /// After the run: its ServiceAccount, binding, ConfigMap and Secret always go; the Job too unless
 /// it failed (kept for `kubectl logs`).
 pub(super) async fn cleanup(
-    clients: &Clients,
+    clients: &Kube,
     spec: &RunSpec,
     names: &objects::RunNames,
     delete_job: bool,
@@ -174,17 +175,12 @@ pub(super) async fn cleanup(
     let mut warnings = Vec::new();
     if delete_job {
         let jobs: Api<Job> = Api::namespaced(clients.client.clone(), &spec.namespace.name);
-        let background = DeleteParams::background();
-        match retry("delete job", || jobs.delete(&names.object, &background)).await {
-            Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => warnings.push(format!(
+        if let Err(e) = delete(&jobs, &names.object, &DeleteParams::background()).await {
+            warnings.push(format!(
                 "failed to delete the bootstrap Job {}/{}: {e} (its ttlSecondsAfterFinished removes it later)",
                 spec.namespace.name, names.object
-            )),
+            ));
         }
-    }
-    if delete_job {
         // After a success nothing of this target is left: also earlier failed Jobs the first
         // sweep could not remove (e.g. the API was unreachable for a moment).
         warnings.extend(delete_target_jobs(clients, spec, names, Some(&names.object)).await);

@@ -1,21 +1,31 @@
 //! The lazily connected cluster client and the errors that say what broke.
 //!
-//! ConfigureProvider only stores the configuration; the first operation that needs the cluster builds
-//! the clients: one for ordinary requests, whose reads are bounded, and one for watches and followed
+//! ConfigureProvider only stores the configuration ([`ClusterHandle`]); the first operation that
+//! needs the cluster connects ([`ClusterHandle::connect`], the one way to), which builds a [`Kube`]:
+//! one client for ordinary requests, whose reads are bounded, and one for watches and followed
 //! logs, which may stay quiet for as long as the caller's deadline allows. Errors name the endpoint and the real cause ("connection refused",
 //! "certificate signed by unknown authority", ...), never just "context deadline exceeded".
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
 use kube::config::{
     AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster,
     NamedContext,
 };
 use tokio::sync::OnceCell;
 
-use super::config::{ConfigSource, ProviderConfig};
-use super::scrub::{redact_user_info, scrub_api_message, strip_user_info};
+mod config;
+pub mod retry;
+mod scrub;
+#[cfg(test)]
+pub(crate) mod test_server;
+
+pub use config::{ConfigSource, ProviderConfig};
+use scrub::strip_user_info;
+pub use scrub::{redact_user_info, scrub_api_message};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -216,22 +226,59 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// The bound on establishing a connection, for both clients.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The two clients built from one configuration: the same endpoint and credentials, different
-/// read bounds.
+/// A connected cluster, the one handle every subsystem works with: the two clients built from
+/// one configuration (the same endpoint and credentials, different read bounds) and the endpoint
+/// they talk to (for messages). Cheap to clone.
 #[derive(Clone)]
-struct Clients {
-    /// Ordinary requests: every read is bounded by the read timeout.
-    ordinary: kube::Client,
-    /// Watches and followed logs: no read timeout (a quiet watch is not a dead one); the caller's
-    /// deadline bounds them.
-    streaming: kube::Client,
-    endpoint: String,
+pub struct Kube {
+    /// Ordinary requests (get, list, patch, a log snapshot): every read is bounded by
+    /// [`READ_TIMEOUT`]. Not for watches or followed logs, which may be quiet for longer.
+    pub client: kube::Client,
+    /// Watches and followed logs: no read timeout (a quiet watch on a Job that runs for ten
+    /// minutes is healthy), so the caller bounds the stream with its own deadline.
+    pub stream: kube::Client,
+    /// The API server's URL, user info removed.
+    pub endpoint: String,
+}
+
+impl Kube {
+    /// A `kube::Error` of a request on this cluster, classified and scrubbed.
+    pub fn cluster_error(&self, err: kube::Error) -> ClusterError {
+        ClusterError::from_kube(err, &self.endpoint)
+    }
+
+    /// Creates `namespace` when no namespace of its name exists; an existing one is left as it is
+    /// and returned (its labels, its deletion) for the caller to judge. `None`: created now (or by
+    /// someone else at the same moment).
+    ///
+    /// # Errors
+    /// The API's refusal or a connection that stays broken (transient errors are retried).
+    pub async fn ensure_namespace(
+        &self,
+        namespace: &Namespace,
+    ) -> Result<Option<Namespace>, ClusterError> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let name = namespace.metadata.name.as_deref().unwrap_or_default();
+        let existing = retry::retry("get namespace", || api.get_opt(name))
+            .await
+            .map_err(|e| self.cluster_error(e))?;
+        if existing.is_some() {
+            return Ok(existing);
+        }
+        let params = PostParams::default();
+        match retry::retry("create namespace", || api.create(&params, namespace)).await {
+            Ok(_) => Ok(None),
+            // Created meanwhile, or by the first attempt of a retried create.
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+            Err(e) => Err(self.cluster_error(e)),
+        }
+    }
 }
 
 struct Inner {
     config: ProviderConfig,
     read_timeout: Duration,
-    clients: OnceCell<Clients>,
+    connected: OnceCell<Kube>,
 }
 
 /// A cheap, cloneable handle to the cluster; builds the clients on first use and reuses them.
@@ -251,7 +298,7 @@ impl ClusterHandle {
             inner: Arc::new(Inner {
                 config,
                 read_timeout,
-                clients: OnceCell::new(),
+                connected: OnceCell::new(),
             }),
         }
     }
@@ -265,42 +312,24 @@ impl ClusterHandle {
         &self.inner.config
     }
 
-    /// The client for ordinary requests and the endpoint URL it talks to (for messages). Every read
-    /// is bounded by [`READ_TIMEOUT`]: do not use it for watches or `follow` logs, which may be
-    /// quiet for longer (use [`ClusterHandle::stream_client`]). Does not contact the cluster.
+    /// The connected cluster: built on first use (without contacting the cluster), then reused.
     ///
     /// # Errors
     /// [`ClusterError::ConfigUnknown`] / [`ClusterError::NotConfigured`] before a usable provider
     /// configuration, [`ClusterError::InvalidConfig`] when the kubeconfig cannot be loaded.
-    pub async fn client(&self) -> Result<(kube::Client, String), ClusterError> {
-        let clients = self.clients().await?;
-        Ok((clients.ordinary.clone(), clients.endpoint.clone()))
-    }
-
-    /// The client for long-lived streams (watches, `follow` logs), and the endpoint URL. It has no
-    /// read timeout: a watch on a Job that stays quiet for ten minutes is healthy, so the caller
-    /// must bound the stream with its own deadline (`tokio::time::timeout`, `timeoutSeconds`).
-    /// Same endpoint, credentials and connect timeout as [`ClusterHandle::client`].
-    ///
-    /// # Errors
-    /// As [`ClusterHandle::client`].
-    pub async fn stream_client(&self) -> Result<(kube::Client, String), ClusterError> {
-        let clients = self.clients().await?;
-        Ok((clients.streaming.clone(), clients.endpoint.clone()))
-    }
-
-    async fn clients(&self) -> Result<&Clients, ClusterError> {
+    pub async fn connect(&self) -> Result<Kube, ClusterError> {
         self.inner
-            .clients
+            .connected
             .get_or_try_init(|| build_clients(&self.inner.config, self.inner.read_timeout))
             .await
+            .cloned()
     }
 }
 
 async fn build_clients(
     config: &ProviderConfig,
     read_timeout: Duration,
-) -> Result<Clients, ClusterError> {
+) -> Result<Kube, ClusterError> {
     let source = match config {
         ProviderConfig::Unknown => return Err(ClusterError::ConfigUnknown),
         ProviderConfig::Missing => return Err(ClusterError::NotConfigured),
@@ -352,9 +381,9 @@ async fn build_clients(
         kube::Client::try_from(cfg)
             .map_err(|e| ClusterError::InvalidConfig(format!("failed to build the client: {e}")))
     };
-    Ok(Clients {
-        ordinary: build(cfg)?,
-        streaming: build(streaming_cfg)?,
+    Ok(Kube {
+        client: build(cfg)?,
+        stream: build(streaming_cfg)?,
         endpoint: endpoint.trim_end_matches('/').to_owned(),
     })
 }
@@ -438,7 +467,7 @@ mod tests {
     async fn unknown_configuration_fails_only_when_the_cluster_is_needed() {
         let handle = ClusterHandle::new(ProviderConfig::Unknown);
         assert!(matches!(
-            handle.client().await,
+            handle.connect().await,
             Err(ClusterError::ConfigUnknown)
         ));
     }
@@ -451,7 +480,7 @@ mod tests {
         use k8s_openapi::api::core::v1::ConfigMap;
         use kube::api::{Api, WatchEvent, WatchParams};
 
-        use super::super::test_server::{Reply, handle, serve};
+        use super::test_server::{Reply, handle, serve};
 
         let bound = Duration::from_millis(400);
         let event = serde_json::json!({"type": "ADDED", "object": {
@@ -470,8 +499,8 @@ mod tests {
         };
         let overall = Duration::from_secs(30);
 
-        let (ordinary, _) = cluster.client().await.expect("client");
-        let outcome = tokio::time::timeout(overall, first_event(ordinary))
+        let kube = cluster.connect().await.expect("connected");
+        let outcome = tokio::time::timeout(overall, first_event(kube.client))
             .await
             .expect("the ordinary client gives up by itself");
         assert!(
@@ -479,9 +508,8 @@ mod tests {
             "the ordinary client must bound quiet reads: {outcome:?}"
         );
 
-        let (streaming, endpoint) = cluster.stream_client().await.expect("stream client");
-        assert_eq!(endpoint, url);
-        let outcome = tokio::time::timeout(overall, first_event(streaming))
+        assert_eq!(kube.endpoint, url);
+        let outcome = tokio::time::timeout(overall, first_event(kube.stream))
             .await
             .expect("the event arrives");
         match outcome {

@@ -1,0 +1,23 @@
+//! Helm: chart installs and uninstalls run as programs on the bootstrap [`engine`](super::engine)
+//! ([`install`]), the release records Helm keeps in Secrets ([`release`]), values arithmetic
+//! ([`values`]), the RBAC a `rbac = "minimal"` install derives from the chart's render
+//! ([`rbac`]), and the release status ([`status`]).
+//!
+//! The engine knows nothing of Helm: the steps around its runs are named here.
+
+pub mod install;
+pub mod rbac;
+pub mod release;
+pub mod status;
+pub mod values;
+
+use super::engine::Step;
+
+/// Reading and unlocking the release around an install ("failed to prepare the Helm release").
+pub const PREPARE_RELEASE: Step = Step::Caller("prepare the Helm release");
+/// Reading the release after a run.
+pub const READ_RELEASE: Step = Step::Caller("read the Helm release");
+/// The `helm template` run and the reads that learn what a chart creates.
+pub const RENDER: Step = Step::Caller("learn what the chart creates (rbac = \"minimal\")");
+/// The checks of the cluster before an install.
+pub const PREFLIGHT: Step = Step::Caller("check the cluster before installing");
