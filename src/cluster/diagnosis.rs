@@ -63,6 +63,17 @@ pub struct Diagnosis {
 const SERVICE_IP_FIX: &str = "point the client at an API endpoint outside the Service CIDR: `api_endpoint` (KubePrism `localhost:7445` on Talos, or a control-plane address), or for the flux bootstrap `job.env` KUBERNETES_SERVICE_HOST/PORT; for Cilium's agents `k8sServiceHost`/`k8sServicePort` (set by `talos_defaults` with `kube_proxy_replacement = true`)";
 
 impl Diagnosis {
+    /// The configuration is wrong: waiting will not help, so a wait ends at once.
+    pub fn is_permanent(&self) -> bool {
+        self.kind.is_permanent()
+    }
+
+    /// No CNI yet (no pod network, nodes not Ready): permanent unless a CNI is being installed
+    /// right now.
+    pub fn waits_for_cni(&self) -> bool {
+        self.kind.is_no_cni()
+    }
+
     /// Words a Service-IP timeout for a cluster where kube-proxy is (or is not) deployed; other
     /// diagnoses are left alone.
     pub fn explain_service_ip(&mut self, kube_proxy: KubeProxy) {

@@ -284,17 +284,8 @@ fn describe_pod(pod: &Pod) -> String {
     )
 }
 
-/// Signatures that end the wait at once: the configuration is wrong, waiting will not help.
-fn permanent(d: &Diagnosis) -> bool {
-    d.kind.is_permanent()
-}
-
-/// No CNI yet (no pod network, nodes not Ready): permanent unless a CNI is being installed right
-/// now, so it ends the wait only once it has lasted [`NO_CNI_GRACE`].
-fn no_cni(d: &Diagnosis) -> bool {
-    d.kind.is_no_cni()
-}
-
+/// How long a diagnosis that waits for a CNI must last before it ends the wait, when no CNI is
+/// being installed right now.
 const NO_CNI_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Warning events of the pods that are not ready (one LIST); a permanent diagnosis if they show one
@@ -323,8 +314,10 @@ async fn inspect_events(clients: &Kube, namespace: &str, state: &mut State) -> O
     let skip = lines.len().saturating_sub(8);
     state.events = lines.into_iter().skip(skip).collect();
     diagnose(state.events.iter().map(String::as_str)).filter(|d| {
-        permanent(d)
-            || (!state.installing_cni && no_cni(d) && state.started.elapsed() >= NO_CNI_GRACE)
+        d.is_permanent()
+            || (!state.installing_cni
+                && d.waits_for_cni()
+                && state.started.elapsed() >= NO_CNI_GRACE)
     })
 }
 
@@ -354,7 +347,7 @@ async fn inspect(clients: &Kube, namespace: &str, state: &mut State) -> Option<D
         })
         .collect();
     for (pod, container, restarts, previous, text) in crashed {
-        if let Some(d) = diagnose([text.as_str()]).filter(permanent) {
+        if let Some(d) = diagnose([text.as_str()]).filter(Diagnosis::is_permanent) {
             return Some(d);
         }
         if !state
@@ -375,7 +368,9 @@ async fn inspect(clients: &Kube, namespace: &str, state: &mut State) -> Option<D
                 .lines()
                 .map(|l| format!("{pod}/{container}: {l}"))
                 .collect();
-            if let Some(d) = diagnose(lines.iter().map(String::as_str)).filter(permanent) {
+            if let Some(d) =
+                diagnose(lines.iter().map(String::as_str)).filter(Diagnosis::is_permanent)
+            {
                 state.log_tail = lines;
                 return Some(d);
             }
