@@ -6,7 +6,7 @@
 use tokio::time::Instant;
 
 use super::inputs::{Inputs, bootstrap_namespace, job_settings, timeout};
-use super::model::Config;
+use super::model::{Config, set_computed};
 use super::private::{Private, managed_hash};
 use super::report::run_diagnostic;
 use super::run::{RunError, Runner, Scope};
@@ -75,13 +75,12 @@ pub async fn apply(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
     private.ensure_salt();
     let scope = scope(&req.prior_state, &req.planned_state, &private);
     let mut state = req.planned_state;
-    if let Some(attrs) = state.attrs_mut() {
-        let hash = managed_hash(&private.salt, req.config.attr("managed_resources"));
-        attrs.insert("managed_resources_hash".into(), hash.unwrap_or_default());
-        attrs.insert("id".into(), Value::from(inputs.namespace.as_str()));
-        attrs.insert("namespace".into(), Value::from(inputs.namespace.as_str()));
-        attrs.insert("drift".into(), Value::List(Vec::new()));
-    }
+    let hash = managed_hash(&private.salt, req.config.attr("managed_resources"));
+    set_computed(
+        &mut state,
+        Value::from(inputs.namespace.as_str()),
+        Some(hash.unwrap_or_default()),
+    );
     let mut diagnostics = Diagnostics::new();
     match run(ctx, &inputs, scope, &private).await {
         Ok(tracked) => {

@@ -2,7 +2,7 @@
 //! the FluxInstance must exist; the inputs come from the configuration at the next apply, which
 //! adopts what exists (create-if-missing) and honours the module's inventory.
 
-use super::model::INSTANCE_NAME;
+use super::model::{INSTANCE_NAME, set_computed};
 use crate::cluster::flux::instance::read_instance;
 use crate::framework::{Ctx, Diagnostics, ImportRequest, ImportResponse, ImportedResource};
 use crate::resources::cluster_diagnostic;
@@ -42,11 +42,7 @@ pub async fn import(ctx: &Ctx, req: ImportRequest, ty: &Type) -> ImportResponse 
         }
     }
     let mut state = empty_state(ty);
-    if let Some(attrs) = state.attrs_mut() {
-        attrs.insert("id".into(), Value::from(namespace.as_str()));
-        attrs.insert("namespace".into(), Value::from(namespace.as_str()));
-        attrs.insert("drift".into(), Value::List(Vec::new()));
-    }
+    set_computed(&mut state, Value::from(namespace.as_str()), None);
     ImportResponse {
         imported: vec![ImportedResource {
             state,

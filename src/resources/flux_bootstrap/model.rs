@@ -11,7 +11,7 @@ use crate::framework::model::Maybe;
 pub use crate::resources::duration::parse_go_duration;
 use crate::resources::names::is_dns_label;
 use crate::resources::rbac::Rbac;
-use crate::values::AttributePath;
+use crate::values::{AttributePath, Value};
 
 pub const DEFAULT_BOOTSTRAP_NAMESPACE: &str = "flux-operator-bootstrap";
 pub const DEFAULT_OPERATOR_REPOSITORY: &str = "ghcr.io/controlplaneio-fluxcd/charts/flux-operator";
@@ -135,6 +135,21 @@ pub struct Sync {
     pub r#ref: Option<String>,
     pub path: Option<String>,
     pub pull_secret: Option<String>,
+}
+
+/// The computed attributes that plan, apply and import write: `id` and `namespace` (the
+/// FluxInstance's namespace), `drift` (empty: what an apply leaves), and, when given, the salted
+/// `managed_resources_hash`.
+pub fn set_computed(state: &mut Value, namespace: Value, managed_resources_hash: Option<Value>) {
+    let Some(attrs) = state.attrs_mut() else {
+        return;
+    };
+    attrs.insert("id".into(), namespace.clone());
+    attrs.insert("namespace".into(), namespace);
+    attrs.insert("drift".into(), Value::List(Vec::new()));
+    if let Some(hash) = managed_resources_hash {
+        attrs.insert("managed_resources_hash".into(), hash);
+    }
 }
 
 /// The FluxInstance manifest of `instance_yaml`, validated (one document, the operator's kind,

@@ -4,7 +4,7 @@
 //! whose diff names what drifted, and apply repairs it. Managed Secrets the configuration no
 //! longer lists are named in a warning: the write-only diff cannot show that apply deletes them.
 
-use super::model::{parse_instance, parse_secrets};
+use super::model::{parse_instance, parse_secrets, set_computed};
 use super::private::{Private, managed_hash};
 use crate::framework::{Diagnostics, PlanRequest, PlanResponse};
 use crate::values::Value;
@@ -39,12 +39,7 @@ pub fn plan(req: PlanRequest) -> PlanResponse {
     }
     let hash = managed_hash(&private.salt, req.config.attr("managed_resources"))
         .unwrap_or_else(Value::unknown);
-    if let Some(attrs) = planned.attrs_mut() {
-        attrs.insert("id".into(), namespace.clone());
-        attrs.insert("namespace".into(), namespace);
-        attrs.insert("managed_resources_hash".into(), hash);
-        attrs.insert("drift".into(), Value::List(Vec::new()));
-    }
+    set_computed(&mut planned, namespace, Some(hash));
     PlanResponse {
         planned_state: planned,
         diagnostics,
