@@ -71,7 +71,7 @@ pub async fn apply(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
         Ok(i) => i,
         Err(message) => return failed(Diagnostic::error("Invalid Flux bootstrap input", message)),
     };
-    let mut private = Private::decode(&req.planned_private);
+    let mut private = Private::decode_without_new_salt(&req.planned_private);
     private.ensure_salt();
     let scope = scope(&req.prior_state, &req.planned_state, &private);
     let mut state = req.planned_state;
@@ -130,7 +130,7 @@ async fn run(
 
 async fn destroy(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
     let config: Config = decode(&req.prior_state, Unknowns::AsNull).unwrap_or_default();
-    let private = Private::decode(&req.planned_private);
+    let private = Private::decode_without_new_salt(&req.planned_private);
     let uninstall = config.deletion_policy.as_deref() == Some("uninstall");
     let namespace = req
         .prior_state

@@ -11,7 +11,7 @@ use crate::values::Value;
 
 pub fn plan(req: PlanRequest) -> PlanResponse {
     let mut planned = req.proposed_new_state;
-    let private = Private::decode(&req.prior_private);
+    let private = Private::decode_without_new_salt(&req.prior_private);
     let namespace = match req
         .config
         .attr("gitops_resources")

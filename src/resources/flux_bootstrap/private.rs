@@ -1,43 +1,12 @@
-//! Private state of `talosboot_flux_bootstrap`: the salt of every hash it stores, and the fingerprints of the
-//! managed objects it applied (names and salted hashes only, never values).
+//! Private state of `talosboot_flux_bootstrap` is the provider's one [`Private`] (the salt of every
+//! hash it stores, the fingerprints of the managed objects it applied, whether the last run
+//! failed); here, the hash of the write-only `managed_resources` it plans and stores.
 
-use serde::{Deserialize, Serialize};
-
-use crate::cluster::flux::managed::Tracked;
 use crate::cluster::helm::release::sha256_hex;
 use crate::framework::model::to_plain_json;
 use crate::values::Value;
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Private {
-    /// Hex; empty until the first apply generates it.
-    #[serde(default)]
-    pub salt: String,
-    #[serde(default)]
-    pub tracked: Vec<Tracked>,
-    /// The last run failed: the next refresh reports it as drift, so the next apply runs again.
-    #[serde(default)]
-    pub last_run_failed: bool,
-}
-
-impl Private {
-    /// Decodes private state; anything unreadable (e.g. empty on import) starts afresh.
-    pub fn decode(bytes: &[u8]) -> Private {
-        serde_json::from_slice(bytes).unwrap_or_default()
-    }
-    pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-    /// Generates the salt when there is none yet (the same generator as every talosboot salt).
-    pub fn ensure_salt(&mut self) {
-        if self.salt.is_empty() {
-            self.salt = crate::resources::private::Private::fresh().salt;
-        }
-    }
-    pub fn salt_bytes(&self) -> &[u8] {
-        self.salt.as_bytes()
-    }
-}
+pub use crate::resources::private::Private;
 
 /// The salted hash of the write-only `managed_resources` value: `None` while it is not known (or
 /// no salt exists yet, i.e. before the first apply), null when it is unset.
@@ -66,7 +35,7 @@ mod tests {
         let salt = p.salt.clone();
         p.ensure_salt();
         assert_eq!(p.salt, salt);
-        assert_eq!(Private::decode(&p.encode()), p);
+        assert_eq!(Private::decode_without_new_salt(&p.encode()), p);
         let v = Value::Object([("secrets_yaml".to_string(), Value::from("s3cr3t"))].into());
         let a = managed_hash("a", Some(&v));
         assert_ne!(a, managed_hash("b", Some(&v)));

@@ -12,7 +12,7 @@ use super::model::INSTANCE_NAME;
 
 pub async fn read(ctx: &Ctx, req: ReadRequest) -> ReadResponse {
     let mut state = req.current_state;
-    let private = Private::decode(&req.private);
+    let private = Private::decode_without_new_salt(&req.private);
     let Some(namespace) = state
         .attr("namespace")
         .and_then(Value::as_str)
