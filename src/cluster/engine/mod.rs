@@ -428,7 +428,7 @@ async fn ensure_namespace(clients: &Kube, spec: &RunSpec) -> Result<(), EngineEr
                 level.unwrap_or_default()
             );
             let mut e = EngineError::new(Step::Namespace, message.clone());
-            e.diagnosis = Some(Diagnosis::known(Signature::PodSecurity, &message));
+            e.diagnosis = Diagnosis::known(Signature::PodSecurity, &message);
             return Err(e);
         }
         if ns.metadata.deletion_timestamp.is_some() {

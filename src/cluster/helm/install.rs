@@ -68,31 +68,42 @@ pub struct ChartInstall {
     pub chart_archive: Option<Vec<u8>>,
 }
 
+/// A Helm run's argv, its input files and its sensitive input files (mounted from a Secret).
+pub type Program = (
+    Vec<String>,
+    BTreeMap<String, String>,
+    BTreeMap<String, String>,
+);
+
 impl ChartInstall {
-    /// The chart argument of `helm upgrade`, and the `--repo` flag for a classic repository.
-    pub(crate) fn chart_args(&self) -> (String, Option<String>) {
-        if self.chart_archive.is_some() {
-            return (format!("{INPUTS_DIR}/{}", self.chart), None);
-        }
-        match &self.repository {
+    /// `helm_argv` followed by the release, the chart (in the run's inputs for a local chart, under
+    /// the registry for OCI, with `--repo` for a classic repository), `--version` when pinned and
+    /// `--namespace`: what `helm upgrade --install` and `helm template` share.
+    pub(crate) fn release_args(&self, helm_argv: &[&str]) -> Vec<String> {
+        let (chart, repo) = match &self.repository {
+            _ if self.chart_archive.is_some() => (format!("{INPUTS_DIR}/{}", self.chart), None),
             Some(repo) if repo.starts_with("oci://") => (
                 format!("{}/{}", repo.trim_end_matches('/'), self.chart),
                 None,
             ),
             Some(repo) => (self.chart.clone(), Some(repo.clone())),
             None => (self.chart.clone(), None),
+        };
+        let mut args: Vec<String> = helm_argv.iter().map(|s| (*s).to_owned()).collect();
+        args.extend([self.release.clone(), chart]);
+        if let Some(repo) = repo {
+            args.extend(["--repo".into(), repo]);
         }
+        if !self.version.is_empty() {
+            args.extend(["--version".into(), self.version.clone()]);
+        }
+        args.extend(["--namespace".into(), self.namespace.clone()]);
+        args
     }
 
     /// The `--values` flags, in merge order (sensitive documents last, from the Secret), and the
     /// input files they name.
-    pub(crate) fn values_args(
-        &self,
-    ) -> (
-        Vec<String>,
-        BTreeMap<String, String>,
-        BTreeMap<String, String>,
-    ) {
+    pub(crate) fn values_args(&self) -> Program {
         let mut args = Vec::new();
         let mut files = BTreeMap::new();
         for (i, doc) in self.values_yaml.iter().enumerate() {
@@ -123,28 +134,9 @@ impl ChartInstall {
     }
 
     /// The installer's argv and input files.
-    pub fn command(
-        &self,
-        timeout: Duration,
-    ) -> (
-        Vec<String>,
-        BTreeMap<String, String>,
-        BTreeMap<String, String>,
-    ) {
-        let (chart, repo) = self.chart_args();
-        let mut argv: Vec<String> = ["helm", "upgrade", "--install", &self.release, &chart]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
-        if let Some(repo) = repo {
-            argv.extend(["--repo".into(), repo]);
-        }
-        if !self.version.is_empty() {
-            argv.extend(["--version".into(), self.version.clone()]);
-        }
+    pub fn command(&self, timeout: Duration) -> Program {
+        let mut argv = self.release_args(&["helm", "upgrade", "--install"]);
         argv.extend([
-            "--namespace".into(),
-            self.namespace.clone(),
             "--timeout".into(),
             format!("{}s", timeout.as_secs().max(1)),
             "--history-max".into(),

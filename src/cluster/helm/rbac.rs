@@ -37,7 +37,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use tokio_util::sync::CancellationToken;
 
 use super::RENDER;
-use super::install::ChartInstall;
+use super::install::{ChartInstall, Program};
 use super::release::{HelmRelease, ReleaseStatus, manifest_kinds};
 use crate::cluster::Kube;
 use crate::cluster::engine::rbac::{RBAC_GROUP, Rule};
@@ -237,28 +237,9 @@ const KIND_FILTER: &str = "sed -n -E '/^(---|apiVersion:|kind:)/p'";
 
 /// The render run's argv and input files: `helm template` of `chart` as an install in this
 /// cluster would render it, filtered to the kinds.
-pub fn render_command(
-    chart: &ChartInstall,
-    capabilities: &Capabilities,
-    upgrade: bool,
-) -> (
-    Vec<String>,
-    BTreeMap<String, String>,
-    BTreeMap<String, String>,
-) {
-    let (chart_ref, repo) = chart.chart_args();
-    let mut args: Vec<String> = vec!["template".into(), chart.release.clone(), chart_ref];
-    if let Some(repo) = repo {
-        args.extend(["--repo".into(), repo]);
-    }
-    if !chart.version.is_empty() {
-        args.extend(["--version".into(), chart.version.clone()]);
-    }
-    args.extend([
-        "--namespace".into(),
-        chart.namespace.clone(),
-        "--include-crds".into(),
-    ]);
+pub fn render_command(chart: &ChartInstall, capabilities: &Capabilities, upgrade: bool) -> Program {
+    let mut args = chart.release_args(&["template"]);
+    args.push("--include-crds".into());
     if !capabilities.kube_version.is_empty() {
         args.extend(["--kube-version".into(), capabilities.kube_version.clone()]);
     }

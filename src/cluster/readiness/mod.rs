@@ -392,8 +392,13 @@ pub async fn wait_ready(
     deadline: Instant,
     cancel: &CancellationToken,
 ) -> Result<Vec<Rollout>, NotReady> {
-    let waited =
-        watch_until_ready(clients, namespace, workloads, pods, nodes, deadline, cancel).await;
+    let watched = Watched {
+        namespace,
+        workloads,
+        pods,
+        nodes,
+    };
+    let waited = watch_until_ready(clients, watched, deadline, cancel).await;
     match waited {
         Ok(rollouts) => Ok(rollouts),
         Err(mut not_ready) => {
@@ -403,15 +408,27 @@ pub async fn wait_ready(
     }
 }
 
+/// What [`wait_ready`] waits for.
+#[derive(Clone, Copy)]
+struct Watched<'a> {
+    namespace: &'a str,
+    workloads: &'a [WorkloadRef],
+    pods: &'a str,
+    nodes: bool,
+}
+
 async fn watch_until_ready(
     clients: &Kube,
-    namespace: &str,
-    workloads: &[WorkloadRef],
-    pods: &str,
-    nodes: bool,
+    watched: Watched<'_>,
     deadline: Instant,
     cancel: &CancellationToken,
 ) -> Result<Vec<Rollout>, NotReady> {
+    let Watched {
+        namespace,
+        workloads,
+        pods,
+        nodes,
+    } = watched;
     let s = &clients.stream;
     let ds = watch(
         Api::<DaemonSet>::namespaced(s.clone(), namespace),
