@@ -46,7 +46,7 @@ impl Dispatcher {
                 format!("{type_name} reported success but returned no state after create. This is a bug in the provider; please report it."),
             );
         }
-        null_write_only(&r.schema.block, &mut resp.new_state);
+        null_write_only(&r.schema().block, &mut resp.new_state);
         resp.private.get_or_insert(prior_private);
         resp
     }

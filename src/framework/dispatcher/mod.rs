@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
@@ -32,19 +32,37 @@ use crate::values::{JsonDecodeOptions, Type, Value, from_json_with};
 
 struct Registered<T: ?Sized> {
     implementation: Arc<T>,
-    schema: Schema,
-    /// The object type of config, plan and state values, computed once.
-    value_type: Type,
+    build: fn(&T) -> Schema,
+    /// The schema and the object type of config, plan and state values, built once, on first
+    /// use (the first RPC that needs them) rather than at start-up: building every schema touches
+    /// every resource's schema code and descriptions before the handshake, which shows in the
+    /// provider's start-up memory.
+    built: OnceLock<(Schema, Type)>,
 }
 
 impl<T: ?Sized> Registered<T> {
-    fn new(implementation: Arc<T>, schema: Schema) -> Self {
-        let value_type = schema.value_type();
+    fn new(implementation: Arc<T>, build: fn(&T) -> Schema) -> Self {
         Self {
             implementation,
-            schema,
-            value_type,
+            build,
+            built: OnceLock::new(),
         }
+    }
+
+    fn built(&self) -> &(Schema, Type) {
+        self.built.get_or_init(|| {
+            let schema = (self.build)(&self.implementation);
+            let value_type = schema.value_type();
+            (schema, value_type)
+        })
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.built().0
+    }
+
+    fn value_type(&self) -> &Type {
+        &self.built().1
     }
 }
 
@@ -75,7 +93,7 @@ impl Dispatcher {
             .map(|r| {
                 (
                     r.type_name().to_owned(),
-                    Registered::new(r.clone(), r.schema()),
+                    Registered::new(r.clone(), |r| r.schema()),
                 )
             })
             .collect();
@@ -84,7 +102,7 @@ impl Dispatcher {
             .map(|d| {
                 (
                     d.type_name().to_owned(),
-                    Registered::new(d.clone(), d.schema()),
+                    Registered::new(d.clone(), |d| d.schema()),
                 )
             })
             .collect();
@@ -110,19 +128,19 @@ impl Dispatcher {
         &self.provider_schema
     }
     pub fn resource_schemas(&self) -> impl Iterator<Item = (&str, &Schema)> {
-        self.resources.iter().map(|(k, r)| (k.as_str(), &r.schema))
+        self.resources.iter().map(|(k, r)| (k.as_str(), r.schema()))
     }
     pub fn data_source_schemas(&self) -> impl Iterator<Item = (&str, &Schema)> {
         self.data_sources
             .iter()
-            .map(|(k, r)| (k.as_str(), &r.schema))
+            .map(|(k, r)| (k.as_str(), r.schema()))
     }
     /// The value type of a resource, or the diagnostic for an unknown type name.
     pub fn resource_type(&self, type_name: &str) -> Result<&Type, Diagnostics> {
-        self.resource(type_name).map(|r| &r.value_type)
+        self.resource(type_name).map(|r| r.value_type())
     }
     pub fn data_source_type(&self, type_name: &str) -> Result<&Type, Diagnostics> {
-        self.data_source(type_name).map(|d| &d.value_type)
+        self.data_source(type_name).map(|d| d.value_type())
     }
 
     fn resource(&self, type_name: &str) -> Result<&Registered<dyn Resource>, Diagnostics> {

@@ -31,23 +31,27 @@ impl Dispatcher {
             diagnostics = panicked;
         }
         if diagnostics.has_errors() {
-            locatable_paths(&mut diagnostics, &r.schema.block);
+            locatable_paths(&mut diagnostics, &r.schema().block);
             return PlanResponse {
                 diagnostics,
                 ..Default::default()
             };
         }
         if req.prior_state.is_null()
-            || changes(&r.schema, &req.prior_state, &req.proposed_new_state)
+            || changes(r.schema(), &req.prior_state, &req.proposed_new_state)
         {
             // Like terraform-plugin-framework: only a create or a change makes unset computed
             // values unknown; an unchanged resource keeps its (possibly null) computed values.
-            mark_unset_computed_unknown(&r.schema.block, &mut req.proposed_new_state, &req.config);
+            mark_unset_computed_unknown(
+                &r.schema().block,
+                &mut req.proposed_new_state,
+                &req.config,
+            );
         }
         // Declared defaults, as terraform-plugin-framework applies attribute defaults: the
         // resource plans from them and never re-derives them.
         crate::framework::plan::apply_defaults(
-            &r.schema.block,
+            &r.schema().block,
             &mut req.proposed_new_state,
             &req.config,
         );
@@ -63,13 +67,13 @@ impl Dispatcher {
                 }
             };
         if !prior.is_null() && !resp.planned_state.is_null() {
-            for path in requires_replace(&r.schema.block, &prior, &resp.planned_state) {
+            for path in requires_replace(&r.schema().block, &prior, &resp.planned_state) {
                 if !resp.requires_replace.contains(&path) {
                     resp.requires_replace.push(path);
                 }
             }
         }
-        null_write_only(&r.schema.block, &mut resp.planned_state);
+        null_write_only(&r.schema().block, &mut resp.planned_state);
         resp.private.get_or_insert(prior_private);
         diagnostics.extend(std::mem::take(&mut resp.diagnostics));
         resp.diagnostics = diagnostics;

@@ -37,7 +37,7 @@ impl Dispatcher {
             // A failed refresh must not drop the resource from state (the helm_release trap).
             resp.new_state = current;
         }
-        null_write_only(&r.schema.block, &mut resp.new_state);
+        null_write_only(&r.schema().block, &mut resp.new_state);
         resp.private.get_or_insert(private);
         resp
     }
@@ -67,7 +67,7 @@ impl Dispatcher {
             },
         };
         for imported in &mut resp.imported {
-            null_write_only(&r.schema.block, &mut imported.state);
+            null_write_only(&r.schema().block, &mut imported.state);
         }
         resp
     }

@@ -25,7 +25,7 @@ impl Dispatcher {
             diagnostics,
             ..Default::default()
         });
-        null_write_only(&r.schema.block, &mut resp.upgraded_state);
+        null_write_only(&r.schema().block, &mut resp.upgraded_state);
         resp
     }
 
@@ -50,7 +50,7 @@ impl Dispatcher {
             diagnostics,
             ..Default::default()
         });
-        null_write_only(&r.schema.block, &mut resp.target_state);
+        null_write_only(&r.schema().block, &mut resp.target_state);
         resp
     }
 }

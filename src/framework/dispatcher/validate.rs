@@ -15,9 +15,9 @@ impl Dispatcher {
             Ok(r) => r,
             Err(d) => return d,
         };
-        let mut diagnostics = deprecation_warnings(&r.schema, config);
+        let mut diagnostics = deprecation_warnings(r.schema(), config);
         if !write_only_allowed {
-            for path in write_only_set(&r.schema.block, config) {
+            for path in write_only_set(&r.schema().block, config) {
                 diagnostics.error_at(
                     path.clone(),
                     "Write-only attribute needs a newer Terraform",
@@ -29,7 +29,7 @@ impl Dispatcher {
             r.implementation.validate(config, &mut diagnostics)
         })
         .map_or_else(|d| d, |()| diagnostics);
-        locatable_paths(&mut diagnostics, &r.schema.block);
+        locatable_paths(&mut diagnostics, &r.schema().block);
         diagnostics
     }
 
@@ -38,7 +38,7 @@ impl Dispatcher {
             Ok(d) => d,
             Err(diags) => return diags,
         };
-        let mut diagnostics = deprecation_warnings(&d.schema, config);
+        let mut diagnostics = deprecation_warnings(d.schema(), config);
         validate_guarded(type_name, || {
             d.implementation.validate(config, &mut diagnostics)
         })
