@@ -162,7 +162,7 @@ pub enum Step {
     Job,
     Wait,
     /// A step of the caller's around its runs (reading what a run changed, checking the cluster
-    /// first, ...), in the caller's words: messages say "failed to <words>".
+    /// first, ...), in the caller's words: messages say `failed to <words>`.
     Caller(&'static str),
 }
 
