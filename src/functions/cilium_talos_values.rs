@@ -16,12 +16,24 @@ pub use crate::cluster::talos::{
 
 /// The cty type of [`talos_cilium_values`], as the function declares its return value.
 pub fn values_type() -> Type {
+    talos_values_type(true)
+}
+
+/// The cty type of the Talos values, with `k8sServiceHost`/`k8sServicePort` (no kube-proxy) or
+/// without them (kube-proxy routes the `kubernetes` Service).
+pub(super) fn talos_values_type(with_service_endpoint: bool) -> Type {
     let strings = || Type::list(Type::String);
-    Type::object([
+    let mut attributes = vec![
         ("ipam", Type::object([("mode", Type::String)])),
         ("kubeProxyReplacement", Type::Bool),
-        ("k8sServiceHost", Type::String),
-        ("k8sServicePort", Type::Number),
+    ];
+    if with_service_endpoint {
+        attributes.extend([
+            ("k8sServiceHost", Type::String),
+            ("k8sServicePort", Type::Number),
+        ]);
+    }
+    attributes.extend([
         (
             "cgroup",
             Type::object([
@@ -36,7 +48,15 @@ pub fn values_type() -> Type {
                 Type::object([("ciliumAgent", strings()), ("cleanCiliumState", strings())]),
             )]),
         ),
-    ])
+    ]);
+    Type::object(attributes)
+}
+
+/// `values` (the JSON the cluster layer builds) as a value of type `ty`.
+pub(super) fn values_of(values: &serde_json::Value, ty: &Type) -> Result<Value, FunctionError> {
+    let json = serde_json::to_vec(values)
+        .map_err(|e| FunctionError::new(format!("failed to encode the values: {e}")))?;
+    from_json(&json, ty).map_err(|e| FunctionError::new(format!("failed to build the values: {e}")))
 }
 
 pub use crate::cluster::endpoint::EndpointError;
@@ -82,10 +102,7 @@ impl Function for CiliumTalosValues {
         let endpoint = args.optional_string(0)?.unwrap_or_default();
         let (host, port) =
             split_endpoint(endpoint).map_err(|e| FunctionError::argument(0, e.to_string()))?;
-        let json = serde_json::to_vec(&talos_cilium_values(&host, port))
-            .map_err(|e| FunctionError::new(format!("failed to encode the values: {e}")))?;
-        from_json(&json, &values_type())
-            .map_err(|e| FunctionError::new(format!("failed to build the values: {e}")))
+        values_of(&talos_cilium_values(&host, port), &values_type())
     }
 }
 

@@ -8,32 +8,15 @@
 //! functions have fixed parameters (only a trailing variadic one), so a second parameter would
 //! break every existing call. The values live once, in [`crate::cluster::talos`].
 
+use super::cilium_talos_values::{talos_values_type, values_of};
 use crate::framework::{Function, FunctionError, Signature};
-use crate::values::{Type, Value, from_json};
+use crate::values::{Type, Value};
 
 pub use crate::cluster::talos::talos_cilium_values_with_kube_proxy;
 
 /// The cty type of [`talos_cilium_values_with_kube_proxy`], as the function declares it.
 pub fn values_type() -> Type {
-    let strings = || Type::list(Type::String);
-    Type::object([
-        ("ipam", Type::object([("mode", Type::String)])),
-        ("kubeProxyReplacement", Type::Bool),
-        (
-            "cgroup",
-            Type::object([
-                ("autoMount", Type::object([("enabled", Type::Bool)])),
-                ("hostRoot", Type::String),
-            ]),
-        ),
-        (
-            "securityContext",
-            Type::object([(
-                "capabilities",
-                Type::object([("ciliumAgent", strings()), ("cleanCiliumState", strings())]),
-            )]),
-        ),
-    ])
+    talos_values_type(false)
 }
 
 pub struct CiliumTalosValuesWithKubeProxy;
@@ -53,10 +36,7 @@ impl Function for CiliumTalosValuesWithKubeProxy {
     }
 
     fn call(&self, _args: &[Value]) -> Result<Value, FunctionError> {
-        let json = serde_json::to_vec(&talos_cilium_values_with_kube_proxy())
-            .map_err(|e| FunctionError::new(format!("failed to encode the values: {e}")))?;
-        from_json(&json, &values_type())
-            .map_err(|e| FunctionError::new(format!("failed to build the values: {e}")))
+        values_of(&talos_cilium_values_with_kube_proxy(), &values_type())
     }
 }
 
