@@ -13,6 +13,7 @@ pub mod helm_status;
 pub mod helm_values;
 pub mod kube_proxy;
 pub mod readiness;
+pub mod release_values;
 pub mod retry;
 mod scrub;
 pub mod talos;

@@ -194,7 +194,7 @@ async fn fresh_cluster_gets_cilium_ready_and_the_next_plan_is_empty() {
 }
 
 /// Runs `helm ARGS` the way an operator would by hand: a Job on the host network via KubePrism.
-async fn helm_by_hand(client: &kube::Client, args: &[&str]) {
+pub(crate) async fn helm_by_hand(client: &kube::Client, args: &[&str]) {
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     let name = format!("by-hand-{}", std::process::id());
     // As on a real cluster, the operator's pod needs RBAC: a ServiceAccount bound to cluster-admin.

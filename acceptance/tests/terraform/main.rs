@@ -19,6 +19,9 @@
 //!   `cilium-envoy` fails the apply and warns on refresh, naming it; Hubble relay waited for).
 //! - `cilium_kube_proxy`: `kube_proxy_replacement` on clusters with and without kube-proxy (the
 //!   warning, the error at plan and before any Job, the Service-IP diagnosis).
+//! - `migrating_cilium`: the Cilium migration guide replayed: a Cilium installed by Helm with
+//!   non-Talos values, moved from a `helm_release` state; the plan names each value path
+//!   (secrets as `(sensitive)`), the running values kept, the next plan empty.
 //! - `concurrent`: two applies at once from two roots: different targets converge side by side;
 //!   one target is serialized by its Lease.
 //! - `chaos`: seeded random faults during repeated applies; state stays truthful, applies converge
@@ -43,6 +46,7 @@ mod functions;
 mod helm_release_resource;
 mod import_and_removed;
 mod lifecycle;
+mod migrating_cilium;
 mod release;
 mod secrets_scan;
 mod unknown_provider_config;

@@ -46,7 +46,7 @@ async fn connect(ctx: &Ctx) -> Result<(Kube, Clients), RunError> {
     Ok((kube, clients))
 }
 
-fn scope(prior: &Value, planned: &Value, private: &Private) -> Scope {
+pub(super) fn scope(prior: &Value, planned: &Value, private: &Private) -> Scope {
     let changed = FULL_RUN_INPUTS
         .iter()
         .any(|name| !same_value(prior.attr(name), planned.attr(name)));

@@ -1,6 +1,7 @@
 //! `talosboot_flux_bootstrap`: the flux-operator-bootstrap module as a native resource, with the
 //! module's arguments. Reading order: [`schema`], [`model`] (decoding, defaults, validation),
-//! [`inputs`] (one run's resolved inputs), [`plan`], [`apply`] (with [`run`], the steps, and
+//! [`inputs`] (one run's resolved inputs), [`plan`] (with [`operator_values`], the running
+//! operator's values an upgrade changes), [`apply`] (with [`run`], the steps, and
 //! [`report`], the diagnostics), [`read`] (drift), [`import`]; [`private`] holds the salt and
 //! fingerprints.
 
@@ -8,6 +9,7 @@ mod apply;
 mod import;
 mod inputs;
 mod model;
+mod operator_values;
 mod plan;
 mod private;
 mod read;
@@ -48,8 +50,21 @@ impl Resource for FluxBootstrap {
         }
     }
 
-    async fn plan(&self, _ctx: &Ctx, req: PlanRequest) -> PlanResponse {
-        plan::plan(req)
+    async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse {
+        let (prior, config, private) = (
+            req.prior_state.clone(),
+            req.config.clone(),
+            req.prior_private.clone(),
+        );
+        let mut resp = plan::plan(req);
+        if !resp.planned_state.is_null() && !resp.diagnostics.has_errors() {
+            let planned = &resp.planned_state;
+            if let Some(w) = operator_values::warning(ctx, &prior, planned, &config, &private).await
+            {
+                resp.diagnostics.push(w);
+            }
+        }
+        resp
     }
 
     async fn apply(&self, ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {

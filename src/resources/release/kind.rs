@@ -39,6 +39,10 @@ pub trait ChartResource:
     /// Inputs the values hash depends on (beside the write-only `set_wo`): when the values they
     /// make are what the cluster has, changing them is no upgrade.
     const VALUE_INPUTS: &'static [&'static str];
+    /// How to keep exactly the values a release runs with, beside putting them into `values`/
+    /// `set` (e.g. turning off values the resource merges under the user's), for the plan's
+    /// values warning; starts with a space.
+    const KEEP_VALUES_HINT: &'static str = "";
 
     /// The schema: [`ReleaseCommon`]'s attributes and the resource's own, each with its default,
     /// requires-replace and "changes on upgrade" declared on it.

@@ -10,11 +10,14 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{Decision, Fingerprint, decide, same_version};
-use super::{ChartResource, Observed, PreflightAt, Readiness, ReleaseFields, WorkloadSource};
+use super::{
+    ChartResource, Observed, PreflightAt, Readiness, ReleaseCommon, ReleaseFields, WorkloadSource,
+};
 use crate::cluster::bootstrap::{Clients, EngineError, Step};
 use crate::cluster::helm_install;
 use crate::cluster::helm_release::ReleaseStatus;
 use crate::cluster::readiness::{self, WorkloadRef, all_nodes_ready, wait_ready};
+use crate::cluster::release_values;
 use crate::framework::{Diagnostic, Diagnostics};
 use crate::resources::engine_report::{engine_diagnostic, not_ready_diagnostic};
 use crate::resources::private::Private;
@@ -208,6 +211,30 @@ async fn truthful<K: ChartResource>(
     }
 }
 
+/// Marks on the new release record which value paths came from `set_sensitive`/`set_wo` (names
+/// only), so later plans hide their values whatever state they come from. Best-effort: without
+/// it, the plan still hides what the configuration and state mark sensitive.
+async fn mark_sensitive(clients: &Clients, c: &ReleaseCommon) {
+    let paths: Vec<String> = c
+        .set_sensitive
+        .iter()
+        .flatten()
+        .chain(c.set_wo.iter().flatten())
+        .map(|s| s.name.clone())
+        .collect();
+    let marked = release_values::mark_sensitive_paths(
+        clients.client.clone(),
+        &clients.endpoint,
+        c.release_namespace(),
+        c.release_name(),
+        &paths,
+    )
+    .await;
+    if let Err(e) = marked {
+        tracing::warn!(error = %e, release = %c.id(), "could not mark the sensitive value paths on the release record");
+    }
+}
+
 /// Create (`prior` is `None`) or update.
 pub async fn install<K: ChartResource>(
     clients: &Clients,
@@ -313,6 +340,7 @@ pub async fn install<K: ChartResource>(
         .await;
         match installed {
             Ok(done) => {
+                mark_sensitive(clients, desired.common()).await;
                 for w in done.run.warnings {
                     diagnostics.warning("Bootstrap", w);
                 }
