@@ -1,6 +1,6 @@
 //! The inputs of one run, resolved from the model without I/O: defaults applied, runtime variables
-//! substituted, the `sync` override merged into the FluxInstance, chart installs and the Job
-//! settings for the engine.
+//! substituted (as the module's `flux envsubst --strict`, see [`parse_substituted`]), the `sync`
+//! override merged into the FluxInstance, chart installs and the Job settings for the engine.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,12 +9,14 @@ use serde_json::{Value as Json, json};
 
 use super::model::{
     AdoptionCheck, Config, DEFAULT_BOOTSTRAP_NAMESPACE, DEFAULT_OPERATOR_REPOSITORY,
-    DEFAULT_TIMEOUT, Job, Sync, oci_reference, parse_go_duration, parse_instance, parse_secrets,
+    DEFAULT_TIMEOUT, Job, Sync, oci_reference, parse_go_duration, parse_instance_with, parse_secrets,
 };
 use crate::cluster::bootstrap::{BootstrapNamespace, JobSettings};
 use crate::cluster::flux::OPERATOR_RELEASE;
 use crate::cluster::flux::managed::runtime_info_configmap;
-use crate::cluster::flux::manifest::{Manifest, parse_documents, substitute};
+use crate::cluster::flux::manifest::{
+    Manifest, parse_documents, parse_documents_substituted, parse_substituted,
+};
 use crate::cluster::helm_install::{ChartInstall, DEFAULT_HELM_IMAGE};
 use crate::resources::rbac::Rbac;
 
@@ -127,10 +129,12 @@ fn values(
     if text.trim().is_empty() {
         return Ok(String::new());
     }
-    let mut doc: Json =
-        serde_saphyr::from_str(text).map_err(|_| format!("{what} is not valid YAML"))?;
-    substitute(&mut doc, vars, what).map_err(|e| e.to_string())?;
-    Ok(doc.to_string())
+    let docs = parse_substituted(text, vars, what).map_err(|e| e.to_string())?;
+    match docs.as_slice() {
+        [] => Ok(String::new()),
+        [doc] => Ok(doc.to_string()),
+        _ => Err(format!("{what} must be one YAML document")),
+    }
 }
 
 fn chart_install(
@@ -239,11 +243,7 @@ impl Inputs {
             .instance_yaml
             .known()
             .ok_or("gitops_resources.instance_yaml is not known")?;
-        let mut instance = parse_instance(text)?;
-        if let Some(vars) = &vars {
-            substitute(&mut instance.object, vars, "gitops_resources.instance_yaml")
-                .map_err(|e| e.to_string())?;
-        }
+        let mut instance = parse_instance_with(text, vars.as_ref())?;
         if let Some(sync) = &config.sync {
             apply_sync(&mut instance, sync);
         }
@@ -251,14 +251,12 @@ impl Inputs {
         let mut prerequisites = Vec::new();
         for (i, yaml) in gitops.prerequisites.yamls.iter().enumerate() {
             let what = format!("gitops_resources.prerequisites.yamls[{i}]");
-            for mut doc in parse_documents(yaml.as_deref().unwrap_or_default(), &what)
-                .map_err(|e| e.to_string())?
-            {
-                if let Some(vars) = &vars {
-                    substitute(&mut doc.object, vars, &what).map_err(|e| e.to_string())?;
-                }
-                prerequisites.push(doc);
-            }
+            let text = yaml.as_deref().unwrap_or_default();
+            let docs = match &vars {
+                Some(vars) => parse_documents_substituted(text, vars, &what),
+                None => parse_documents(text, &what),
+            };
+            prerequisites.extend(docs.map_err(|e| e.to_string())?);
         }
         let secret_values = vars.is_some();
         let mut charts = Vec::new();

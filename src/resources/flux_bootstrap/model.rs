@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
-use crate::cluster::flux::manifest::{Manifest, parse_documents};
+use crate::cluster::flux::manifest::{Manifest, parse_documents, parse_documents_substituted};
 use crate::framework::Diagnostics;
 use crate::framework::model::Maybe;
 pub use crate::resources::duration::parse_go_duration;
@@ -140,8 +140,21 @@ pub struct Sync {
 /// The FluxInstance manifest of `instance_yaml`, validated (one document, the operator's kind,
 /// named `flux`, with a namespace). Errors are `(attribute path, message)`.
 pub fn parse_instance(text: &str) -> Result<Manifest, String> {
+    parse_instance_with(text, None)
+}
+
+/// [`parse_instance`] of `instance_yaml` with the runtime variables substituted as the module does
+/// ([`parse_documents_substituted`]); `None`: nothing is substituted.
+pub fn parse_instance_with(
+    text: &str,
+    vars: Option<&BTreeMap<String, String>>,
+) -> Result<Manifest, String> {
     let what = "gitops_resources.instance_yaml";
-    let mut docs = parse_documents(text, what).map_err(|e| e.to_string())?;
+    let mut docs = match vars {
+        Some(vars) => parse_documents_substituted(text, vars, what),
+        None => parse_documents(text, what),
+    }
+    .map_err(|e| e.to_string())?;
     if docs.len() != 1 {
         return Err(format!(
             "{what} must hold exactly one FluxInstance, found {} documents",

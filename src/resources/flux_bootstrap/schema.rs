@@ -102,7 +102,7 @@ fn managed_resources() -> Attribute {
     let wo = |a: Attribute| a.sensitive().write_only();
     let runtime_info = wo(nested(
         "runtime_info",
-        "ConfigMap `flux-runtime-info` in the FluxInstance's namespace; its `data` are also the `${var}` variables substituted into the manifests and chart values.",
+        "ConfigMap `flux-runtime-info` in the FluxInstance's namespace; its `data` are also the `${var}` variables substituted into `instance_yaml`, the prerequisite manifests and the chart values as the module's `flux envsubst --strict` does: over the text, so `replicas: ${n}` is a number and `\"${n}\"` a string; `${var:-default}`, `$${var}` for a literal, `$var` left alone, an unset variable is an error (in comments too). A value that would change the YAML around its placeholder (a newline, `: ` or `#` in a plain scalar, a quote in a quoted one) is kept as the string it says, where `flux envsubst` would make invalid YAML or other objects.",
         vec![
             wo(Attribute::required("data", strings(), "Variables.")),
             wo(Attribute::optional(
