@@ -9,7 +9,7 @@ use serde_json::{Value as Json, json};
 
 use super::model::{
     AdoptionCheck, Config, DEFAULT_BOOTSTRAP_NAMESPACE, DEFAULT_OPERATOR_REPOSITORY,
-    DEFAULT_TIMEOUT, Job, Sync, oci_reference, parse_go_duration, parse_instance_with, parse_secrets,
+    DEFAULT_TIMEOUT, Job, Sync, oci_reference, parse_instance_with, parse_secrets, parse_timeout,
 };
 use crate::cluster::bootstrap::{BootstrapNamespace, JobSettings};
 use crate::cluster::flux::OPERATOR_RELEASE;
@@ -221,7 +221,7 @@ pub fn bootstrap_namespace(config: &Config) -> BootstrapNamespace {
 }
 
 pub fn timeout(config: &Config) -> Duration {
-    parse_go_duration(config.timeout.as_deref().unwrap_or(DEFAULT_TIMEOUT))
+    parse_timeout(config.timeout.as_deref().unwrap_or(DEFAULT_TIMEOUT))
         .unwrap_or(Duration::from_secs(600))
 }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use crate::cluster::flux::manifest::{Manifest, parse_documents, parse_documents_substituted};
 use crate::framework::Diagnostics;
 use crate::framework::model::Maybe;
-pub use crate::resources::duration::parse_go_duration;
+pub use crate::resources::duration::parse_timeout;
 use crate::resources::names::is_dns_label;
 use crate::resources::rbac::Rbac;
 use crate::values::AttributePath;
@@ -332,7 +332,7 @@ impl Config {
 
     fn validate_settings(&self, diagnostics: &mut Diagnostics, namespace: Option<&str>) {
         if let Some(t) = &self.timeout {
-            match parse_go_duration(t) {
+            match parse_timeout(t) {
                 Ok(d) if d.is_zero() => diagnostics.error_at(
                     AttributePath::attr("timeout"),
                     "Invalid timeout",

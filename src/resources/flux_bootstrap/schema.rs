@@ -221,7 +221,7 @@ pub fn schema() -> Schema {
                 ),
                 job(),
                 Attribute::required("revision", Type::Number, "Bump to run the whole bootstrap again (drift is repaired without it)."),
-                Attribute::optional("timeout", Type::String, "Budget of one run (chart installs and the FluxInstance wait): any Go duration, e.g. `10m` (default) or `1h30m`."),
+                Attribute::optional("timeout", Type::String, "Budget of one run (chart installs and the FluxInstance wait): a Go duration, e.g. `10m` (default) or `1h30m`, or seconds (`600`)."),
                 Attribute::optional("debug_on_failure", Type::Bool, "On failure, add the bootstrap Job's log and the FluxInstance's conditions to the error."),
                 Attribute::optional("deletion_policy", Type::String, "`keep` (default): destroy removes the bootstrap namespace and leaves Flux running. `uninstall`: also deletes the FluxInstance, the managed objects and the operator (note: a create that failed leaves the resource tainted, and replacing it destroys first, which with `uninstall` removes Flux)."),
                 Attribute {

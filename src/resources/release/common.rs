@@ -15,7 +15,7 @@ use crate::cluster::helm_release::ReleaseStatus;
 use crate::cluster::helm_values::{SetValue, apply_set, merged, parse_values, values_parts};
 use crate::framework::Diagnostics;
 use crate::resources::choice::DeletionPolicy;
-use crate::resources::duration::parse_go_duration;
+pub use crate::resources::duration::parse_timeout;
 use crate::resources::names::{NAME_RULE, is_dns_label, is_release_name};
 use crate::resources::rbac::{self, Rbac};
 use crate::values::AttributePath;
@@ -74,14 +74,6 @@ pub struct ReleaseFields {
     pub values_sha256: String,
     /// The configured version, unless the cluster runs another one.
     pub version: String,
-}
-
-/// `helm_release` takes a number of seconds (`timeout = 300`); a Go duration works too.
-pub fn parse_timeout(t: &str) -> Result<Duration, String> {
-    match t.trim().parse::<u64>() {
-        Ok(secs) => Ok(Duration::from_secs(secs)),
-        Err(_) => parse_go_duration(t),
-    }
 }
 
 /// The timeout when state carries none (states are planned with the schema's default).
@@ -276,13 +268,6 @@ impl ReleaseCommon {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timeouts_take_seconds_like_helm_release_or_go_durations() {
-        assert_eq!(parse_timeout("300"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_timeout("1h30m"), Ok(Duration::from_secs(5400)));
-        assert!(parse_timeout("five minutes").is_err());
-    }
 
     #[test]
     fn words_outside_the_lists_are_reported_on_their_attribute() {

@@ -139,7 +139,10 @@ pub trait ChartResource:
         let schema = Self::schema();
         let mut model = match encode(&self, &schema.value_type()) {
             Ok(mut value) => {
-                apply_defaults(&schema.block, &mut value, &Value::Null);
+                // Only where the model has nothing: a moved `helm_release` keeps its own
+                // repository, namespace and name.
+                let own = value.clone();
+                apply_defaults(&schema.block, &mut value, &own);
                 decode::<Self>(&value, Unknowns::AsNull).unwrap_or(self)
             }
             Err(_) => self,
