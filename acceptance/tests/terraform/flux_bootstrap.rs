@@ -369,7 +369,15 @@ async fn bootstrap_repairs_drift_and_never_fights_flux() {
         .delete("flux", &DeleteParams::default())
         .await
         .expect("delete FluxInstance");
-    assert_plans(&ws, "FluxInstance/flux-system/flux: deleted");
+    let plan = assert_plans(&ws, "FluxInstance/flux-system/flux: deleted");
+    assert!(
+        plan.flat().contains("Apply repairs what drifted")
+            && plan
+                .flat()
+                .contains("FluxInstance/flux-system/flux: creates it again"),
+        "the plan says what apply does, not only a removal from `drift`:\n{}",
+        plan.text()
+    );
     ws.ok(APPLY);
     let fi = get(&instances(&client), "flux")
         .await
