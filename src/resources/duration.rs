@@ -49,7 +49,7 @@ pub fn parse_timeout(t: &str) -> Result<Duration, String> {
     match t.trim().parse::<u64>() {
         Ok(secs) => Ok(Duration::from_secs(secs)),
         Err(_) => parse_go_duration(t).map_err(|_| {
-            format!("{t:?} is not a timeout: use seconds (`300`) or a Go duration such as `10m` or `1h30m`")
+            format!("{t:?} is not a duration: use seconds (`300`) or a Go duration such as `10m` or `1h30m`")
         }),
     }
 }

@@ -1033,7 +1033,7 @@ resource "talosboot_flux_bootstrap" "flux" {{
     let text = out.flat();
     assert!(!out.success, "{text}");
     assert_eq!(
-        text.matches("is not a timeout: use seconds (`300`) or a Go duration")
+        text.matches("is not a duration: use seconds (`300`) or a Go duration")
             .count(),
         3,
         "each resource names the accepted forms:\n{}",
