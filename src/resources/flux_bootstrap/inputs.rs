@@ -207,6 +207,19 @@ pub fn job_settings(job: Option<&Job>, rbac: Option<&str>) -> JobSettings {
     }
 }
 
+/// What a bootstrap Job with these settings needs that does not exist before the CNI: the pod
+/// network (not on the host network), or the Service IP (no API endpoint outside it: neither
+/// talosboot's KubePrism endpoint nor a `KUBERNETES_SERVICE_HOST` in `env`). `None`: it runs
+/// before any CNI.
+pub fn pre_cni_needs(job: &JobSettings) -> Option<&'static str> {
+    let endpoint = job.api_endpoint.is_some() || job.env.contains_key("KUBERNETES_SERVICE_HOST");
+    match (job.host_network, endpoint) {
+        (false, _) => Some("the pod network and the Service IP"),
+        (true, false) => Some("the Service IP (10.96.0.1)"),
+        (true, true) => None,
+    }
+}
+
 pub fn bootstrap_namespace(config: &Config) -> BootstrapNamespace {
     let name = config
         .bootstrap_namespace
@@ -341,7 +354,7 @@ fn managed_objects(
 mod tests {
     use super::*;
     use crate::framework::model::Maybe;
-    use crate::resources::flux_bootstrap::model::{ManagedResources, RuntimeInfo};
+    use crate::resources::flux_bootstrap::model::{Image, ManagedResources, RuntimeInfo};
 
     const INSTANCE: &str = "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\nspec:\n  cluster:\n    domain: ${CLUSTER_DOMAIN}\n  sync:\n    kind: GitRepository\n    url: https://github.com/org/repo\n    path: clusters/staging\n";
 
@@ -413,6 +426,45 @@ mod tests {
             "kubernetes/clusters/prod"
         );
         assert_eq!(cm.object["data"]["FLUX_SUSPEND_APPLICATIONS"], "true");
+    }
+
+    #[test]
+    fn a_partial_job_block_needs_what_only_exists_after_the_cni() {
+        assert_eq!(
+            pre_cni_needs(&job_settings(None, None)),
+            None,
+            "talosboot's defaults"
+        );
+        let mirror = Job {
+            image: Image {
+                repository: Some("mirror.example/helm".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            pre_cni_needs(&job_settings(Some(&mirror), None)),
+            Some("the pod network and the Service IP"),
+            "a job block turns host networking off, as in the module"
+        );
+        let host_only = Job {
+            host_network: Some(true),
+            ..Default::default()
+        };
+        assert_eq!(
+            pre_cni_needs(&job_settings(Some(&host_only), None)),
+            Some("the Service IP (10.96.0.1)")
+        );
+        let seed = Job {
+            host_network: Some(true),
+            env: [
+                ("KUBERNETES_SERVICE_HOST".to_owned(), "localhost".to_owned()),
+                ("KUBERNETES_SERVICE_PORT".to_owned(), "7445".to_owned()),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        assert_eq!(pre_cni_needs(&job_settings(Some(&seed), None)), None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `talosboot_flux_bootstrap`: the flux-operator-bootstrap module as a native resource, with the
 //! module's arguments. Reading order: [`schema`], [`model`] (decoding, defaults, validation),
 //! [`inputs`] (one run's resolved inputs), [`plan`] (with [`operator_values`], the running
-//! operator's values an upgrade changes), [`apply`] (with [`run`], the steps, and
+//! operator's values an upgrade changes, and [`plan_checks`], the bootstrap namespace's Pod
+//! Security label and a Job that would need a CNI), [`apply`] (with [`run`], the steps, and
 //! [`report`], the diagnostics), [`read`] (drift), [`import`]; [`private`] holds the salt and
 //! fingerprints.
 
@@ -11,6 +12,7 @@ mod inputs;
 mod model;
 mod operator_values;
 mod plan;
+mod plan_checks;
 mod private;
 mod read;
 mod report;
@@ -59,9 +61,13 @@ impl Resource for FluxBootstrap {
         let mut resp = plan::plan(req);
         if !resp.planned_state.is_null() && !resp.diagnostics.has_errors() {
             let planned = &resp.planned_state;
-            if let Some(w) = operator_values::warning(ctx, &prior, planned, &config, &private).await
-            {
-                resp.diagnostics.push(w);
+            let (operator, namespace) = futures::join!(
+                operator_values::warning(ctx, &prior, planned, &config, &private),
+                plan_checks::warnings(ctx, &prior, planned, &config, &private),
+            );
+            let found: Vec<_> = operator.into_iter().chain(namespace).collect();
+            for d in found {
+                resp.diagnostics.push(d);
             }
         }
         resp

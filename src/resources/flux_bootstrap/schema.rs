@@ -134,7 +134,7 @@ fn managed_resources() -> Attribute {
 fn job() -> Attribute {
     nested(
         "job",
-        "The pre-CNI bootstrap Job that installs the charts. When unset, the Talos defaults apply: host network and the KubePrism API endpoint `localhost:7445`. When set, it is taken as written, as in the module (set `env` `KUBERNETES_SERVICE_HOST`/`PORT` for a pre-CNI run).",
+        "The pre-CNI bootstrap Job that installs the charts. When unset, the Talos defaults apply: host network and the KubePrism API endpoint `localhost:7445`. When set, it is taken as written, as in the module: `host_network` defaults to `false` and the KubePrism environment is not added (set `host_network = true` and `env` `KUBERNETES_SERVICE_HOST`/`PORT` for a pre-CNI run). Such a Job needs the pod network (or the Service IP): on a cluster without a CNI yet (every node NotReady with the CNI message) the plan warns with that fix when the cluster is reachable, and the apply stops before the Job with the diagnosis instead of waiting for `timeout`.",
         vec![
             nested(
                 "image",
@@ -210,7 +210,7 @@ pub fn schema() -> Schema {
                 gitops_resources(),
                 managed_resources(),
                 computed("managed_resources_hash", Type::String, "Salted SHA-256 of `managed_resources`: changes when they do, reveals nothing."),
-                Attribute::optional("bootstrap_namespace", Type::String, "Namespace of the bootstrap's own objects (inventory, Jobs). Default `flux-operator-bootstrap`; it gets the `privileged` Pod Security level (never the FluxInstance's namespace).").requires_replace(),
+                Attribute::optional("bootstrap_namespace", Type::String, "Namespace of the bootstrap's own objects (inventory, Jobs). Default `flux-operator-bootstrap`; it gets the `privileged` Pod Security level (never the FluxInstance's namespace). One that exists without a `pod-security.kubernetes.io/enforce` label (the module created it without one) is labelled `privileged` at apply before any host-network Job, and the plan says so when the cluster is reachable; one whose label was set to another level is left as it is, and the apply stops before the Job, naming the label.").requires_replace(),
                 nested(
                     "common_metadata",
                     "Labels and annotations of the namespaces the bootstrap creates, present at creation (admission policies read them), until Flux adopts a namespace.",
