@@ -4,7 +4,8 @@
 //! for it moved with `moved {}`; the first plan names every value path the upgrade would change
 //! (the sensitive one as `(sensitive)`), the guide's "keep exactly the running values"
 //! (`talos_defaults = false` plus what `helm get values` shows) plans bookkeeping only (no
-//! upgrade), the apply keeps the release as it was, and the next plan is empty.
+//! upgrade), the apply keeps the release as it was (an output reading `metadata.app_version`, as
+//! `helm_release` roots do, works), and the next plan is empty.
 
 use serde_json::json;
 
@@ -113,6 +114,11 @@ moved {{
   from = helm_release.cilium
   to   = talosboot_cilium.this
 }}
+
+# Was helm_release.cilium.metadata.app_version: the same object, at the new address.
+output "app_version" {{
+  value = talosboot_cilium.this.metadata.app_version
+}}
 "#,
             SENSITIVE_PATH,
         ),
@@ -187,6 +193,11 @@ async fn the_guide_moves_a_running_cilium_keeping_its_values_and_the_plan_names_
         plan.text()
     );
     ws.apply();
+    assert_eq!(
+        ws.outputs()["app_version"]["value"],
+        "1.18.4",
+        "`metadata.app_version` references keep working"
+    );
     assert_eq!(
         history(&client, NS, "cilium").await,
         revisions,

@@ -66,6 +66,11 @@ mod tests {
         );
         assert_eq!(state.common.timeout.as_deref(), Some("10m"));
         assert!(state.common.values_sha256.is_some());
+        let metadata = state.common.metadata.expect("metadata moves");
+        assert_eq!(
+            (metadata.revision, metadata.app_version.as_str()),
+            (3, "1.18.4")
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@ use crate::cluster::bootstrap::KUBEPRISM;
 use crate::framework::{Attribute, Block, Nesting, Schema};
 use crate::resources::choice::DeletionPolicy;
 use crate::resources::rbac::{self, Rbac};
-use crate::resources::release::inputs::{job_attributes, set_item, set_wo_attribute};
+use crate::resources::release::common::ReleaseMetadata;
+use crate::resources::release::inputs::{METADATA_DOC, job_attributes, set_item, set_wo_attribute};
 use crate::values::Type;
 
 pub const TYPE_NAME: &str = "talosboot_cilium";
@@ -43,6 +44,7 @@ pub fn schema() -> Schema {
                 Attribute::computed("revision", Type::Number, "Current release revision.").changed_by_update(),
                 Attribute::computed("chart_version", Type::String, "Chart version of the current revision.").changed_by_update(),
                 Attribute::computed("app_version", Type::String, "Cilium version of the current revision.").changed_by_update(),
+                Attribute::computed("metadata", ReleaseMetadata::value_type(), METADATA_DOC).changed_by_update(),
                 Attribute::computed("values_sha256", Type::String, "Salted hash of the release's values (`hmac-sha256:` + hex): changes when the values in the cluster differ from the configuration."),
                 Attribute::computed("agents", Type::object([("ready", Type::Number), ("desired", Type::Number)]), "Cilium agents: `ready` and `desired` (one per node).").changed_by_update(),
                 Attribute::computed("components", Type::map(Type::object([("kind", Type::String), ("desired", Type::Number), ("ready", Type::Number), ("rolled_out", Type::Bool)])), "Every component of the release (the DaemonSets and Deployments its manifest contains in the release namespace, see Readiness above), by name, as the last apply or refresh saw it: `kind`, `desired` (DaemonSets: the nodes it is scheduled on; Deployments: the replicas asked for), `ready`, and `rolled_out` (at its current generation, every pod updated, ready and available, as `cilium status --wait` judges it). A missing one has `desired = 0` and `rolled_out = false`.").changed_by_update(),

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
+use super::common::{ReleaseMetadata, unix_seconds};
 use super::decide::{Decision, Fingerprint, decide, same_version};
 use super::{
     ChartResource, Observed, PreflightAt, Readiness, ReleaseCommon, ReleaseFields, WorkloadSource,
@@ -168,6 +169,17 @@ pub fn refresh_as<K: ChartResource>(
         app_version: release.app_version.clone(),
         values_sha256: private.salted(&release.values_sha256),
         version,
+        metadata: ReleaseMetadata {
+            name: release.name.clone(),
+            revision: release.revision,
+            namespace: release.namespace.clone(),
+            chart: release.chart.clone(),
+            version: release.chart_version.clone(),
+            app_version: release.app_version.clone(),
+            first_deployed: unix_seconds(&release.first_deployed),
+            last_deployed: unix_seconds(&release.last_deployed),
+            notes: release.notes.clone(),
+        },
     };
     state.common_mut().record(&fields);
     state.record(o);

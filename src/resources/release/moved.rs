@@ -1,12 +1,14 @@
 //! `moved { from = helm_release.x  to = talosboot_<type>.x }`: the state hashicorp/helm's
 //! `helm_release` wrote (v3: schema version 2, `set`/`set_sensitive` lists of `{name, value, type}`,
 //! `metadata` an object; v2: `set` blocks and `metadata` a one-element list), read into the fields
-//! every Helm-release model shares, with nothing done in the cluster. The next refresh reads the
-//! release; when the configuration carries the same chart, version and values, the plan is empty.
+//! every Helm-release model shares (its `metadata` output too, without the values), with nothing
+//! done in the cluster. The next refresh reads the release; when the configuration carries the
+//! same chart, version and values, the plan is empty.
 
 use serde_json::Value as Json;
 
 use super::ReleaseCommon;
+use super::common::ReleaseMetadata;
 use crate::cluster::helm_release::{ReleaseStatus, values_digest};
 use crate::cluster::helm_values::SetValue;
 use crate::framework::{Diagnostics, MoveRequest};
@@ -140,6 +142,26 @@ pub fn read_helm_state(
         values_sha256: text(&metadata, "values")
             .and_then(|v| serde_json::from_str::<Json>(&v).ok())
             .map(|v| private.salted(&values_digest(Some(&v)))),
+        metadata: metadata.is_object().then(|| ReleaseMetadata {
+            name: text(&metadata, "name").unwrap_or_default(),
+            revision: metadata
+                .get("revision")
+                .and_then(Json::as_i64)
+                .unwrap_or_default(),
+            namespace: text(&metadata, "namespace").unwrap_or_default(),
+            chart: text(&metadata, "chart").unwrap_or_default(),
+            version: text(&metadata, "version").unwrap_or_default(),
+            app_version: text(&metadata, "app_version").unwrap_or_default(),
+            first_deployed: metadata
+                .get("first_deployed")
+                .and_then(Json::as_i64)
+                .unwrap_or_default(),
+            last_deployed: metadata
+                .get("last_deployed")
+                .and_then(Json::as_i64)
+                .unwrap_or_default(),
+            notes: text(&metadata, "notes").unwrap_or_default(),
+        }),
         ..Default::default()
     };
     let state = HelmState {
