@@ -9,6 +9,8 @@
 //! - `validation`: bad configuration fails at validate/plan with the attribute's source line.
 //! - `helm_release` (both): the data source reads a Helm release record; values never reach state.
 //! - `connection_errors`: unreachable endpoint / wrong CA produce errors that name the cause.
+//! - `provider_retry`: `api_retry_timeout`: a refresh against an API that does not answer logs the
+//!   wait and its budget, and stops there.
 //! - `lifecycle` (both): a managed resource is created, updated and destroyed.
 //! - `write_only`: a write-only value reaches the provider and no state, plan or log; 1.0.3 refuses it.
 //! - `unknown_provider_config`: provider settings unknown at plan still plan and apply in one run.
@@ -47,6 +49,7 @@ mod helm_release_resource;
 mod import_and_removed;
 mod lifecycle;
 mod migrating_cilium;
+mod provider_retry;
 mod release;
 mod secrets_scan;
 mod unknown_provider_config;
