@@ -26,6 +26,7 @@
 //!   enforced RBAC, install and uninstall, nothing of talosboot's RBAC left.
 //! - `a_module_namespace_without_the_pod_security_label_is_labelled_before_any_job`: plan warns,
 //!   apply labels it `privileged` and completes.
+//! - `an_operator_values_change_names_each_value_path_in_the_plan`: `path: running -> planned`.
 //! - `secrets::write_only_secrets_never_leak`: needs a client with write-only support (1.11+; the
 //!   default OpenTofu has it); older ones test the refusal. Protocol-level tests: beside the resource.
 
@@ -632,4 +633,33 @@ async fn a_module_namespace_without_the_pod_security_label_is_labelled_before_an
     );
     assert!(get(&instances(&client), "flux").await.is_some());
     assert!(!ws.plan_has_changes(), "the next plan is empty");
+}
+
+/// A change of `operator_chart.values_yaml` upgrades the running operator: the plan names each
+/// value path, from the running value to the planned one, not only that the input changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_values_change_names_each_value_path_in_the_plan() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    install_cilium(&client).await;
+    let with = |level: &str| {
+        root(&cluster, "  timeout = \"2m\"\n").replace(
+            "operator_chart = { version = \"0.33.0\" }",
+            &format!(
+                "operator_chart = {{ version = \"0.33.0\", values_yaml = \"logLevel: {level}\" }}"
+            ),
+        )
+    };
+    let ws = Workspace::new(&with("info"));
+    ws.init();
+    ws.ok(APPLY);
+    ws.write("main.tf", &with("debug"));
+    let plan = ws.ok(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        plan.flat()
+            .contains("Flux Operator values differ from the configuration")
+            && plan.flat().contains(r#"logLevel: "info" -> "debug""#),
+        "{}",
+        plan.text()
+    );
 }
