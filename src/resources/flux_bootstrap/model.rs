@@ -268,11 +268,24 @@ impl Config {
 
     fn validate_prerequisites(&self, diagnostics: &mut Diagnostics, gitops: &AttributePath) {
         let prereqs = gitops.clone().then_attr("prerequisites");
+        // Placeholders are substituted over the text (a template may be YAML only afterwards):
+        // with the variables known, check the result; without them (write-only inputs can be
+        // unknown here) a template with placeholders is checked at apply.
+        let vars = super::inputs::runtime_variables(self);
         for (i, yaml) in self.gitops_resources.prerequisites.yamls.iter().enumerate() {
             let what = format!("gitops_resources.prerequisites.yamls[{i}]");
-            if let Some(Err(e)) = yaml.as_deref().map(|y| parse_documents(y, &what)) {
-                let path = prereqs.clone().then_attr("yamls").then_index(i as i64);
-                diagnostics.error_at(path, "Invalid prerequisite manifest", e.to_string());
+            let Some(yaml) = yaml.as_deref() else {
+                continue;
+            };
+            let parsed = match &vars {
+                Some(vars) => parse_documents_substituted(yaml, vars, &what),
+                None => parse_documents(yaml, &what),
+            };
+            if let Err(e) = parsed.map(|_| ()) {
+                if vars.is_some() || !yaml.contains("${") {
+                    let path = prereqs.clone().then_attr("yamls").then_index(i as i64);
+                    diagnostics.error_at(path, "Invalid prerequisite manifest", e.to_string());
+                }
             }
         }
         for (i, chart) in self
