@@ -8,6 +8,7 @@
 
 use crate::cluster::{ConfigSource, ProviderConfig, kubeconfig_error, redact_user_info};
 use crate::framework::{Attribute, Block, Diagnostics, Schema};
+use crate::resources::duration::parse_timeout;
 use crate::values::{AttributePath, Type, Value};
 
 const RAW: &str = "kubeconfig_raw";
@@ -18,6 +19,7 @@ const CA: &str = "cluster_ca_certificate";
 const CERT: &str = "client_certificate";
 const KEY: &str = "client_key";
 const TOKEN: &str = "token";
+const RETRY: &str = "api_retry_timeout";
 
 /// The schema of the `provider "talosboot"` block.
 pub fn schema() -> Schema {
@@ -34,9 +36,18 @@ pub fn schema() -> Schema {
                 Attribute::optional(CERT, Type::String, "PEM-encoded client certificate (with `host` and `client_key`)."),
                 Attribute::optional(KEY, Type::String, "PEM-encoded client private key (with `host` and `client_certificate`).").sensitive(),
                 Attribute::optional(TOKEN, Type::String, "Bearer token (with `host`).").sensitive(),
+                Attribute::optional(RETRY, Type::String, "How long each call to the Kubernetes API keeps retrying while the API does not answer (connection refused or reset, timeouts, 429, 5xx) before it reports the error: seconds (`30`) or a Go duration (`5m`). Default `30s`. A root that creates the cluster in the same run (e.g. `talos_cluster_kubeconfig` feeding this block) can raise it so reads wait for the API to come up; lower it to fail fast. The first retry of a call is logged at `WARN` (`TF_LOG=warn`) with the cause and the budget."),
             ],
         ),
     )
+}
+
+/// The `api_retry_timeout` of the block, when known and valid.
+pub fn retry_budget(config: &Value) -> Option<std::time::Duration> {
+    config
+        .attr(RETRY)
+        .and_then(Value::as_str)
+        .and_then(|t| parse_timeout(t).ok())
 }
 
 /// Validates the provider block and resolves it. Unknown values are accepted; problems with
@@ -141,6 +152,13 @@ fn resolve(config: &Value, env_path: Option<&str>) -> (ProviderConfig, Diagnosti
             }
         }
     }
+    if let Some(Err(e)) = config
+        .attr(RETRY)
+        .and_then(Value::as_str)
+        .map(parse_timeout)
+    {
+        diags.error_at(AttributePath::attr(RETRY), "Invalid retry timeout", e);
+    }
     if let Some(yaml) = raw.as_str() {
         if let Err(e) = kube::config::Kubeconfig::from_yaml(yaml) {
             diags.error_at(
@@ -221,6 +239,27 @@ mod tests {
         let (config, diags) = resolve(&block(&[(RAW, Value::unknown())]), None);
         assert!(diags.is_empty());
         assert_eq!(config, ProviderConfig::Unknown);
+    }
+
+    #[test]
+    fn the_retry_timeout_takes_seconds_or_a_duration_and_names_a_bad_one() {
+        let at = |t: &str| block(&[(HOST, "https://h:6443".into()), (RETRY, t.into())]);
+        assert_eq!(
+            retry_budget(&at("5m")),
+            Some(std::time::Duration::from_secs(300))
+        );
+        assert_eq!(
+            retry_budget(&at("45")),
+            Some(std::time::Duration::from_secs(45))
+        );
+        assert_eq!(retry_budget(&block(&[])), None);
+        let (_, diags) = resolve(&at("soon"), None);
+        let d = diags.iter().next().expect("a diagnostic");
+        assert_eq!(d.summary, "Invalid retry timeout");
+        assert_eq!(
+            d.attribute.as_ref().map(|p| p.describe()).as_deref(),
+            Some(RETRY)
+        );
     }
 
     #[test]

@@ -34,6 +34,9 @@ impl Provider for Talosboot {
 
     /// Remembers the configuration; the cluster is contacted only when an operation needs it.
     fn configure(&self, config: &Value, diagnostics: &mut Diagnostics) -> Option<Configured> {
+        if let Some(budget) = config::retry_budget(config) {
+            crate::cluster::retry::set_budget(budget);
+        }
         let (config, diags) = config::from_value(config);
         let ok = !diags.has_errors();
         diagnostics.extend(diags);

@@ -1,5 +1,6 @@
 //! Go durations as Terraform users write them for timeouts: `10m`, `90s`, `1h30m`, `1.5h`,
-//! `500ms` (units `ns`, `us`/`µs`, `ms`, `s`, `m`, `h`, combinable; no bare numbers but `0`).
+//! `500ms` (units `ns`, `us`/`µs`, `ms`, `s`, `m`, `h`, combinable; no bare numbers but `0`), and
+//! the `timeout` every resource takes: those, or seconds as `helm_release` takes them (`300`).
 
 use std::time::Duration;
 
@@ -39,9 +40,32 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(total))
 }
 
+/// A `timeout` as every resource takes it: seconds (`300`, or `timeout = 300` in HCL, as
+/// `helm_release`) or a Go duration (`10m`, `1h30m`).
+///
+/// # Errors
+/// Neither form; the message says what is accepted.
+pub fn parse_timeout(t: &str) -> Result<Duration, String> {
+    match t.trim().parse::<u64>() {
+        Ok(secs) => Ok(Duration::from_secs(secs)),
+        Err(_) => parse_go_duration(t).map_err(|_| {
+            format!("{t:?} is not a duration: use seconds (`300`) or a Go duration such as `10m` or `1h30m`")
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timeouts_take_seconds_like_helm_release_or_go_durations() {
+        assert_eq!(parse_timeout("300"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_timeout(" 600 "), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_timeout("1h30m"), Ok(Duration::from_secs(5400)));
+        let err = parse_timeout("five minutes").expect_err("not a timeout");
+        assert!(err.contains("seconds (`300`)"), "{err}");
+    }
 
     #[test]
     fn go_durations_parse_including_combined_units() {

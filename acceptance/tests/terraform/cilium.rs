@@ -194,7 +194,7 @@ async fn fresh_cluster_gets_cilium_ready_and_the_next_plan_is_empty() {
 }
 
 /// Runs `helm ARGS` the way an operator would by hand: a Job on the host network via KubePrism.
-async fn helm_by_hand(client: &kube::Client, args: &[&str]) {
+pub(crate) async fn helm_by_hand(client: &kube::Client, args: &[&str]) {
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     let name = format!("by-hand-{}", std::process::id());
     // As on a real cluster, the operator's pod needs RBAC: a ServiceAccount bound to cluster-admin.
@@ -991,4 +991,52 @@ async fn edits_that_change_nothing_in_the_release_are_bookkeeping() {
         "no new revision"
     );
     assert!(!ws.plan_has_changes());
+}
+
+/// `timeout` takes what `helm_release` roots write (seconds, `timeout = 300`) and Go durations
+/// (`1h30m`) on every resource; anything else fails validate on its attribute.
+#[test]
+fn timeout_takes_seconds_and_go_durations_on_every_resource() {
+    let instance = "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\n";
+    let root = |timeout: &str| {
+        format!(
+            r#"{REQUIRED_PROVIDERS}
+provider "talosboot" {{}}
+
+resource "talosboot_cilium" "this" {{
+  version = "1.18.4"
+  timeout = {timeout}
+}}
+
+resource "talosboot_helm_release" "app" {{
+  name    = "app"
+  chart   = "app"
+  timeout = {timeout}
+}}
+
+resource "talosboot_flux_bootstrap" "flux" {{
+  revision         = 1
+  timeout          = {timeout}
+  gitops_resources = {{ instance_yaml = {instance:?} }}
+}}
+"#
+        )
+    };
+    for timeout in ["300", "\"1h30m\""] {
+        let ws = Workspace::new(&root(timeout));
+        ws.init();
+        ws.ok(&["validate", "-no-color"]);
+    }
+    let ws = Workspace::new(&root("\"five minutes\""));
+    ws.init();
+    let out = ws.run(&["validate", "-no-color"]);
+    let text = out.flat();
+    assert!(!out.success, "{text}");
+    assert_eq!(
+        text.matches("is not a duration: use seconds (`300`) or a Go duration")
+            .count(),
+        3,
+        "each resource names the accepted forms:\n{}",
+        out.text()
+    );
 }

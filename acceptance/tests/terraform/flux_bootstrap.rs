@@ -9,6 +9,8 @@
 //! - `bad_inputs_are_rejected_at_plan_with_paths`: no cluster needed.
 //! - `plan_needs_no_cluster`: unknown provider settings at plan.
 //! - `failures::pre_cni_order_mistake_is_diagnosed`: no CNI → "depends_on the talosboot_cilium".
+//! - `failures::a_partial_job_block_before_the_cni_is_warned_at_plan_and_fails_fast`: a `job`
+//!   with only an image mirror (pod network, Service IP) before Cilium: plan warning, fast failure.
 //! - `failures::operator_install_failure_is_relayed_with_diagnosis`: KubePrism off → the Job's error and
 //!   the diagnosis reach the apply's diagnostic.
 //! - `uninstall_policy_removes_flux`: `deletion_policy = "uninstall"`, with seed 000's own `job`
@@ -18,10 +20,15 @@
 //! - `failures::api_faults_during_apply_fail_cleanly_and_the_next_apply_converges`.
 //! - `adoption::import_by_the_flux_instance_namespace`: import, then an in-place update that recreates nothing.
 //! - `failures::a_failing_flux_instance_names_its_reason`: `Ready=False` (`ArtifactFailed`).
+//! - `adoption::runtime_variables_are_typed_as_the_module_substitutes_them`: `port: ${port}` is
+//!   a number, as with the module's `flux envsubst`.
 //! - `adoption::prerequisites_are_applied_until_flux_adopts_them`: manifests and a chart, `common_metadata`
 //!   on every namespace created, re-applied until adopted.
 //! - `least_privilege::minimal_rbac_bootstraps_flux_and_uninstalls_it`: `rbac = "minimal"` under
 //!   enforced RBAC, install and uninstall, nothing of talosboot's RBAC left.
+//! - `a_module_namespace_without_the_pod_security_label_is_labelled_before_any_job`: plan warns,
+//!   apply labels it `privileged` and completes.
+//! - `an_operator_values_change_names_each_value_path_in_the_plan`: `path: running -> planned`.
 //! - `secrets::write_only_secrets_never_leak`: needs a client with write-only support (1.11+; the
 //!   default OpenTofu has it); older ones test the refusal. Protocol-level tests: beside the resource.
 
@@ -369,7 +376,15 @@ async fn bootstrap_repairs_drift_and_never_fights_flux() {
         .delete("flux", &DeleteParams::default())
         .await
         .expect("delete FluxInstance");
-    assert_plans(&ws, "FluxInstance/flux-system/flux: deleted");
+    let plan = assert_plans(&ws, "FluxInstance/flux-system/flux: deleted");
+    assert!(
+        plan.flat().contains("Apply repairs what drifted")
+            && plan
+                .flat()
+                .contains("FluxInstance/flux-system/flux: creates it again"),
+        "the plan says what apply does, not only a removal from `drift`:\n{}",
+        plan.text()
+    );
     ws.ok(APPLY);
     let fi = get(&instances(&client), "flux")
         .await
@@ -569,5 +584,84 @@ async fn uninstall_policy_removes_flux() {
             .await
             .is_none(),
         "managed objects go too"
+    );
+}
+
+/// The module made its bootstrap namespace without the Pod Security label: the plan says apply
+/// labels it, apply does so before its host-network Job (on Talos' `baseline` the Job would be
+/// refused), and the bootstrap completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_module_namespace_without_the_pod_security_label_is_labelled_before_any_job() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    install_cilium(&client).await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let bare = serde_json::from_value(json!({"metadata": {"name": "flux-operator-bootstrap"}}))
+        .expect("namespace");
+    namespaces
+        .create(&PostParams::default(), &bare)
+        .await
+        .expect("the module's namespace");
+    let ws = Workspace::new(&root(&cluster, "  timeout = \"2m\"\n"));
+    ws.init();
+    let plan = ws.ok(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        plan.flat()
+            .contains("Bootstrap namespace without a Pod Security label")
+            && plan
+                .flat()
+                .contains("apply labels it `pod-security.kubernetes.io/enforce=privileged`"),
+        "{}",
+        plan.text()
+    );
+    let apply = ws.ok(APPLY);
+    assert!(
+        apply.flat().contains("Labelled the bootstrap namespace"),
+        "{}",
+        apply.text()
+    );
+    let labels = namespaces
+        .get("flux-operator-bootstrap")
+        .await
+        .expect("namespace")
+        .metadata
+        .labels
+        .unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("pod-security.kubernetes.io/enforce")
+            .map(String::as_str),
+        Some("privileged")
+    );
+    assert!(get(&instances(&client), "flux").await.is_some());
+    assert!(!ws.plan_has_changes(), "the next plan is empty");
+}
+
+/// A change of `operator_chart.values_yaml` upgrades the running operator: the plan names each
+/// value path, from the running value to the planned one, not only that the input changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_values_change_names_each_value_path_in_the_plan() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    install_cilium(&client).await;
+    let with = |level: &str| {
+        root(&cluster, "  timeout = \"2m\"\n").replace(
+            "operator_chart = { version = \"0.33.0\" }",
+            &format!(
+                "operator_chart = {{ version = \"0.33.0\", values_yaml = \"logLevel: {level}\" }}"
+            ),
+        )
+    };
+    let ws = Workspace::new(&with("info"));
+    ws.init();
+    ws.ok(APPLY);
+    ws.write("main.tf", &with("debug"));
+    let plan = ws.ok(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        plan.flat()
+            .contains("Flux Operator values differ from the configuration")
+            && plan.flat().contains(r#"logLevel: "info" -> "debug""#),
+        "{}",
+        plan.text()
     );
 }

@@ -9,6 +9,8 @@
 //! - `validation`: bad configuration fails at validate/plan with the attribute's source line.
 //! - `helm_release` (both): the data source reads a Helm release record; values never reach state.
 //! - `connection_errors`: unreachable endpoint / wrong CA produce errors that name the cause.
+//! - `provider_retry`: `api_retry_timeout`: a refresh against an API that does not answer logs the
+//!   wait and its budget, and stops there.
 //! - `lifecycle` (both): a managed resource is created, updated and destroyed.
 //! - `write_only`: a write-only value reaches the provider and no state, plan or log; 1.0.3 refuses it.
 //! - `unknown_provider_config`: provider settings unknown at plan still plan and apply in one run.
@@ -19,6 +21,9 @@
 //!   `cilium-envoy` fails the apply and warns on refresh, naming it; Hubble relay waited for).
 //! - `cilium_kube_proxy`: `kube_proxy_replacement` on clusters with and without kube-proxy (the
 //!   warning, the error at plan and before any Job, the Service-IP diagnosis).
+//! - `migrating_cilium`: the Cilium migration guide replayed: a Cilium installed by Helm with
+//!   non-Talos values, moved from a `helm_release` state; the plan names each value path
+//!   (secrets as `(sensitive)`), the running values kept, the next plan empty.
 //! - `concurrent`: two applies at once from two roots: different targets converge side by side;
 //!   one target is serialized by its Lease.
 //! - `chaos`: seeded random faults during repeated applies; state stays truthful, applies converge
@@ -43,6 +48,8 @@ mod functions;
 mod helm_release_resource;
 mod import_and_removed;
 mod lifecycle;
+mod migrating_cilium;
+mod provider_retry;
 mod release;
 mod secrets_scan;
 mod unknown_provider_config;

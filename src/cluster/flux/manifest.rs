@@ -2,9 +2,14 @@
 //! YAML parsing that never echoes the input, object identity (`Kind/namespace/name`, the module's
 //! inventory line format) and strict `${var}` substitution of runtime info.
 //!
-//! Substitution happens inside string scalars after parsing, so a value with spaces, quotes, colons or
-//! `$` can never break the YAML around it; a placeholder always yields a string. `$${x}` writes a
-//! literal `${x}`. A placeholder without a value (and without `${x:-default}`) is an error.
+//! Substitution works as the module's `flux envsubst --strict` does, over the text before parsing
+//! ([`parse_substituted`]), so `replicas: ${n}` becomes a number and `${list}` can be a flow list.
+//! `$${x}` writes a literal `${x}`; `$x` is left alone; a placeholder without a value (and
+//! without `${x:-default}`) is an error, in comments too. One safety is kept where it changes no
+//! result a module root can rely on: when a value would change the YAML around its placeholder (a
+//! newline, a `: ` or `#` in a plain scalar, a quote inside a quoted one: invalid YAML or other
+//! objects under `flux envsubst`), the document is substituted inside its parsed scalars instead,
+//! so each value is the string it says.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -126,18 +131,24 @@ impl fmt::Display for ObjectRef {
 /// Parses every non-empty document of `text` into an object with `apiVersion`, `kind` and a name.
 /// `what` names the input in errors (e.g. `gitops_resources.instance_yaml`).
 pub fn parse_documents(text: &str, what: &str) -> Result<Vec<Manifest>, ManifestError> {
-    let docs: Vec<Json> = serde_saphyr::from_multiple(text).map_err(|e| match e.location() {
-        Some(at) => ManifestError::Yaml {
-            what: what.to_owned(),
-            line: at.line() as usize,
-            column: at.column() as usize,
-        },
-        None => ManifestError::YamlNoLocation {
-            what: what.to_owned(),
-        },
-    })?;
+    objects(parse_yaml_documents(text, what)?, what)
+}
+
+/// [`parse_documents`] of `text` with its placeholders substituted ([`parse_substituted`]).
+///
+/// # Errors
+/// As both.
+pub fn parse_documents_substituted(
+    text: &str,
+    vars: &BTreeMap<String, String>,
+    what: &str,
+) -> Result<Vec<Manifest>, ManifestError> {
+    objects(parse_substituted(text, vars, what)?, what)
+}
+
+/// Documents as Kubernetes objects: each with `apiVersion`, `kind` and a name.
+fn objects(docs: Vec<Json>, what: &str) -> Result<Vec<Manifest>, ManifestError> {
     docs.into_iter()
-        .filter(|d| !d.is_null())
         .enumerate()
         .map(|(i, object)| {
             let index = i + 1;
@@ -160,6 +171,75 @@ pub fn parse_documents(text: &str, what: &str) -> Result<Vec<Manifest>, Manifest
             Ok(manifest)
         })
         .collect()
+}
+
+/// The documents of `text` with its `${var}` placeholders substituted as `flux envsubst --strict`
+/// does (over the text), unless a value would change the YAML around its placeholder: then with
+/// each placeholder substituted inside its parsed scalar (see the module header). Errors never
+/// quote the text or a value.
+///
+/// # Errors
+/// A missing variable, an unterminated placeholder, YAML that does not parse either way.
+pub fn parse_substituted(
+    text: &str,
+    vars: &BTreeMap<String, String>,
+    what: &str,
+) -> Result<Vec<Json>, ManifestError> {
+    let textual = substitute_str(text, vars, what)?;
+    let safe = parse_yaml_documents(text, what).and_then(|mut docs| {
+        for doc in &mut docs {
+            substitute(doc, vars, what)?;
+        }
+        Ok(docs)
+    });
+    let Ok(safe) = safe else {
+        // The template itself is no YAML until substituted (e.g. a placeholder as a whole block).
+        return parse_yaml_documents(&textual, what);
+    };
+    match parse_yaml_documents(&textual, what) {
+        Ok(docs)
+            if docs.len() == safe.len()
+                && docs.iter().zip(&safe).all(|(t, s)| same_but_typed(t, s)) =>
+        {
+            Ok(docs)
+        }
+        _ => Ok(safe),
+    }
+}
+
+/// The non-empty documents of a YAML stream.
+fn parse_yaml_documents(text: &str, what: &str) -> Result<Vec<Json>, ManifestError> {
+    let docs: Vec<Json> = serde_saphyr::from_multiple(text).map_err(|e| match e.location() {
+        Some(at) => ManifestError::Yaml {
+            what: what.to_owned(),
+            line: at.line() as usize,
+            column: at.column() as usize,
+        },
+        None => ManifestError::YamlNoLocation {
+            what: what.to_owned(),
+        },
+    })?;
+    Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+/// Whether `textual` (substituted over the text) is `safe` (substituted inside scalars) up to the
+/// typing of whole scalars: a string of `safe` may be, in `textual`, what that string reads as in
+/// YAML (`3`, `true`, `[a, b]`); the structure around it must be the same.
+fn same_but_typed(textual: &Json, safe: &Json) -> bool {
+    match (textual, safe) {
+        (t, s) if t == s => true,
+        (Json::Object(t), Json::Object(s)) => {
+            t.len() == s.len()
+                && t.iter()
+                    .all(|(k, v)| s.get(k).is_some_and(|sv| same_but_typed(v, sv)))
+        }
+        (Json::Array(t), Json::Array(s)) => {
+            t.len() == s.len() && t.iter().zip(s).all(|(a, b)| same_but_typed(a, b))
+        }
+        (t, Json::String(s)) if s.trim().is_empty() => t.is_null(),
+        (t, Json::String(s)) => serde_saphyr::from_str::<Json>(s).is_ok_and(|typed| typed == *t),
+        _ => false,
+    }
 }
 
 /// Substitutes `${name}` (and `${name:-default}` / `${name:=default}`) in every string and key of
@@ -226,7 +306,12 @@ fn resolve(
         Some((name, default)) => (name, Some(default)),
         None => (expr, None),
     };
-    match (vars.get(name), default) {
+    // As envsubst: the default stands for an unset or empty variable.
+    match (
+        vars.get(name)
+            .filter(|v| !v.is_empty() || default.is_none()),
+        default,
+    ) {
         (Some(value), _) => Ok(value.clone()),
         (None, Some(default)) => Ok(default.to_owned()),
         (None, None) => Err(ManifestError::MissingVariable {
@@ -316,6 +401,75 @@ mod tests {
             substitute_str("${X", &v, "w"),
             Err(ManifestError::Unterminated { .. })
         ));
+    }
+
+    /// The module's documented use: `runtime_info.data` (`cluster_name = "staging"`,
+    /// `cluster_region = "eu-west-2"`) substituted into the FluxInstance and the prerequisites.
+    #[test]
+    fn placeholders_are_substituted_over_the_text_as_flux_envsubst_does() {
+        let v = vars(&[
+            ("cluster_name", "staging"),
+            ("cluster_region", "eu-west-2"),
+            ("multitenant", "true"),
+            ("replicas", "3"),
+            ("zones", "[eu-west-2a, eu-west-2b]"),
+        ]);
+        let instance = "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\n  # staging is ${cluster_name}\nspec:\n  cluster:\n    multitenant: ${multitenant}\n    domain: \"${cluster_name}.local\"\n  sync:\n    kind: GitRepository\n    path: clusters/${cluster_name}\n";
+        let docs = parse_documents_substituted(instance, &v, "instance_yaml").expect("parse");
+        let spec = &docs[0].object["spec"];
+        assert_eq!(spec["cluster"]["multitenant"], serde_json::json!(true));
+        assert_eq!(spec["cluster"]["domain"], "staging.local");
+        assert_eq!(spec["sync"]["path"], "clusters/staging");
+        let nodes = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: ${cluster_name}-${cluster_region}\nspec:\n  replicas: ${replicas}\n  quoted: \"${replicas}\"\n  zones: ${zones}\n  literal: $${cluster_name} $HOME\n";
+        let docs = parse_documents_substituted(nodes, &v, "prerequisites.yamls[0]").expect("parse");
+        let o = &docs[0].object;
+        assert_eq!(docs[0].name(), "staging-eu-west-2");
+        assert_eq!(
+            o["spec"]["replicas"],
+            serde_json::json!(3),
+            "a number, as the module makes it"
+        );
+        assert_eq!(o["spec"]["quoted"], "3", "quoted stays a string");
+        assert_eq!(
+            o["spec"]["zones"],
+            serde_json::json!(["eu-west-2a", "eu-west-2b"])
+        );
+        assert_eq!(o["spec"]["literal"], "${cluster_name} $HOME");
+    }
+
+    #[test]
+    fn a_value_that_would_change_the_yaml_around_it_stays_the_string_it_says() {
+        let v = vars(&[
+            ("n", "3"),
+            ("desc", "a: b"),
+            ("inject", "x\nevil: 1"),
+            ("quote", "say \"hi\""),
+        ]);
+        for (text, key, expected) in [
+            ("desc: ${desc}\nn: ${n}\n", "desc", "a: b"),
+            ("desc: ${inject}\nn: ${n}\n", "desc", "x\nevil: 1"),
+            ("desc: \"${quote}\"\nn: ${n}\n", "desc", "say \"hi\""),
+        ] {
+            let docs = parse_substituted(text, &v, "values_yaml").expect("parse");
+            assert_eq!(docs[0][key], expected, "{text}");
+            assert!(docs[0].get("evil").is_none(), "{text}");
+        }
+    }
+
+    #[test]
+    fn placeholders_in_comments_are_strict_and_defaults_cover_empty_values() {
+        let v = vars(&[("EMPTY", "")]);
+        assert_eq!(
+            parse_substituted("a: 1 # ${MISSING}\n", &v, "values_yaml"),
+            Err(ManifestError::MissingVariable {
+                what: "values_yaml".into(),
+                name: "MISSING".into()
+            })
+        );
+        let docs =
+            parse_substituted("a: ${EMPTY:-fallback}\nb: ${EMPTY}x\n", &v, "w").expect("parse");
+        assert_eq!(docs[0]["a"], "fallback");
+        assert_eq!(docs[0]["b"], "x");
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! has taken an object over, and the readiness conditions), [`objects`] (generic get/apply/delete of
 //! any kind), [`managed`] (managed Secrets, the runtime-info ConfigMap, the module's `inventory`),
 //! [`instance`] (namespaces, the CRD wait, the FluxInstance and its Ready wait), [`operator`] (its
-//! Deployment and the pod-network check), [`drift`] (what
-//! Read compares).
+//! Deployment and the pod-network check), [`pod_security`] (the bootstrap namespace's level),
+//! [`pre_cni`] (whether any node has a CNI yet),
+//! [`drift`] (what Read compares).
 
 pub mod drift;
 pub mod instance;
@@ -16,6 +17,8 @@ pub mod manifest;
 pub mod objects;
 pub mod operator;
 pub mod ownership;
+pub mod pod_security;
+pub mod pre_cni;
 
 use std::time::Duration;
 
@@ -75,6 +78,10 @@ pub enum FluxError {
         "the Flux Operator in {namespace} cannot start: no node is Ready, so no pod network exists yet (the operator is not a host-network pod). Install the CNI first: make this resource `depends_on` the `talosboot_cilium` (or `helm_release.cilium`) that installs Cilium"
     )]
     NoPodNetwork { namespace: String },
+    #[error(
+        "the bootstrap Job in {namespace} would use {needs}, but no node has a CNI yet (every node is NotReady: cni plugin not initialized), so it cannot run. A `job` block turns host networking and the KubePrism environment off, as in the module: set `host_network = true` and `env = {{ KUBERNETES_SERVICE_HOST = \"localhost\", KUBERNETES_SERVICE_PORT = \"7445\" }}` in `job` (or drop `job`: those are talosboot's defaults), or install the CNI first (`depends_on` the `talosboot_cilium`)"
+    )]
+    JobNeedsCni { namespace: String, needs: String },
     #[error("cancelled while waiting for {what}")]
     Cancelled { what: String },
     #[error("{0}")]

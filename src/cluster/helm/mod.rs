@@ -8,6 +8,7 @@
 pub mod install;
 pub mod rbac;
 pub mod release;
+pub mod release_values;
 pub mod status;
 pub mod values;
 

@@ -26,7 +26,11 @@ pub struct HelmRelease {
     pub chart_version: String,
     pub app_version: String,
     pub last_deployed: String,
+    /// When the first revision was deployed (RFC 3339, as Helm records it).
+    pub first_deployed: String,
     pub description: String,
+    /// The chart's rendered NOTES.txt.
+    pub notes: String,
     /// SHA-256 of the user-supplied values as canonical JSON (sorted keys), hex.
     pub values_sha256: String,
     /// The workloads of the rendered manifest (Deployments, DaemonSets, StatefulSets, Jobs), whose
@@ -169,7 +173,11 @@ struct Info {
     #[serde(default)]
     last_deployed: String,
     #[serde(default)]
+    first_deployed: String,
+    #[serde(default)]
     description: String,
+    #[serde(default)]
+    notes: String,
 }
 
 #[derive(Deserialize)]
@@ -219,7 +227,9 @@ pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeErr
         chart_version: metadata.version,
         app_version: metadata.app_version,
         last_deployed: record.info.last_deployed,
+        first_deployed: record.info.first_deployed,
         description: record.info.description,
+        notes: record.info.notes,
         values_sha256: values_digest(record.config.as_ref()),
         workloads: manifest_workloads(&record.manifest),
         kinds: manifest_kinds(

@@ -35,6 +35,7 @@ pub type CiliumResource = ReleaseResource<Cilium>;
 impl ChartResource for Cilium {
     const TYPE_NAME: &'static str = schema::TYPE_NAME;
     const VALUE_INPUTS: &'static [&'static str] = plan::VALUE_INPUTS;
+    const KEEP_VALUES_HINT: &'static str = " With `talos_defaults = true` (the default) the Talos values are merged under yours: to install exactly the values that run now, set `talos_defaults = false` and put what `helm get values` shows into `values`.";
 
     fn schema() -> Schema {
         schema::schema()

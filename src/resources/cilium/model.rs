@@ -10,7 +10,7 @@ use serde_json::{Value as Json, json};
 use crate::cluster::endpoint::ApiEndpoint;
 pub use crate::cluster::helm::values::SetValue;
 use crate::framework::Diagnostics;
-use crate::resources::duration::parse_go_duration;
+use crate::resources::duration::parse_timeout;
 use crate::resources::release::ReleaseCommon;
 use crate::values::AttributePath;
 
@@ -137,7 +137,7 @@ pub fn validate(c: &Cilium, d: &mut Diagnostics) {
         }
     }
     if let Some(t) = &c.timeout {
-        match parse_go_duration(t) {
+        match parse_timeout(t) {
             Ok(dur) if dur.as_secs() >= 30 => {}
             Ok(_) => d.error_at(
                 at("timeout"),

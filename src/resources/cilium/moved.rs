@@ -66,6 +66,39 @@ mod tests {
         );
         assert_eq!(state.common.timeout.as_deref(), Some("10m"));
         assert!(state.common.values_sha256.is_some());
+        let metadata = state.common.metadata.expect("metadata moves");
+        assert_eq!(
+            (metadata.revision, metadata.app_version.as_str()),
+            (3, "1.18.4")
+        );
+    }
+
+    #[test]
+    fn a_cilium_chart_moves_whatever_form_helm_release_named_it_in() {
+        for (chart, repository) in [
+            ("cilium/cilium", Some("https://helm.cilium.io")),
+            (
+                "https://helm.cilium.io/cilium-1.18.4.tgz",
+                Some("https://helm.cilium.io"),
+            ),
+            (
+                "oci://quay.io/cilium/charts/cilium",
+                Some("oci://quay.io/cilium/charts"),
+            ),
+        ] {
+            let source = serde_json::json!({
+                "name": "cni", "namespace": "network", "chart": chart, "version": "1.18.4",
+                "metadata": {"revision": 1, "version": "1.18.4"},
+            });
+            let mut d = Diagnostics::new();
+            let (state, _) =
+                from_helm_release(&req(source, "registry.opentofu.org/hashicorp/helm"), &mut d)
+                    .unwrap_or_else(|| panic!("{chart} moves: {d:?}"));
+            assert_eq!(state.common.chart.as_deref(), Some("cilium"), "{chart}");
+            assert_eq!(state.common.repository.as_deref(), repository, "{chart}");
+            // Its own name and namespace, not the schema's defaults.
+            assert_eq!(state.common.id.as_deref(), Some("network/cni"), "{chart}");
+        }
     }
 
     #[test]

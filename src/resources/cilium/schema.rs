@@ -8,7 +8,8 @@ use crate::cluster::endpoint::KUBEPRISM;
 use crate::framework::{Attribute, Block, Nesting, Schema};
 use crate::resources::choice::DeletionPolicy;
 use crate::resources::rbac::{self, Rbac};
-use crate::resources::release::inputs::{job_attributes, set_item, set_wo_attribute};
+use crate::resources::release::common::ReleaseMetadata;
+use crate::resources::release::inputs::{METADATA_DOC, job_attributes, set_item, set_wo_attribute};
 use crate::values::Type;
 
 pub const TYPE_NAME: &str = "talosboot_cilium";
@@ -30,7 +31,7 @@ pub fn schema() -> Schema {
                 Attribute::optional("set", Type::Dynamic, "Single values, applied after `values`, as `helm --set`.").nested(Nesting::List, set_item(false)).updates(),
                 Attribute::optional("set_sensitive", Type::Dynamic, "Like `set`, for secrets: hidden in plan output, never logged, passed to the installer through a Secret; the values are stored in state as configured (as with `helm_release`: keep the state encrypted), while `values_sha256` is a salted hash.").nested(Nesting::List, set_item(true)).sensitive().updates(),
                 set_wo_attribute(),
-                Attribute::optional_computed("timeout", Type::String, "How long the whole operation may take, as a Go duration (`10m`, `1h30m`). Default `10m`. The bootstrap Job's deadline is what is left of it.").default(DEFAULT_TIMEOUT),
+                Attribute::optional_computed("timeout", Type::String, "How long the whole operation may take: a Go duration (`10m`, `1h30m`) or seconds (`600`, as `helm_release`). Default `10m`. The bootstrap Job's deadline is what is left of it.").default(DEFAULT_TIMEOUT),
                 Attribute::optional_computed("wait", Type::Bool, "Wait until Cilium is ready as `cilium status --wait` means it (every DaemonSet and Deployment of the release's manifest rolled out at its current generation: see Readiness above) and every node lost the `not-ready` taint. Default `true`.").default(true),
                 Attribute::optional_computed("talos_defaults", Type::Bool, "Merge the Talos values under the user's: `ipam.mode=kubernetes`, `cgroup.autoMount.enabled=false`, `cgroup.hostRoot=/sys/fs/cgroup`, the capability lists `securityContext.capabilities.ciliumAgent` (`CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID`) and `cleanCiliumState` (`NET_ADMIN,SYS_ADMIN,SYS_RESOURCE`) without `SYS_MODULE`, and, as `kube_proxy_replacement` says, either `kubeProxyReplacement=true` with `k8sServiceHost`/`k8sServicePort` from `api_endpoint` or `kubeProxyReplacement=false`. Default `true`.").default(true).updates(),
                 Attribute::optional_computed("kube_proxy_replacement", Type::Bool, "Whether Cilium replaces kube-proxy, choosing the variant of Talos' Cilium guide (with `talos_defaults`). `true` (default) for clusters with `cluster.proxy.disabled: true`: `kubeProxyReplacement=true`, and the agents reach the API at `api_endpoint` (`k8sServiceHost`/`k8sServicePort`). `false` for clusters that run kube-proxy (Talos' default): `kubeProxyReplacement=false` and no `k8sServiceHost`/`k8sServicePort`, since kube-proxy routes the `kubernetes` Service the agents use. Checked against DaemonSet `kube-system/kube-proxy` at plan (when the cluster is reachable) and before any Job runs: kube-proxy with `true` is a warning, no kube-proxy with `false` an error.").default(true).updates(),
@@ -43,6 +44,7 @@ pub fn schema() -> Schema {
                 Attribute::computed("revision", Type::Number, "Current release revision.").changed_by_update(),
                 Attribute::computed("chart_version", Type::String, "Chart version of the current revision.").changed_by_update(),
                 Attribute::computed("app_version", Type::String, "Cilium version of the current revision.").changed_by_update(),
+                Attribute::computed("metadata", ReleaseMetadata::value_type(), METADATA_DOC).changed_by_update(),
                 Attribute::computed("values_sha256", Type::String, "Salted hash of the release's values (`hmac-sha256:` + hex): changes when the values in the cluster differ from the configuration."),
                 Attribute::computed("agents", Type::object([("ready", Type::Number), ("desired", Type::Number)]), "Cilium agents: `ready` and `desired` (one per node).").changed_by_update(),
                 Attribute::computed("components", Type::map(Type::object([("kind", Type::String), ("desired", Type::Number), ("ready", Type::Number), ("rolled_out", Type::Bool)])), "Every component of the release (the DaemonSets and Deployments its manifest contains in the release namespace, see Readiness above), by name, as the last apply or refresh saw it: `kind`, `desired` (DaemonSets: the nodes it is scheduled on; Deployments: the replicas asked for), `ready`, and `rolled_out` (at its current generation, every pod updated, ready and available, as `cilium status --wait` judges it). A missing one has `desired = 0` and `rolled_out = false`.").changed_by_update(),

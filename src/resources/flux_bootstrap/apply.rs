@@ -5,7 +5,7 @@
 
 use tokio::time::Instant;
 
-use super::inputs::{Inputs, bootstrap_namespace, job_settings, timeout};
+use super::inputs::{Inputs, bootstrap_namespace, job_settings, pre_cni_needs, timeout};
 use super::model::{Config, set_computed};
 use super::private::{Private, managed_hash};
 use super::report::run_diagnostic;
@@ -17,6 +17,8 @@ use crate::cluster::flux::instance::{
 use crate::cluster::flux::manifest::ObjectRef;
 use crate::cluster::flux::objects::{self, configmaps, secrets};
 use crate::cluster::flux::ownership::adopted_by_flux;
+use crate::cluster::flux::pod_security::{self, ENFORCE_LABEL};
+use crate::cluster::flux::pre_cni;
 use crate::cluster::flux::{FluxError, Kube, OPERATOR_RELEASE, operator};
 use crate::cluster::helm;
 use crate::framework::model::{Unknowns, decode};
@@ -42,7 +44,7 @@ async fn connect(ctx: &Ctx) -> Result<Kube, RunError> {
         .map_err(RunError::engine("connect to the cluster".into()))
 }
 
-fn scope(prior: &Value, planned: &Value, private: &Private) -> Scope {
+pub(super) fn scope(prior: &Value, planned: &Value, private: &Private) -> Scope {
     let changed = FULL_RUN_INPUTS
         .iter()
         .any(|name| !same_value(prior.attr(name), planned.attr(name)));
@@ -82,7 +84,7 @@ pub async fn apply(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
         Some(hash.unwrap_or_default()),
     );
     let mut diagnostics = Diagnostics::new();
-    match run(ctx, &inputs, scope, &private).await {
+    match run(ctx, &inputs, scope, &private, &mut diagnostics).await {
         Ok(tracked) => {
             private.tracked = tracked;
             private.last_run_failed = false;
@@ -105,8 +107,33 @@ async fn run(
     inputs: &Inputs,
     scope: Scope,
     private: &Private,
+    diagnostics: &mut Diagnostics,
 ) -> Result<Vec<crate::cluster::flux::managed::Tracked>, (RunError, Option<String>)> {
     let kube = connect(ctx).await.map_err(|e| (e, None))?;
+    // Before any Job: the bootstrap's own namespace, made by the module without the label.
+    let (namespace, host_network) = (&inputs.bootstrap.name, inputs.job.host_network);
+    if pod_security::ensure(&kube, namespace, host_network)
+        .await
+        .map_err(|e| (e.into(), None))?
+    {
+        diagnostics.warning(
+            "Labelled the bootstrap namespace",
+            format!("Namespace {namespace} had no Pod Security label (the module created it without one); talosboot labelled it `{ENFORCE_LABEL}=privileged`, which its host-network bootstrap pod needs on Talos."),
+        );
+    }
+    // A Job that needs what only exists after the CNI would wait for its timeout: stop now.
+    if let (true, Some(needs)) = (scope.full || scope.operator, pre_cni_needs(&inputs.job)) {
+        if pre_cni::cni_missing(&kube)
+            .await
+            .map_err(|e| (e.into(), None))?
+        {
+            let error = FluxError::JobNeedsCni {
+                namespace: namespace.clone(),
+                needs: needs.to_owned(),
+            };
+            return Err((error.into(), None));
+        }
+    }
     let runner = Runner {
         kube: &kube,
         inputs,

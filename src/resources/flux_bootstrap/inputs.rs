@@ -1,6 +1,6 @@
 //! The inputs of one run, resolved from the model without I/O: defaults applied, runtime variables
-//! substituted, the `sync` override merged into the FluxInstance, chart installs and the Job
-//! settings for the engine.
+//! substituted (as the module's `flux envsubst --strict`, see [`parse_substituted`]), the `sync`
+//! override merged into the FluxInstance, chart installs and the Job settings for the engine.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,13 +9,15 @@ use serde_json::{Value as Json, json};
 
 use super::model::{
     AdoptionCheck, Config, DEFAULT_BOOTSTRAP_NAMESPACE, DEFAULT_OPERATOR_REPOSITORY,
-    DEFAULT_TIMEOUT, Job, Sync, oci_reference, parse_go_duration, parse_instance, parse_secrets,
+    DEFAULT_TIMEOUT, Job, Sync, oci_reference, parse_instance_with, parse_secrets, parse_timeout,
 };
 use crate::cluster::engine::objects::PSA_ENFORCE;
 use crate::cluster::engine::{BootstrapNamespace, JobSettings};
 use crate::cluster::flux::OPERATOR_RELEASE;
 use crate::cluster::flux::managed::runtime_info_configmap;
-use crate::cluster::flux::manifest::{Manifest, parse_documents, substitute};
+use crate::cluster::flux::manifest::{
+    Manifest, parse_documents, parse_documents_substituted, parse_substituted,
+};
 use crate::cluster::helm::install::{ChartInstall, DEFAULT_HELM_IMAGE};
 use crate::resources::rbac::Rbac;
 
@@ -125,10 +127,12 @@ fn values(
     if text.trim().is_empty() {
         return Ok(String::new());
     }
-    let mut doc: Json =
-        serde_saphyr::from_str(text).map_err(|_| format!("{what} is not valid YAML"))?;
-    substitute(&mut doc, vars, what).map_err(|e| e.to_string())?;
-    Ok(doc.to_string())
+    let docs = parse_substituted(text, vars, what).map_err(|e| e.to_string())?;
+    match docs.as_slice() {
+        [] => Ok(String::new()),
+        [doc] => Ok(doc.to_string()),
+        _ => Err(format!("{what} must be one YAML document")),
+    }
 }
 
 fn chart_install(
@@ -201,6 +205,19 @@ pub fn job_settings(job: Option<&Job>, rbac: Option<&str>) -> JobSettings {
     }
 }
 
+/// What a bootstrap Job with these settings needs that does not exist before the CNI: the pod
+/// network (not on the host network), or the Service IP (no API endpoint outside it: neither
+/// talosboot's KubePrism endpoint nor a `KUBERNETES_SERVICE_HOST` in `env`). `None`: it runs
+/// before any CNI.
+pub fn pre_cni_needs(job: &JobSettings) -> Option<&'static str> {
+    let endpoint = job.api_endpoint.is_some() || job.env.contains_key("KUBERNETES_SERVICE_HOST");
+    match (job.host_network, endpoint) {
+        (false, _) => Some("the pod network and the Service IP"),
+        (true, false) => Some("the Service IP (10.96.0.1)"),
+        (true, true) => None,
+    }
+}
+
 pub fn bootstrap_namespace(config: &Config) -> BootstrapNamespace {
     let name = config
         .bootstrap_namespace
@@ -214,7 +231,7 @@ pub fn bootstrap_namespace(config: &Config) -> BootstrapNamespace {
 }
 
 pub fn timeout(config: &Config) -> Duration {
-    parse_go_duration(config.timeout.as_deref().unwrap_or(DEFAULT_TIMEOUT))
+    parse_timeout(config.timeout.as_deref().unwrap_or(DEFAULT_TIMEOUT))
         .unwrap_or(Duration::from_secs(600))
 }
 
@@ -236,11 +253,7 @@ impl Inputs {
             .instance_yaml
             .known()
             .ok_or("gitops_resources.instance_yaml is not known")?;
-        let mut instance = parse_instance(text)?;
-        if let Some(vars) = &vars {
-            substitute(&mut instance.object, vars, "gitops_resources.instance_yaml")
-                .map_err(|e| e.to_string())?;
-        }
+        let mut instance = parse_instance_with(text, vars.as_ref())?;
         if let Some(sync) = &config.sync {
             apply_sync(&mut instance, sync);
         }
@@ -248,14 +261,12 @@ impl Inputs {
         let mut prerequisites = Vec::new();
         for (i, yaml) in gitops.prerequisites.yamls.iter().enumerate() {
             let what = format!("gitops_resources.prerequisites.yamls[{i}]");
-            for mut doc in parse_documents(yaml.as_deref().unwrap_or_default(), &what)
-                .map_err(|e| e.to_string())?
-            {
-                if let Some(vars) = &vars {
-                    substitute(&mut doc.object, vars, &what).map_err(|e| e.to_string())?;
-                }
-                prerequisites.push(doc);
-            }
+            let text = yaml.as_deref().unwrap_or_default();
+            let docs = match &vars {
+                Some(vars) => parse_documents_substituted(text, vars, &what),
+                None => parse_documents(text, &what),
+            };
+            prerequisites.extend(docs.map_err(|e| e.to_string())?);
         }
         let secret_values = vars.is_some();
         let mut charts = Vec::new();
@@ -340,7 +351,7 @@ fn managed_objects(
 mod tests {
     use super::*;
     use crate::framework::model::Maybe;
-    use crate::resources::flux_bootstrap::model::{ManagedResources, RuntimeInfo};
+    use crate::resources::flux_bootstrap::model::{Image, ManagedResources, RuntimeInfo};
 
     const INSTANCE: &str = "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\nspec:\n  cluster:\n    domain: ${CLUSTER_DOMAIN}\n  sync:\n    kind: GitRepository\n    url: https://github.com/org/repo\n    path: clusters/staging\n";
 
@@ -412,6 +423,45 @@ mod tests {
             "kubernetes/clusters/prod"
         );
         assert_eq!(cm.object["data"]["FLUX_SUSPEND_APPLICATIONS"], "true");
+    }
+
+    #[test]
+    fn a_partial_job_block_needs_what_only_exists_after_the_cni() {
+        assert_eq!(
+            pre_cni_needs(&job_settings(None, None)),
+            None,
+            "talosboot's defaults"
+        );
+        let mirror = Job {
+            image: Image {
+                repository: Some("mirror.example/helm".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            pre_cni_needs(&job_settings(Some(&mirror), None)),
+            Some("the pod network and the Service IP"),
+            "a job block turns host networking off, as in the module"
+        );
+        let host_only = Job {
+            host_network: Some(true),
+            ..Default::default()
+        };
+        assert_eq!(
+            pre_cni_needs(&job_settings(Some(&host_only), None)),
+            Some("the Service IP (10.96.0.1)")
+        );
+        let seed = Job {
+            host_network: Some(true),
+            env: [
+                ("KUBERNETES_SERVICE_HOST".to_owned(), "localhost".to_owned()),
+                ("KUBERNETES_SERVICE_PORT".to_owned(), "7445".to_owned()),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        assert_eq!(pre_cni_needs(&job_settings(Some(&seed), None)), None);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! `talosboot_flux_bootstrap`: the flux-operator-bootstrap module as a native resource, with the
 //! module's arguments. Reading order: [`schema`], [`model`] (decoding, defaults, validation),
-//! [`inputs`] (one run's resolved inputs), [`plan`], [`apply`] (with [`run`], the steps, and
+//! [`inputs`] (one run's resolved inputs), [`plan`] (with [`operator_values`], the running
+//! operator's values an upgrade changes, and [`plan_checks`], the bootstrap namespace's Pod
+//! Security label and a Job that would need a CNI), [`apply`] (with [`run`], the steps, and
 //! [`report`], the diagnostics), [`read`] (drift), [`import`]; [`private`] holds the salt and
 //! fingerprints.
 
@@ -8,7 +10,9 @@ mod apply;
 mod import;
 mod inputs;
 mod model;
+mod operator_values;
 mod plan;
+mod plan_checks;
 mod private;
 mod read;
 mod report;
@@ -48,8 +52,25 @@ impl Resource for FluxBootstrap {
         }
     }
 
-    async fn plan(&self, _ctx: &Ctx, req: PlanRequest) -> PlanResponse {
-        plan::plan(req)
+    async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse {
+        let (prior, config, private) = (
+            req.prior_state.clone(),
+            req.config.clone(),
+            req.prior_private.clone(),
+        );
+        let mut resp = plan::plan(req);
+        if !resp.planned_state.is_null() && !resp.diagnostics.has_errors() {
+            let planned = &resp.planned_state;
+            let (operator, namespace) = futures::join!(
+                operator_values::warning(ctx, &prior, planned, &config, &private),
+                plan_checks::warnings(ctx, &prior, planned, &config, &private),
+            );
+            let found: Vec<_> = operator.into_iter().chain(namespace).collect();
+            for d in found {
+                resp.diagnostics.push(d);
+            }
+        }
+        resp
     }
 
     async fn apply(&self, ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {

@@ -5,10 +5,10 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
-use crate::cluster::flux::manifest::{Manifest, parse_documents};
+use crate::cluster::flux::manifest::{Manifest, parse_documents, parse_documents_substituted};
 use crate::framework::Diagnostics;
 use crate::framework::model::Maybe;
-pub use crate::resources::duration::parse_go_duration;
+pub use crate::resources::duration::parse_timeout;
 use crate::resources::names::is_dns_label;
 use crate::resources::rbac::Rbac;
 use crate::values::{AttributePath, Value};
@@ -155,8 +155,21 @@ pub fn set_computed(state: &mut Value, namespace: Value, managed_resources_hash:
 /// The FluxInstance manifest of `instance_yaml`, validated (one document, the operator's kind,
 /// named `flux`, with a namespace). Errors are `(attribute path, message)`.
 pub fn parse_instance(text: &str) -> Result<Manifest, String> {
+    parse_instance_with(text, None)
+}
+
+/// [`parse_instance`] of `instance_yaml` with the runtime variables substituted as the module does
+/// ([`parse_documents_substituted`]); `None`: nothing is substituted.
+pub fn parse_instance_with(
+    text: &str,
+    vars: Option<&BTreeMap<String, String>>,
+) -> Result<Manifest, String> {
     let what = "gitops_resources.instance_yaml";
-    let mut docs = parse_documents(text, what).map_err(|e| e.to_string())?;
+    let mut docs = match vars {
+        Some(vars) => parse_documents_substituted(text, vars, what),
+        None => parse_documents(text, what),
+    }
+    .map_err(|e| e.to_string())?;
     if docs.len() != 1 {
         return Err(format!(
             "{what} must hold exactly one FluxInstance, found {} documents",
@@ -270,11 +283,24 @@ impl Config {
 
     fn validate_prerequisites(&self, diagnostics: &mut Diagnostics, gitops: &AttributePath) {
         let prereqs = gitops.clone().then_attr("prerequisites");
+        // Placeholders are substituted over the text (a template may be YAML only afterwards):
+        // with the variables known, check the result; without them (write-only inputs can be
+        // unknown here) a template with placeholders is checked at apply.
+        let vars = super::inputs::runtime_variables(self);
         for (i, yaml) in self.gitops_resources.prerequisites.yamls.iter().enumerate() {
             let what = format!("gitops_resources.prerequisites.yamls[{i}]");
-            if let Some(Err(e)) = yaml.as_deref().map(|y| parse_documents(y, &what)) {
-                let path = prereqs.clone().then_attr("yamls").then_index(i as i64);
-                diagnostics.error_at(path, "Invalid prerequisite manifest", e.to_string());
+            let Some(yaml) = yaml.as_deref() else {
+                continue;
+            };
+            let parsed = match &vars {
+                Some(vars) => parse_documents_substituted(yaml, vars, &what),
+                None => parse_documents(yaml, &what),
+            };
+            if let Err(e) = parsed.map(|_| ()) {
+                if vars.is_some() || !yaml.contains("${") {
+                    let path = prereqs.clone().then_attr("yamls").then_index(i as i64);
+                    diagnostics.error_at(path, "Invalid prerequisite manifest", e.to_string());
+                }
             }
         }
         for (i, chart) in self
@@ -334,7 +360,7 @@ impl Config {
 
     fn validate_settings(&self, diagnostics: &mut Diagnostics, namespace: Option<&str>) {
         if let Some(t) = &self.timeout {
-            match parse_go_duration(t) {
+            match parse_timeout(t) {
                 Ok(d) if d.is_zero() => diagnostics.error_at(
                     AttributePath::attr("timeout"),
                     "Invalid timeout",

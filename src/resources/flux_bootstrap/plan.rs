@@ -1,8 +1,10 @@
-//! Plan: no cluster I/O. The FluxInstance's namespace comes from `instance_yaml`, the hash of the
+//! Plan, without cluster I/O here (the best-effort read of the running operator's values is
+//! [`super::operator_values`]). The FluxInstance's namespace comes from `instance_yaml`, the hash of the
 //! write-only `managed_resources` from the salt in private state (unknown before the first apply),
 //! and `drift` is planned empty: a refreshed state that listed drift therefore plans an update
-//! whose diff names what drifted, and apply repairs it. Managed Secrets the configuration no
-//! longer lists are named in a warning: the write-only diff cannot show that apply deletes them.
+//! whose diff names what drifted, and a warning says what apply does about each entry (the diff
+//! alone reads as a removal). Managed Secrets the configuration no longer lists are named in a
+//! warning: the write-only diff cannot show that apply deletes them.
 
 use super::model::{parse_instance, parse_secrets, set_computed};
 use super::private::{Private, managed_hash};
@@ -37,6 +39,12 @@ pub fn plan(req: PlanRequest) -> PlanResponse {
             );
         }
     }
+    if let Some(repairs) = repairs(&req.prior_state) {
+        diagnostics.warning(
+            "Apply repairs what drifted",
+            format!("The last refresh found drift in what the bootstrap owns (the `drift` entries this plan empties). Apply:\n{repairs}"),
+        );
+    }
     let hash = managed_hash(&private.salt, req.config.attr("managed_resources"))
         .unwrap_or_else(Value::unknown);
     set_computed(&mut planned, namespace, Some(hash));
@@ -45,6 +53,38 @@ pub fn plan(req: PlanRequest) -> PlanResponse {
         diagnostics,
         ..Default::default()
     }
+}
+
+/// What apply does about each `drift` entry of the prior state (`Kind/namespace/name: how`), one
+/// line each; `None` without drift.
+fn repairs(prior: &Value) -> Option<String> {
+    let Some(Value::List(entries)) = prior.attr("drift") else {
+        return None;
+    };
+    let lines: Vec<String> = entries
+        .iter()
+        .filter_map(Value::as_str)
+        .map(|entry| {
+            let (object, how) = entry.rsplit_once(": ").unwrap_or((entry, ""));
+            let action = match (object, how) {
+                ("bootstrap run", _) => "runs the bootstrap again (the last run failed)".to_owned(),
+                (o, "deleted") if o.starts_with("Release/") || o.starts_with("Deployment/") => {
+                    "installs the operator again (it was deleted)".to_owned()
+                }
+                (o, _) if o.starts_with("Release/") => {
+                    format!("upgrades the operator's release again (it is {how})")
+                }
+                (_, "deleted") => "creates it again (it was deleted in the cluster)".to_owned(),
+                (_, "changed") => {
+                    "updates it back to the configuration (it was changed in the cluster)"
+                        .to_owned()
+                }
+                _ => format!("repairs it ({how})"),
+            };
+            format!("  - {object}: {action}")
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
 /// Secrets the last apply managed that the configured `managed_resources` (write-only: in the
@@ -70,4 +110,41 @@ fn retired_secrets(private: &Private, managed: Option<&Value>, namespace: &str) 
         .map(|t| t.object.clone())
         .filter(|o| o.starts_with("Secret/") && !listed.contains(o))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::object;
+
+    #[test]
+    fn each_drift_entry_says_what_apply_will_do() {
+        let prior = object([(
+            "drift",
+            Value::List(
+                [
+                    "Secret/flux-system/flux-system: deleted",
+                    "ConfigMap/flux-system/flux-runtime-info: changed",
+                    "FluxInstance/flux-system/flux: deleted",
+                    "Deployment/flux-system/flux-operator: deleted",
+                    "Release/flux-system/flux-operator: pending-upgrade",
+                    "bootstrap run: failed",
+                ]
+                .map(Value::from)
+                .to_vec(),
+            ),
+        )]);
+        let text = repairs(&prior).expect("drift");
+        for line in [
+            "Secret/flux-system/flux-system: creates it again (it was deleted in the cluster)",
+            "ConfigMap/flux-system/flux-runtime-info: updates it back to the configuration",
+            "FluxInstance/flux-system/flux: creates it again",
+            "Deployment/flux-system/flux-operator: installs the operator again",
+            "Release/flux-system/flux-operator: upgrades the operator's release again (it is pending-upgrade)",
+            "bootstrap run: runs the bootstrap again",
+        ] {
+            assert!(text.contains(line), "{line}\n{text}");
+        }
+        assert_eq!(repairs(&object([("drift", Value::List(Vec::new()))])), None);
+    }
 }

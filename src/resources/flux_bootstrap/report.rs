@@ -40,6 +40,9 @@ pub fn run_diagnostic(err: &RunError, debug: bool, conditions: Option<&str>) -> 
             flux_detail(e, &mut detail);
             match e {
                 FluxError::NoPodNetwork { .. } => "Flux bootstrap ran before the CNI".to_owned(),
+                FluxError::JobNeedsCni { .. } => {
+                    "Bootstrap Job cannot run before the CNI".to_owned()
+                }
                 FluxError::InstanceFailed { .. } => "FluxInstance failed".to_owned(),
                 _ => "Flux bootstrap failed".to_owned(),
             }

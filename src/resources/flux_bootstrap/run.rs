@@ -284,7 +284,7 @@ impl Runner<'_> {
 
 /// The values a chart install records: its documents merged as Helm merges `-f` files (maps
 /// deeply, later wins); a document that does not parse counts as empty.
-fn install_values(chart: &ChartInstall) -> Json {
+pub(super) fn install_values(chart: &ChartInstall) -> Json {
     let mut values = Json::Object(Default::default());
     for doc in chart.values_yaml.iter().chain(&chart.sensitive_values_yaml) {
         if let Ok(v @ Json::Object(_)) = parse_values(doc) {

@@ -102,7 +102,7 @@ fn managed_resources() -> Attribute {
     let wo = |a: Attribute| a.sensitive().write_only();
     let runtime_info = wo(nested(
         "runtime_info",
-        "ConfigMap `flux-runtime-info` in the FluxInstance's namespace; its `data` are also the `${var}` variables substituted into the manifests and chart values.",
+        "ConfigMap `flux-runtime-info` in the FluxInstance's namespace; its `data` are also the `${var}` variables substituted into `instance_yaml`, the prerequisite manifests and the chart values as the module's `flux envsubst --strict` does: over the text, so `replicas: ${n}` is a number and `\"${n}\"` a string; `${var:-default}`, `$${var}` for a literal, `$var` left alone, an unset variable is an error (in comments too). A value that would change the YAML around its placeholder (a newline, `: ` or `#` in a plain scalar, a quote in a quoted one) is kept as the string it says, where `flux envsubst` would make invalid YAML or other objects.",
         vec![
             wo(Attribute::required("data", strings(), "Variables.")),
             wo(Attribute::optional(
@@ -134,7 +134,7 @@ fn managed_resources() -> Attribute {
 fn job() -> Attribute {
     nested(
         "job",
-        "The pre-CNI bootstrap Job that installs the charts. When unset, the Talos defaults apply: host network and the KubePrism API endpoint `localhost:7445`. When set, it is taken as written, as in the module (set `env` `KUBERNETES_SERVICE_HOST`/`PORT` for a pre-CNI run).",
+        "The pre-CNI bootstrap Job that installs the charts. When unset, the Talos defaults apply: host network and the KubePrism API endpoint `localhost:7445`. When set, it is taken as written, as in the module: `host_network` defaults to `false` and the KubePrism environment is not added (set `host_network = true` and `env` `KUBERNETES_SERVICE_HOST`/`PORT` for a pre-CNI run). Such a Job needs the pod network (or the Service IP): on a cluster without a CNI yet (every node NotReady with the CNI message) the plan warns with that fix when the cluster is reachable, and the apply stops before the Job with the diagnosis instead of waiting for `timeout`.",
         vec![
             nested(
                 "image",
@@ -210,7 +210,7 @@ pub fn schema() -> Schema {
                 gitops_resources(),
                 managed_resources(),
                 computed("managed_resources_hash", Type::String, "Salted SHA-256 of `managed_resources`: changes when they do, reveals nothing."),
-                Attribute::optional("bootstrap_namespace", Type::String, "Namespace of the bootstrap's own objects (inventory, Jobs). Default `flux-operator-bootstrap`; it gets the `privileged` Pod Security level (never the FluxInstance's namespace).").requires_replace(),
+                Attribute::optional("bootstrap_namespace", Type::String, "Namespace of the bootstrap's own objects (inventory, Jobs). Default `flux-operator-bootstrap`; it gets the `privileged` Pod Security level (never the FluxInstance's namespace). One that exists without a `pod-security.kubernetes.io/enforce` label (the module created it without one) is labelled `privileged` at apply before any host-network Job, and the plan says so when the cluster is reachable; one whose label was set to another level is left as it is, and the apply stops before the Job, naming the label.").requires_replace(),
                 nested(
                     "common_metadata",
                     "Labels and annotations of the namespaces the bootstrap creates, present at creation (admission policies read them), until Flux adopts a namespace.",
@@ -221,7 +221,7 @@ pub fn schema() -> Schema {
                 ),
                 job(),
                 Attribute::required("revision", Type::Number, "Bump to run the whole bootstrap again (drift is repaired without it)."),
-                Attribute::optional("timeout", Type::String, "Budget of one run (chart installs and the FluxInstance wait): any Go duration, e.g. `10m` (default) or `1h30m`."),
+                Attribute::optional("timeout", Type::String, "Budget of one run (chart installs and the FluxInstance wait): a Go duration, e.g. `10m` (default) or `1h30m`, or seconds (`600`)."),
                 Attribute::optional("debug_on_failure", Type::Bool, "On failure, add the bootstrap Job's log and the FluxInstance's conditions to the error."),
                 Attribute::optional("deletion_policy", Type::String, "`keep` (default): destroy removes the bootstrap namespace and leaves Flux running. `uninstall`: also deletes the FluxInstance, the managed objects and the operator (note: a create that failed leaves the resource tainted, and replacing it destroys first, which with `uninstall` removes Flux)."),
                 Attribute {

@@ -184,7 +184,9 @@ mod tests {
             chart_version: "9.4.15".into(),
             app_version: "v3".into(),
             last_deployed: String::new(),
+            first_deployed: String::new(),
             description: String::new(),
+            notes: String::new(),
             values_sha256: String::new(),
             workloads: vec![
                 crate::cluster::helm::release::ManifestWorkload {

@@ -5,7 +5,8 @@ use crate::cluster::endpoint::KUBEPRISM;
 use crate::framework::{Attribute, Block, Nesting, Schema};
 use crate::resources::choice::DeletionPolicy;
 use crate::resources::rbac::{self, Rbac};
-use crate::resources::release::inputs::{job_attributes, set_item, set_wo_attribute};
+use crate::resources::release::common::ReleaseMetadata;
+use crate::resources::release::inputs::{METADATA_DOC, job_attributes, set_item, set_wo_attribute};
 use crate::values::{Type, Value};
 
 pub const TYPE_NAME: &str = "talosboot_helm_release";
@@ -46,6 +47,7 @@ pub fn schema() -> Schema {
                 comp("revision", Type::Number, "Current revision.").changed_by_update(),
                 comp("chart_version", Type::String, "Chart version of the current revision.").changed_by_update(),
                 comp("app_version", Type::String, "App version of the current revision.").changed_by_update(),
+                comp("metadata", ReleaseMetadata::value_type(), METADATA_DOC).changed_by_update(),
                 comp("values_sha256", Type::String, "Salted hash of the release's values (`hmac-sha256:` + hex)."),
                 comp("chart_sha256", Type::String, "For a local chart directory: SHA-256 of its files, read at plan, so an edit inside it plans an upgrade without a version bump. Null for charts from a repository."),
                 comp("ready", Type::Bool, "Whether every workload of the release manifest is rolled out.").changed_by_update(),

@@ -16,7 +16,7 @@ use crate::cluster::helm::release::ReleaseStatus;
 use crate::cluster::helm::values::{SetValue, apply_set, merged, parse_values, values_parts};
 use crate::framework::Diagnostics;
 use crate::resources::choice::DeletionPolicy;
-use crate::resources::duration::parse_go_duration;
+pub use crate::resources::duration::parse_timeout;
 use crate::resources::names::{NAME_RULE, is_dns_label, is_release_name};
 use crate::resources::rbac::{self, Rbac};
 use crate::values::AttributePath;
@@ -50,6 +50,51 @@ pub struct ReleaseCommon {
     pub app_version: Option<String>,
     /// Salted hash of the values the release records.
     pub values_sha256: Option<String>,
+    /// hashicorp/helm's `metadata` object (without the values).
+    pub metadata: Option<ReleaseMetadata>,
+}
+
+/// `helm_release`'s `metadata` output, so references such as `metadata.app_version` keep working
+/// after a `moved`; the values are left out (they can hold secrets: `values_sha256` stands for
+/// them).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+pub struct ReleaseMetadata {
+    pub name: String,
+    pub revision: i64,
+    pub namespace: String,
+    pub chart: String,
+    pub version: String,
+    pub app_version: String,
+    /// Unix seconds, as `helm_release` has them.
+    pub first_deployed: i64,
+    pub last_deployed: i64,
+    pub notes: String,
+}
+
+impl ReleaseMetadata {
+    /// The attribute's type, for the schemas.
+    pub fn value_type() -> crate::values::Type {
+        use crate::values::Type;
+        Type::object([
+            ("name", Type::String),
+            ("revision", Type::Number),
+            ("namespace", Type::String),
+            ("chart", Type::String),
+            ("version", Type::String),
+            ("app_version", Type::String),
+            ("first_deployed", Type::Number),
+            ("last_deployed", Type::Number),
+            ("notes", Type::String),
+        ])
+    }
+}
+
+/// Unix seconds of an RFC 3339 time as Helm records it (`0` when there is none).
+pub fn unix_seconds(rfc3339: &str) -> i64 {
+    rfc3339
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .map(|t| t.as_second())
+        .unwrap_or_default()
 }
 
 /// Never prints values: `set_sensitive` and values documents can hold secrets.
@@ -75,14 +120,7 @@ pub struct ReleaseFields {
     pub values_sha256: String,
     /// The configured version, unless the cluster runs another one.
     pub version: String,
-}
-
-/// `helm_release` takes a number of seconds (`timeout = 300`); a Go duration works too.
-pub fn parse_timeout(t: &str) -> Result<Duration, String> {
-    match t.trim().parse::<u64>() {
-        Ok(secs) => Ok(Duration::from_secs(secs)),
-        Err(_) => parse_go_duration(t),
-    }
+    pub metadata: ReleaseMetadata,
 }
 
 /// The timeout when state carries none (states are planned with the schema's default).
@@ -185,6 +223,7 @@ impl ReleaseCommon {
         self.app_version = Some(f.app_version.clone());
         self.values_sha256 = Some(f.values_sha256.clone());
         self.version = Some(f.version.clone());
+        self.metadata = Some(f.metadata.clone());
     }
 
     /// Copies the computed attributes of `prior` (a release GitOps owns is not touched).
@@ -194,6 +233,7 @@ impl ReleaseCommon {
         self.chart_version = prior.chart_version.clone();
         self.app_version = prior.app_version.clone();
         self.values_sha256 = prior.values_sha256.clone();
+        self.metadata = prior.metadata.clone();
     }
 
     /// The checks every chart-installing resource makes the same way, without I/O; unknown
@@ -279,10 +319,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn timeouts_take_seconds_like_helm_release_or_go_durations() {
-        assert_eq!(parse_timeout("300"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_timeout("1h30m"), Ok(Duration::from_secs(5400)));
-        assert!(parse_timeout("five minutes").is_err());
+    fn helm_times_become_unix_seconds() {
+        assert_eq!(unix_seconds("2026-11-29T10:00:00Z"), 1_795_946_400);
+        assert_eq!(
+            unix_seconds("2026-11-29T11:00:00.123456789+01:00"),
+            1_795_946_400
+        );
+        assert_eq!(unix_seconds(""), 0);
     }
 
     #[test]

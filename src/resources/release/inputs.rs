@@ -106,3 +106,6 @@ pub fn set_wo_attribute() -> Attribute {
     )
     .nested(Nesting::List, items)
 }
+
+/// The description of the computed `metadata` object (type: [`super::common::ReleaseMetadata`]).
+pub const METADATA_DOC: &str = "hashicorp/helm's `metadata` output for the current revision, so references such as `helm_release.x.metadata.app_version` keep working after a `moved` (with the new address): `name`, `revision`, `namespace`, `chart`, `version` (the chart version), `app_version`, `first_deployed` and `last_deployed` (Unix seconds), `notes`. Unlike `helm_release`, without `values` (they can hold secrets; `values_sha256` stands for them).";

@@ -40,6 +40,10 @@ pub trait ChartResource:
     /// Inputs the values hash depends on (beside the write-only `set_wo`): when the values they
     /// make are what the cluster has, changing them is no upgrade.
     const VALUE_INPUTS: &'static [&'static str];
+    /// How to keep exactly the values a release runs with, beside putting them into `values`/
+    /// `set` (e.g. turning off values the resource merges under the user's), for the plan's
+    /// values warning; starts with a space.
+    const KEEP_VALUES_HINT: &'static str = "";
 
     /// The schema: [`ReleaseCommon`]'s attributes and the resource's own, each with its default,
     /// requires-replace and "changes on upgrade" declared on it.
@@ -136,7 +140,10 @@ pub trait ChartResource:
         let schema = Self::schema();
         let mut model = match encode(&self, &schema.value_type()) {
             Ok(mut value) => {
-                apply_defaults(&schema.block, &mut value, &Value::Null);
+                // Only where the model has nothing: a moved `helm_release` keeps its own
+                // repository, namespace and name.
+                let own = value.clone();
+                apply_defaults(&schema.block, &mut value, &own);
                 decode::<Self>(&value, Unknowns::AsNull).unwrap_or(self)
             }
             Err(_) => self,

@@ -9,12 +9,16 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
+use super::common::{ReleaseMetadata, unix_seconds};
 use super::decide::{Decision, Fingerprint, decide, same_version};
-use super::{ChartResource, Observed, PreflightAt, Readiness, ReleaseFields, WorkloadSource};
+use super::{
+    ChartResource, Observed, PreflightAt, Readiness, ReleaseCommon, ReleaseFields, WorkloadSource,
+};
 use crate::cluster::Kube;
 use crate::cluster::engine::{EngineError, Step};
 use crate::cluster::helm;
 use crate::cluster::helm::release::ReleaseStatus;
+use crate::cluster::helm::release_values;
 use crate::cluster::readiness::{self, WorkloadRef, all_nodes_ready, wait_ready};
 use crate::framework::{Diagnostic, Diagnostics};
 use crate::resources::engine_report::{engine_diagnostic, not_ready_diagnostic};
@@ -166,6 +170,17 @@ pub fn refresh_as<K: ChartResource>(
         app_version: release.app_version.clone(),
         values_sha256: private.salted(&release.values_sha256),
         version,
+        metadata: ReleaseMetadata {
+            name: release.name.clone(),
+            revision: release.revision,
+            namespace: release.namespace.clone(),
+            chart: release.chart.clone(),
+            version: release.chart_version.clone(),
+            app_version: release.app_version.clone(),
+            first_deployed: unix_seconds(&release.first_deployed),
+            last_deployed: unix_seconds(&release.last_deployed),
+            notes: release.notes.clone(),
+        },
     };
     state.common_mut().record(&fields);
     state.record(o);
@@ -206,6 +221,30 @@ async fn truthful<K: ChartResource>(
             ));
             Some(m.clone())
         }
+    }
+}
+
+/// Marks on the new release record which value paths came from `set_sensitive`/`set_wo` (names
+/// only), so later plans hide their values whatever state they come from. Best-effort: without
+/// it, the plan still hides what the configuration and state mark sensitive.
+async fn mark_sensitive(clients: &Kube, c: &ReleaseCommon) {
+    let paths: Vec<String> = c
+        .set_sensitive
+        .iter()
+        .flatten()
+        .chain(c.set_wo.iter().flatten())
+        .map(|s| s.name.clone())
+        .collect();
+    let marked = release_values::mark_sensitive_paths(
+        clients.client.clone(),
+        &clients.endpoint,
+        c.release_namespace(),
+        c.release_name(),
+        &paths,
+    )
+    .await;
+    if let Err(e) = marked {
+        tracing::warn!(error = %e, release = %c.id(), "could not mark the sensitive value paths on the release record");
     }
 }
 
@@ -314,6 +353,7 @@ pub async fn install<K: ChartResource>(
         .await;
         match installed {
             Ok(done) => {
+                mark_sensitive(clients, desired.common()).await;
                 for w in done.run.warnings {
                     diagnostics.warning("Bootstrap", w);
                 }

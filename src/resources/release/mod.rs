@@ -3,7 +3,8 @@
 //! - [`common`]: [`ReleaseCommon`], the shared inputs and computed attributes, embedded in each
 //!   model, and their checks without I/O; [`inputs`]: the shared `job`/`set` schema pieces;
 //! - [`kind`]: [`ChartResource`], the one trait a resource implements for what is its own;
-//! - [`plan`]: the shared plan, without the cluster; [`decide`]: the install decision, pure;
+//! - [`plan`]: the shared plan; [`values_diff`]: which value paths an upgrade changes, pure;
+//!   [`decide`]: the install decision, pure;
 //! - [`lifecycle`]: observe, refresh, install, destroy against the cluster;
 //! - [`resource`]: the framework resource every [`ChartResource`] becomes; [`moved`]: from
 //!   hashicorp/helm's `helm_release`.
@@ -16,6 +17,7 @@ pub mod lifecycle;
 pub mod moved;
 pub mod plan;
 pub mod resource;
+pub mod values_diff;
 
 pub use common::{ReleaseCommon, ReleaseFields};
 pub use decide::{Decision, Fingerprint, decide, same_version};

@@ -1,12 +1,14 @@
 //! `moved { from = helm_release.x  to = talosboot_<type>.x }`: the state hashicorp/helm's
 //! `helm_release` wrote (v3: schema version 2, `set`/`set_sensitive` lists of `{name, value, type}`,
 //! `metadata` an object; v2: `set` blocks and `metadata` a one-element list), read into the fields
-//! every Helm-release model shares, with nothing done in the cluster. The next refresh reads the
-//! release; when the configuration carries the same chart, version and values, the plan is empty.
+//! every Helm-release model shares (its `metadata` output too, without the values), with nothing
+//! done in the cluster. The next refresh reads the release; when the configuration carries the
+//! same chart, version and values, the plan is empty.
 
 use serde_json::Value as Json;
 
 use super::ReleaseCommon;
+use super::common::ReleaseMetadata;
 use crate::cluster::helm::release::{ReleaseStatus, values_digest};
 use crate::cluster::helm::values::SetValue;
 use crate::framework::{Diagnostics, MoveRequest};
@@ -54,6 +56,32 @@ fn set_values(v: &Json, key: &str) -> Option<Vec<SetValue>> {
     )
 }
 
+/// `(repository, chart name)` of every form `helm_release` takes for a chart: a name in
+/// `repository` (`cilium`), `repo/name` of a repository added to Helm (`cilium/cilium`), a full
+/// OCI reference (`oci://quay.io/cilium/charts/cilium`, optionally `:1.18.4`), or the URL of a
+/// chart archive (`https://helm.cilium.io/cilium-1.18.4.tgz`: the repository is its folder).
+fn chart_reference(repository: Option<String>, chart: &str) -> (Option<String>, String) {
+    let chart = chart.trim();
+    let (folder, last) = chart.rsplit_once('/').unwrap_or(("", chart));
+    if let Some(archive) = last.strip_suffix(".tgz") {
+        // `<name>-<version>.tgz`: the version starts at the first `-` followed by a digit.
+        let name = archive
+            .char_indices()
+            .find(|(i, c)| *c == '-' && archive[i + 1..].starts_with(|d: char| d.is_ascii_digit()))
+            .map_or(archive, |(i, _)| &archive[..i]);
+        let repository = match folder.contains("://") {
+            true => Some(folder.to_owned()),
+            false => repository,
+        };
+        return (repository, name.to_owned());
+    }
+    let name = last.split_once(':').map_or(last, |(name, _tag)| name);
+    match (repository, folder.starts_with("oci://")) {
+        (None, true) => (Some(folder.to_owned()), name.to_owned()),
+        (repository, _) => (repository, name.to_owned()),
+    }
+}
+
 /// Reads a `helm_release` state; `target` names the resource type for messages.
 pub fn read_helm_state(
     req: &MoveRequest,
@@ -92,17 +120,10 @@ pub fn read_helm_state(
                 .collect()
         })
         .filter(|v: &Vec<String>| !v.is_empty());
-    let chart = text(&source, "chart").unwrap_or_default();
-    let repository = text(&source, "repository");
-    let (repository, chart) = match (&repository, chart.rsplit_once('/')) {
-        (None, Some((repo, name))) if repo.starts_with("oci://") => {
-            (Some(repo.to_owned()), name.to_owned())
-        }
-        _ => (
-            repository,
-            chart.rsplit('/').next().unwrap_or_default().to_owned(),
-        ),
-    };
+    let (repository, chart) = chart_reference(
+        text(&source, "repository"),
+        &text(&source, "chart").unwrap_or_default(),
+    );
     let private = Private::fresh();
     let common = ReleaseCommon {
         name: text(&source, "name"),
@@ -121,6 +142,26 @@ pub fn read_helm_state(
         values_sha256: text(&metadata, "values")
             .and_then(|v| serde_json::from_str::<Json>(&v).ok())
             .map(|v| private.salted(&values_digest(Some(&v)))),
+        metadata: metadata.is_object().then(|| ReleaseMetadata {
+            name: text(&metadata, "name").unwrap_or_default(),
+            revision: metadata
+                .get("revision")
+                .and_then(Json::as_i64)
+                .unwrap_or_default(),
+            namespace: text(&metadata, "namespace").unwrap_or_default(),
+            chart: text(&metadata, "chart").unwrap_or_default(),
+            version: text(&metadata, "version").unwrap_or_default(),
+            app_version: text(&metadata, "app_version").unwrap_or_default(),
+            first_deployed: metadata
+                .get("first_deployed")
+                .and_then(Json::as_i64)
+                .unwrap_or_default(),
+            last_deployed: metadata
+                .get("last_deployed")
+                .and_then(Json::as_i64)
+                .unwrap_or_default(),
+            notes: text(&metadata, "notes").unwrap_or_default(),
+        }),
         ..Default::default()
     };
     let state = HelmState {
@@ -131,4 +172,68 @@ pub fn read_helm_state(
         description: text(&source, "description"),
     };
     Some((state, private))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_chart_form_of_helm_release_names_the_chart_and_its_repository() {
+        let helm = Some("https://helm.cilium.io".to_owned());
+        let table: &[(Option<String>, &str, Option<&str>, &str)] = &[
+            (
+                helm.clone(),
+                "cilium",
+                Some("https://helm.cilium.io"),
+                "cilium",
+            ),
+            (None, "cilium/cilium", None, "cilium"),
+            (
+                helm.clone(),
+                "cilium/cilium",
+                Some("https://helm.cilium.io"),
+                "cilium",
+            ),
+            (
+                None,
+                "oci://quay.io/cilium/charts/cilium",
+                Some("oci://quay.io/cilium/charts"),
+                "cilium",
+            ),
+            (
+                None,
+                "oci://quay.io/cilium/charts/cilium:1.18.4",
+                Some("oci://quay.io/cilium/charts"),
+                "cilium",
+            ),
+            (
+                Some("oci://quay.io/cilium/charts".into()),
+                "cilium",
+                Some("oci://quay.io/cilium/charts"),
+                "cilium",
+            ),
+            (
+                None,
+                "https://helm.cilium.io/cilium-1.18.4.tgz",
+                Some("https://helm.cilium.io"),
+                "cilium",
+            ),
+            (
+                None,
+                "https://charts.example/argo-cd-9.4.15.tgz",
+                Some("https://charts.example"),
+                "argo-cd",
+            ),
+            (None, "./charts/cilium-1.19.0-rc.1.tgz", None, "cilium"),
+        ];
+        for (repository, chart, want_repo, want_chart) in table {
+            let (repo, name) = chart_reference(repository.clone(), chart);
+            assert_eq!(
+                (repo.as_deref(), name.as_str()),
+                (*want_repo, *want_chart),
+                "{chart}"
+            );
+        }
+    }
 }

@@ -1,14 +1,17 @@
-//! Planning a chart-installing resource without the cluster (its defaults are planned already,
-//! by the dispatcher, from the schema): the salted hash of the values it will install (compared
-//! with the hash read from the cluster, so drift in the cluster shows as an update), and what
-//! becomes "known after apply" (the attributes the schema marks as changed by an upgrade). On
-//! create the hash is unknown: the salt is made at apply (both plans of a create see no private
-//! state).
+//! Planning a chart-installing resource (its defaults are planned already, by the dispatcher,
+//! from the schema): the salted hash of the values it will install (compared with the hash read
+//! from the cluster, so drift in the cluster shows as an update), and what becomes "known after
+//! apply" (the attributes the schema marks as changed by an upgrade). On create the hash is
+//! unknown: the salt is made at apply (both plans of a create see no private state). When the
+//! values change and the caller could read the record's values, a warning names every value
+//! path that changes, from what runs to what is planned ([`super::values_diff`]).
 
 use serde_json::Value as Json;
 
 use super::ChartResource;
+use super::values_diff::{SensitivePaths, lines, value_changes};
 use crate::cluster::helm::release::values_digest;
+use crate::cluster::helm::release_values::RecordedValues;
 use crate::framework::model::{Unknowns, decode};
 use crate::framework::plan::{changed_inputs, mark_unknown, same_value};
 use crate::framework::{Diagnostics, PlanRequest, PlanResponse};
@@ -30,10 +33,52 @@ pub struct PlanSpec<'a> {
     /// The values the release will record, from the planned object (with the write-only inputs,
     /// which only the configuration carries, copied in).
     pub merged_values: &'a dyn Fn(&Value) -> Option<Json>,
+    /// What the release runs with, read from the cluster at plan (`None`: not read).
+    pub recorded: Option<&'a RecordedValues>,
+    /// How to keep the running values with this resource, for the values warning.
+    pub keep_values_hint: &'a str,
+}
+
+/// Whether a plan with this prior state and these planned values changes the values the release
+/// runs with (both hashes known and different): then the caller reads the record's values for
+/// [`PlanSpec::recorded`]. Never for a release GitOps owns (nothing is changed).
+pub fn changes_values(prior: &Value, planned: &Value, private: &Private) -> bool {
+    let hash = |v: &Value| {
+        v.attr("values_sha256")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    private.owner.is_none()
+        && !prior.is_null()
+        && matches!((hash(prior), hash(planned)), (Some(a), Some(b)) if a != b)
+}
+
+/// `name` of each entry of a `set`-shaped list attribute.
+fn set_names(list: Option<&Value>) -> Vec<String> {
+    match list {
+        Some(Value::List(items)) | Some(Value::Set(items)) => items
+            .iter()
+            .filter_map(|i| i.attr("name").and_then(Value::as_str))
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The value paths whose values are secret: the sensitive inputs of the configuration and of the
+/// prior state (a moved `helm_release`'s `set_sensitive`), and the record's own marking.
+fn sensitive_paths(config: &Value, prior: &Value, recorded: &RecordedValues) -> SensitivePaths {
+    let mut names = Vec::new();
+    for attr in ["set_sensitive", "set_wo"] {
+        names.extend(set_names(config.attr(attr)));
+        names.extend(set_names(prior.attr(attr)));
+    }
+    names.extend(recorded.sensitive_paths.iter().cloned());
+    SensitivePaths::new(names.iter().map(String::as_str))
 }
 
 /// The plan of a [`ChartResource`]: the shared plan, then what the resource adds.
-pub fn plan<K: ChartResource>(req: PlanRequest) -> PlanResponse {
+pub fn plan<K: ChartResource>(req: PlanRequest, recorded: Option<&RecordedValues>) -> PlanResponse {
     let schema = K::schema();
     let upgrade_inputs = schema.block.update_inputs();
     let after_upgrade = schema.block.changed_by_update();
@@ -47,6 +92,8 @@ pub fn plan<K: ChartResource>(req: PlanRequest) -> PlanResponse {
         upgrade_inputs: &upgrade_inputs,
         after_upgrade: &after_upgrade,
         merged_values: &merged,
+        recorded,
+        keep_values_hint: K::KEEP_VALUES_HINT,
     };
     let (config, prior) = (req.config.clone(), req.prior_state.clone());
     let mut resp = plan_with(req, &spec);
@@ -72,7 +119,7 @@ pub fn plan_with(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
         && WRITE_ONLY_VALUE_INPUTS
             .iter()
             .all(|a| config.attr(a).is_none_or(Value::is_wholly_known));
-    let desired_hash = values_known
+    let desired_values = values_known
         .then(|| {
             let mut with_write_only = planned.clone();
             if let Some(attrs) = with_write_only.attrs_mut() {
@@ -85,8 +132,10 @@ pub fn plan_with(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
             }
             (spec.merged_values)(&with_write_only)
         })
-        .flatten()
-        .map(|v| Value::from(private.salted(&values_digest(Some(&v)))))
+        .flatten();
+    let desired_hash = desired_values
+        .as_ref()
+        .map(|v| Value::from(private.salted(&values_digest(Some(v)))))
         .unwrap_or_else(Value::unknown);
     let mut diagnostics = Diagnostics::new();
     if let Some(attrs) = planned.attrs_mut() {
@@ -128,17 +177,39 @@ pub fn plan_with(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
             || WRITE_ONLY_VALUE_INPUTS
                 .iter()
                 .any(|a| config.attr(a).is_some_and(|v| !v.is_null()));
-        if drifted && hash_known && !inputs_changed && !values_edited && !unhealthy_release {
-            let id = planned
-                .attr("id")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            let (ns, name) = id.split_once('/').unwrap_or(("", &id));
-            diagnostics.warning(
+        let id = planned
+            .attr("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let (ns, name) = id.split_once('/').unwrap_or(("", &id));
+        let shown = match (spec.recorded, &desired_values) {
+            (Some(recorded), Some(desired)) if drifted && hash_known => {
+                let sensitive = sensitive_paths(config, prior, recorded);
+                Some(value_changes(&recorded.values, desired, &sensitive))
+            }
+            _ => None,
+        };
+        match shown {
+            Some(changes) if !changes.is_empty() => diagnostics.warning(
                 "Release values differ from the configuration",
-                format!("The values release {id} runs differ from the ones this configuration makes (they were changed outside of talosboot, or the release was imported): apply upgrades it to the configuration's values, replacing what it runs now. `helm get values -n {ns} {name}` shows those; put what must stay into `values`/`set` first."),
-            );
+                format!(
+                    "Apply upgrades release {id} (a Helm upgrade: its pods may restart) from the values it runs (`helm get values -n {ns} {name}`) to the ones this configuration makes. These value paths change (running -> planned):\n{}\n{}To keep a running value, put it into `values`/`set` first.{}",
+                    lines(&changes),
+                    match values_edited {
+                        true => "",
+                        false => "The configuration did not change them: they were changed outside of talosboot, or the release was moved or imported. ",
+                    },
+                    spec.keep_values_hint,
+                ),
+            ),
+            _ if drifted && hash_known && !inputs_changed && !values_edited && !unhealthy_release => {
+                diagnostics.warning(
+                    "Release values differ from the configuration",
+                    format!("The values release {id} runs differ from the ones this configuration makes (they were changed outside of talosboot, or the release was moved or imported), and the cluster could not be read at plan to list which: apply upgrades it to the configuration's values, replacing what it runs now. `helm get values -n {ns} {name}` shows those; put what must stay into `values`/`set` first.{}", spec.keep_values_hint),
+                );
+            }
+            _ => {}
         }
         let revision = prior.attr("revision").and_then(Value::as_i64);
         let unready = private.unready_revision.is_some() && private.unready_revision == revision;
@@ -179,6 +250,15 @@ mod tests {
 
     /// A release whose values are `values` itself (a string), upgraded by `version` and `values`.
     fn spec_plan(prior: Value, planned: Value, private: &Private) -> PlanResponse {
+        spec_plan_read(prior, planned, private, None)
+    }
+
+    fn spec_plan_read(
+        prior: Value,
+        planned: Value,
+        private: &Private,
+        recorded: Option<&RecordedValues>,
+    ) -> PlanResponse {
         let merged = |p: &Value| {
             p.attr("values")
                 .and_then(Value::as_str)
@@ -189,6 +269,8 @@ mod tests {
             upgrade_inputs: &["version", "values"],
             after_upgrade: &["revision", "status"],
             merged_values: &merged,
+            recorded,
+            keep_values_hint: "",
         };
         let req = PlanRequest {
             prior_state: prior,
@@ -314,5 +396,65 @@ mod tests {
                 .iter()
                 .any(|d| d.summary == "Release managed by GitOps")
         );
+    }
+
+    #[test]
+    fn a_plan_that_changes_running_values_names_each_path_and_hides_secrets() {
+        let private = Private::fresh();
+        let hash = |v: &str| {
+            Value::from(private.salted(&values_digest(Some(&serde_json::json!({ "v": v })))))
+        };
+        let recorded = RecordedValues {
+            revision: 2,
+            values: serde_json::json!({"v": "running", "token": "t0p-s3cret", "mode": "x"}),
+            sensitive_paths: vec!["mode".into()],
+        };
+        // Moved or imported: the state's hash is the cluster's, the configuration makes "a".
+        let prior = state("1.0.0", "a", "deployed", Value::from("the cluster's"));
+        let resp = spec_plan_read(prior.clone(), prior, &private, Some(&recorded));
+        let warning = resp
+            .diagnostics
+            .iter()
+            .find(|d| d.summary == "Release values differ from the configuration")
+            .expect("a values warning");
+        assert!(
+            warning.detail.contains("  v: \"running\" -> \"a\""),
+            "{}",
+            warning.detail
+        );
+        assert!(warning.detail.contains("  mode: (sensitive) -> (unset)"));
+        assert!(warning.detail.contains("  token: (sensitive) -> (unset)"));
+        assert!(!warning.detail.contains("t0p-s3cret"));
+        assert!(warning.detail.contains("moved or imported"));
+        // Values as the cluster has them: nothing to list.
+        let same = state("1.0.0", "a", "deployed", hash("a"));
+        let resp = spec_plan_read(same.clone(), same, &private, Some(&recorded));
+        assert!(resp.diagnostics.is_empty());
+    }
+
+    #[test]
+    fn values_change_when_both_hashes_are_known_and_differ() {
+        let private = Private::fresh();
+        let s = |h: Value| state("1.0.0", "a", "deployed", h);
+        assert!(changes_values(
+            &s(Value::from("x")),
+            &s(Value::from("y")),
+            &private
+        ));
+        assert!(!changes_values(
+            &s(Value::from("x")),
+            &s(Value::from("x")),
+            &private
+        ));
+        assert!(!changes_values(
+            &s(Value::from("x")),
+            &s(Value::unknown()),
+            &private
+        ));
+        assert!(!changes_values(
+            &Value::Null,
+            &s(Value::from("y")),
+            &private
+        ));
     }
 }

@@ -6,10 +6,12 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use super::plan::changes_values;
 use super::{ChartResource, PreflightAt, destroy, install, observe, refresh};
 use crate::cluster::Kube;
 use crate::cluster::engine::EngineError;
 use crate::cluster::helm::release::values_digest;
+use crate::cluster::helm::release_values::{RecordedValues, current_values};
 use crate::framework::model::{Unknowns, decode, encode};
 use crate::framework::plan::with_write_only;
 use crate::framework::*;
@@ -73,6 +75,24 @@ async fn plan_preflight<K: ChartResource>(ctx: &Ctx, m: &K) -> Diagnostics {
     checked.ok().flatten().unwrap_or_default()
 }
 
+/// The values the release of `prior` runs with, best-effort within [`PLAN_PREFLIGHT_BUDGET`]
+/// (`None` when the cluster cannot be read: the plan then says it could not list the paths).
+async fn plan_read_values(ctx: &Ctx, prior: &Value) -> Option<RecordedValues> {
+    let text = |attr| prior.attr(attr).and_then(Value::as_str).map(str::to_owned);
+    let (namespace, name) = (text("namespace")?, text("name")?);
+    let cluster = crate::resources::cluster(ctx);
+    let read = tokio::time::timeout(PLAN_PREFLIGHT_BUDGET, async {
+        let kube = cluster.connect().await.ok()?;
+        current_values(kube.client, &kube.endpoint, &namespace, &name)
+            .await
+            .inspect_err(|e| tracing::debug!(error = %e, "plan-time values read skipped"))
+            .ok()
+            .flatten()
+    })
+    .await;
+    read.ok().flatten()
+}
+
 async fn connect(ctx: &Ctx, what: &str, diagnostics: &mut Diagnostics) -> Option<Kube> {
     match crate::resources::cluster(ctx).connect().await {
         Ok(c) => Some(c),
@@ -101,7 +121,22 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
 
     async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse {
         let config = req.config.clone();
-        let mut resp = super::plan::plan::<K>(req);
+        let again = PlanRequest {
+            prior_state: req.prior_state.clone(),
+            proposed_new_state: req.proposed_new_state.clone(),
+            config: req.config.clone(),
+            prior_private: req.prior_private.clone(),
+            client_capabilities: req.client_capabilities,
+        };
+        let mut resp = super::plan::plan::<K>(req, None);
+        let private = Private::decode(&again.prior_private);
+        if changes_values(&again.prior_state, &resp.planned_state, &private) {
+            // The values that run, to name each path the upgrade changes (the plan is pure:
+            // planning again with them only adds that).
+            if let Some(recorded) = plan_read_values(ctx, &again.prior_state).await {
+                resp = super::plan::plan::<K>(again, Some(&recorded));
+            }
+        }
         // An install or upgrade is planned when the revision becomes "known after apply".
         let installs = resp
             .planned_state

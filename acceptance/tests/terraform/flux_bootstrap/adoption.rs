@@ -178,3 +178,38 @@ async fn prerequisites_are_applied_until_flux_adopts_them() {
         "a chart without adoption check is installed only when absent"
     );
 }
+
+/// A module root's `port: ${port}` in a prerequisite: substituted over the text as the module's
+/// `flux envsubst` does, the port is a number and the Service is created (substituted inside the
+/// parsed scalar, it was the string "8080", which the API server refuses).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn runtime_variables_are_typed_as_the_module_substitutes_them() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    install_cilium(&client).await;
+    let prerequisites = r#"prerequisites = {
+      yamls = [<<-EOT
+        apiVersion: v1
+        kind: Service
+        metadata: { name: $${service}, namespace: default }
+        spec:
+          ports:
+            - port: $${port}
+              name: "$${service}-$${port}"
+      EOT
+      ]
+    }
+    operator_chart = { version = "0.33.0" }"#;
+    let extra = "  timeout = \"2m\"\n  managed_resources = { runtime_info = { data = { port = \"8080\", service = \"typed\" } } }\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n";
+    let text =
+        root(&cluster, extra).replace("operator_chart = { version = \"0.33.0\" }", prerequisites);
+    let ws = Workspace::new(&text);
+    ws.init();
+    ws.ok(APPLY);
+    let services = api(&client, ("", "v1", "Service"), "services", Some("default"));
+    let service = get(&services, "typed")
+        .await
+        .expect("the Service was created");
+    assert_eq!(service["spec"]["ports"][0]["port"], json!(8080));
+    assert_eq!(service["spec"]["ports"][0]["name"], "typed-8080");
+}

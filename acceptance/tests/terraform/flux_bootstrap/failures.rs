@@ -130,3 +130,41 @@ async fn a_failing_flux_instance_names_its_reason() {
         plan.text()
     );
 }
+
+/// A `job` block that sets only the image (a mirror) turns host networking and the KubePrism
+/// environment off, as in the module; before the CNI that Job could never run: the plan warns
+/// with the fix, and the apply stops before the Job with the diagnosis instead of waiting for
+/// `timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_partial_job_block_before_the_cni_is_warned_at_plan_and_fails_fast() {
+    let cluster = TestCluster::start().await;
+    let ws = Workspace::new(&root(
+        &cluster,
+        "  timeout = \"5m\"\n  job = { image = { repository = \"alpine/helm:3.18.4\" } }\n",
+    ));
+    ws.init();
+    let plan = ws.ok(&["plan", "-no-color", "-input=false"]);
+    let text = plan.flat();
+    assert!(
+        text.contains("Bootstrap Job cannot run before the CNI")
+            && text.contains("would use the pod network and the Service IP")
+            && text.contains("set `host_network = true`"),
+        "{}",
+        plan.text()
+    );
+    let started = std::time::Instant::now();
+    let out = ws.run(APPLY);
+    let elapsed = started.elapsed();
+    assert!(!out.success, "{}", out.text());
+    assert!(
+        out.flat()
+            .contains("Bootstrap Job cannot run before the CNI")
+            && out.flat().contains("KUBERNETES_SERVICE_HOST"),
+        "{}",
+        out.text()
+    );
+    assert!(
+        elapsed < Duration::from_secs(60),
+        "fails fast, not at the 5m timeout: {elapsed:?}"
+    );
+}

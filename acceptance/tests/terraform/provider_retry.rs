@@ -1,0 +1,73 @@
+//! The provider block's `api_retry_timeout`: a refresh against an API that does not answer says
+//! (at `WARN`) what it is waiting for and for how long, and reports the error when that budget is
+//! spent, instead of a silent 30 s.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::harness::{REQUIRED_PROVIDERS, Workspace};
+
+/// A `talosboot_cilium` state (as a refresh reads it), made from a one-resource root's state.
+fn cilium_state(seed_state: &str) -> String {
+    let mut s: serde_json::Value = serde_json::from_str(seed_state).expect("state json");
+    let resource = &mut s["resources"][0];
+    resource["type"] = json!("talosboot_cilium");
+    resource["name"] = json!("this");
+    resource["provider"] = json!("provider[\"registry.opentofu.org/talosboot/talosboot\"]");
+    let instance = &mut resource["instances"][0];
+    instance["schema_version"] = json!(0);
+    instance["attributes"] = json!({
+        "id": "kube-system/cilium", "name": "cilium", "namespace": "kube-system",
+        "version": "1.18.4", "status": "deployed", "revision": 1,
+    });
+    s.to_string()
+}
+
+#[test]
+fn a_refresh_against_an_api_that_does_not_answer_says_so_and_stops_at_the_retry_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    drop(listener);
+    let ws = Workspace::new(&format!(
+        "{REQUIRED_PROVIDERS}\nresource \"null_resource\" \"seed\" {{}}\n"
+    ))
+    .env("TF_LOG", "WARN");
+    ws.init();
+    ws.apply();
+    ws.write("terraform.tfstate", &cilium_state(&ws.state_text()));
+    ws.write(
+        "main.tf",
+        &format!(
+            r#"{REQUIRED_PROVIDERS}
+provider "talosboot" {{
+  host              = "https://127.0.0.1:{port}"
+  token             = "abc"
+  api_retry_timeout = "3s"
+}}
+
+resource "talosboot_cilium" "this" {{
+  version = "1.18.4"
+}}
+"#
+        ),
+    );
+    let started = Instant::now();
+    let plan = ws.run(&["plan", "-no-color", "-input=false"]);
+    let elapsed = started.elapsed();
+    assert!(!plan.success, "{}", plan.text());
+    assert!(
+        plan.flat().contains("connection refused"),
+        "the cause: {}",
+        plan.text()
+    );
+    assert!(
+        plan.stderr.contains("retrying for up to 3s") && plan.stderr.contains("api_retry_timeout"),
+        "the wait is logged with its budget:\n{}",
+        plan.stderr
+    );
+    assert!(
+        elapsed < Duration::from_secs(20),
+        "stops at the retry timeout, not the default 30 s: {elapsed:?}"
+    );
+}

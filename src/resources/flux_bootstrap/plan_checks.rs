@@ -1,0 +1,72 @@
+//! At plan, best-effort (only when the cluster answers in time; a plan never needs it), when the
+//! planned run starts bootstrap Jobs: an existing bootstrap namespace without the Pod Security
+//! label (apply labels it, [`crate::cluster::flux::pod_security`]), and a Job that would need the
+//! pod network or the Service IP on a cluster without a CNI (apply stops before it,
+//! [`crate::cluster::flux::pre_cni`]). Each says what apply does and the fix.
+
+use std::time::Duration;
+
+use super::apply::scope;
+use super::inputs::{bootstrap_namespace, job_settings, pre_cni_needs};
+use super::model::Config;
+use super::private::Private;
+use crate::cluster::flux::pod_security::{self, ENFORCE_LABEL, Needed};
+use crate::cluster::flux::{FluxError, pre_cni};
+use crate::framework::model::{Unknowns, decode};
+use crate::framework::{Ctx, Diagnostic};
+use crate::values::Value;
+
+/// How long the plan waits for the cluster.
+const PLAN_READ_BUDGET: Duration = Duration::from_secs(5);
+
+/// The warnings, when a run with Jobs is planned.
+pub async fn warnings(
+    ctx: &Ctx,
+    prior: &Value,
+    planned: &Value,
+    config: &Value,
+    prior_private: &[u8],
+) -> Vec<Diagnostic> {
+    let run = scope(prior, planned, &Private::decode(prior_private));
+    if !(run.full || run.operator) {
+        return Vec::new();
+    }
+    let Ok(config) = decode::<Config>(config, Unknowns::AsNull) else {
+        return Vec::new();
+    };
+    let name = bootstrap_namespace(&config).name;
+    let job = job_settings(config.job.as_ref(), config.rbac.as_deref());
+    let cluster = crate::resources::cluster(ctx);
+    let found = tokio::time::timeout(PLAN_READ_BUDGET, async {
+        let kube = cluster.connect().await.ok()?;
+        let (namespace, cni_missing) = futures::join!(
+            pod_security::check(&kube, &name, job.host_network),
+            pre_cni::cni_missing(&kube),
+        );
+        Some((namespace.ok(), cni_missing.ok()))
+    })
+    .await
+    .ok()
+    .flatten();
+    let Some((namespace, cni_missing)) = found else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if namespace == Some(Needed::Label) {
+        out.push(Diagnostic::warning(
+            "Bootstrap namespace without a Pod Security label",
+            format!("Namespace {name} exists without the `{ENFORCE_LABEL}` label (the flux-operator-bootstrap module created it without one), so Talos' `baseline` level would refuse the bootstrap's host-network pod. It is the bootstrap's own namespace: apply labels it `{ENFORCE_LABEL}=privileged` before any Job runs."),
+        ));
+    }
+    if let (Some(true), Some(needs)) = (cni_missing, pre_cni_needs(&job)) {
+        let error = FluxError::JobNeedsCni {
+            namespace: name,
+            needs: needs.to_owned(),
+        };
+        out.push(Diagnostic::warning(
+            "Bootstrap Job cannot run before the CNI",
+            format!("{error}. Apply stops before the Job unless a CNI is up by then."),
+        ));
+    }
+    out
+}
