@@ -307,6 +307,11 @@ impl ControlPlane {
         std::fs::write(path, self.kubeconfig_yaml())
     }
 
+    /// The process ids of the control-plane components (each leads its own process group).
+    pub fn pids(&self) -> Vec<u32> {
+        self.processes.iter().filter_map(Supervised::pid).collect()
+    }
+
     /// The resident memory of every control-plane process, in KiB, by name.
     pub fn rss_kib(&self) -> Vec<(String, u64)> {
         self.processes
