@@ -12,6 +12,7 @@
 //! - `cilium`: the engine installs Cilium from its repository; every node becomes Ready
 //! - `engine`: the engine with `rbac = "minimal"` under the real RBAC authorizer: derived rules,
 //!   diagnoses of a missing permission, no role left behind
+//! - `kubectl`: a bootstrap Job's shell script applies manifests with the real kubectl over KubePrism
 //! - `jobs`: the real Job controller with the kubelet: backoff, deadlines, TTL, condition order,
 //!   refused creates until the ServiceAccount exists, a restarted container's logs
 //! - `inputs`: ConfigMaps and Secrets in env, envFrom and volumes: missing ones keep a pod waiting
@@ -39,6 +40,8 @@ mod helm;
 mod inputs;
 #[path = "talos/jobs.rs"]
 mod jobs;
+#[path = "talos/kubectl.rs"]
+mod kubectl;
 #[path = "talos/pod_security.rs"]
 mod pod_security;
 #[path = "talos/pods.rs"]

@@ -579,6 +579,11 @@ impl TalosCluster {
         for info in &infos {
             cluster.start_node(info).await?;
         }
+        // The nodes registered while the controller-manager built its controllers.
+        cluster
+            .plane
+            .wait_for_default_service_account(Duration::from_secs(60))
+            .await?;
         if cluster.config.kube_proxy {
             cluster.deploy_kube_proxy().await?;
         }

@@ -45,6 +45,42 @@ plugins:
       namespaces: [kube-system]
 "#;
 
+/// Controllers a test cluster does without: volumes (no test has a PersistentVolume or a CSI
+/// driver), quotas and autoscaling (none set), certificate requests (kubelet certificates are
+/// minted, not requested), dynamic resources, ReplicationControllers, node TTL annotations,
+/// mirrored Endpoints, storage-version and admission-policy status, legacy token cleanup.
+/// The controller-manager builds its controllers one by one, each with its own ServiceAccount
+/// credentials, before it starts any: these were about half of that work, and of the wait for
+/// the `default` ServiceAccount that every cluster start ends with. Every controller a test or
+/// a chart relies on runs: Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs,
+/// TTL after finished, garbage collection, namespaces, ServiceAccounts and their tokens, root CA
+/// ConfigMaps, node lifecycle and taint eviction, pod GC, Endpoints and EndpointSlices, Service
+/// CIDRs, disruption budgets, ClusterRole aggregation.
+const UNUSED_CONTROLLERS: [&str; 22] = [
+    "persistentvolume-attach-detach-controller",
+    "persistentvolume-binder-controller",
+    "persistentvolume-expander-controller",
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
+    "ephemeral-volume-controller",
+    "volumeattributesclass-protection-controller",
+    "resourcequota-controller",
+    "horizontal-pod-autoscaler-controller",
+    "certificatesigningrequest-approving-controller",
+    "certificatesigningrequest-cleaner-controller",
+    "certificatesigningrequest-signing-controller",
+    "podcertificaterequest-cleaner-controller",
+    "kube-apiserver-serving-clustertrustbundle-publisher-controller",
+    "resourceclaim-controller",
+    "device-taint-eviction-controller",
+    "replicationcontroller-controller",
+    "ttl-controller",
+    "endpointslice-mirroring-controller",
+    "storage-version-migrator-controller",
+    "validatingadmissionpolicy-status-controller",
+    "legacy-serviceaccount-token-cleaner-controller",
+];
+
 /// Settings of one control plane.
 #[derive(Clone, Debug, Default)]
 pub struct ControlPlaneOptions {
@@ -69,8 +105,10 @@ pub struct ControlPlane {
     pub dir: tempfile::TempDir,
     processes: Vec<Supervised>,
     pub tools: Tools,
-    /// How long the start took, up to a ready apiserver with its controllers running.
+    /// How long the start took, up to a ready apiserver with its controllers running (set by
+    /// [`Self::wait_for_default_service_account`]).
     pub started_in: Duration,
+    begin: Instant,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -207,6 +245,7 @@ impl ControlPlane {
             processes,
             tools,
             started_in: Duration::ZERO,
+            begin,
         };
         // The controller-manager and the scheduler retry until the apiserver answers: start them
         // at once rather than after its readiness, which saves their start-up time.
@@ -241,7 +280,10 @@ impl ControlPlane {
             "--leader-elect=false".into(),
             "--bind-address=127.0.0.1".into(),
             "--secure-port=0".into(),
-            "--controllers=*".into(),
+            format!(
+                "--controllers=*,{}",
+                UNUSED_CONTROLLERS.map(|c| format!("-{c}")).join(",")
+            ),
             "--use-service-account-credentials=true".into(),
             format!("--service-account-private-key-file={}", pki_path("sa.key")),
             format!("--root-ca-file={}", pki_path("ca.crt")),
@@ -274,11 +316,8 @@ impl ControlPlane {
         )?;
         plane.processes.push(scheduler);
         plane.wait_ready(Duration::from_secs(60)).await?;
-        plane
-            .wait_for_default_service_account(Duration::from_secs(60))
-            .await?;
-        plane.started_in = begin.elapsed();
-        tracing::info!(server = %plane.server, started_in = ?plane.started_in, "control plane ready");
+        tracing::info!(after = ?begin.elapsed(), "kube-apiserver ready");
+        plane.begin = begin;
         Ok(plane)
     }
 
@@ -305,6 +344,11 @@ impl ControlPlane {
 
     pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
         std::fs::write(path, self.kubeconfig_yaml())
+    }
+
+    /// The process ids of the control-plane components (each leads its own process group).
+    pub fn pids(&self) -> Vec<u32> {
+        self.processes.iter().filter_map(Supervised::pid).collect()
     }
 
     /// The resident memory of every control-plane process, in KiB, by name.
@@ -357,8 +401,24 @@ impl ControlPlane {
     }
 
     /// Pods are refused until the serviceaccount controller has created `default` in their
-    /// namespace; wait for it once, so a test's first pod is not refused.
-    async fn wait_for_default_service_account(&mut self, timeout: Duration) -> anyhow::Result<()> {
+    /// namespace; wait for it once, so a test's first pod is not refused. [`Self::start`]
+    /// returns as soon as the apiserver is ready, so that the caller can do its own start-up
+    /// (nodes) while the controller-manager builds its controllers; then it waits here. Sets
+    /// [`Self::started_in`].
+    pub async fn wait_for_default_service_account(
+        &mut self,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        self.wait_for_default_service_account_inner(timeout).await?;
+        self.started_in = self.begin.elapsed();
+        tracing::info!(server = %self.server, started_in = ?self.started_in, "control plane ready");
+        Ok(())
+    }
+
+    async fn wait_for_default_service_account_inner(
+        &mut self,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
         use k8s_openapi::api::core::v1::ServiceAccount;
         let deadline = Instant::now() + timeout;
         let client = self.client().await?;

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -42,6 +43,11 @@ fn kill_request(pod: &Pod) -> Option<String> {
         .get(KILL_ANNOTATION)
         .cloned()
 }
+
+/// The kubelet's words when a pod outlives its `activeDeadlineSeconds` (its status reason and
+/// message, and the event it records).
+const DEADLINE_REASON: &str = "DeadlineExceeded";
+const DEADLINE_MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
 
 /// The image `PATH` of the Helm and shell images.
 const IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -167,6 +173,9 @@ struct PodWorker {
     published: Option<Value>,
     /// Bumped for every new kill request ([`KILL_ANNOTATION`]).
     kills: watch::Sender<u64>,
+    /// Set once the pod outlived its `activeDeadlineSeconds`: its containers are killed and it
+    /// fails for good (shared with the status writer while the containers wind down).
+    deadline_exceeded: Arc<AtomicBool>,
 }
 
 impl PodWorker {
@@ -194,7 +203,18 @@ impl PodWorker {
             initialized: false,
             published: None,
             kills: watch::channel(0).0,
+            deadline_exceeded: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// How long the pod may stay active on the node (`spec.activeDeadlineSeconds`), counted, as
+    /// the kubelet counts it, from when the node took the pod up.
+    fn active_deadline(&self) -> Option<Duration> {
+        self.current()
+            .spec
+            .as_ref()
+            .and_then(|s| s.active_deadline_seconds)
+            .map(|secs| Duration::from_secs(secs.max(0) as u64))
     }
 
     fn current(&self) -> Arc<Pod> {
@@ -246,11 +266,26 @@ impl PodWorker {
             let stop = self.stop.clone();
             let kills = self.kills.clone();
             let mut kill = kill_request(&self.current());
+            let deadline = self.active_deadline();
+            let deadline_exceeded = self.deadline_exceeded.clone();
+            let expiry = async move {
+                match deadline {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(expiry);
             let work = self.start(cancel.clone());
             tokio::pin!(work);
             loop {
                 tokio::select! {
                     _ = &mut work => break,
+                    // The kubelet's active deadline: the pod fails and its containers are
+                    // killed; the loop goes on until they have wound down.
+                    _ = &mut expiry, if !deadline_exceeded.load(Ordering::Relaxed) => {
+                        deadline_exceeded.store(true, Ordering::Relaxed);
+                        cancel.cancel();
+                    }
                     changed = pod.changed() => {
                         if changed.is_err() || pod.borrow().metadata.deletion_timestamp.is_some() {
                             break;
@@ -264,6 +299,11 @@ impl PodWorker {
                     _ = stop.cancelled() => return,
                 }
             }
+        }
+        if self.deadline_exceeded.load(Ordering::Relaxed) {
+            self.event("Normal", DEADLINE_REASON, DEADLINE_MESSAGE)
+                .await;
+            self.publish().await;
         }
         cancel.cancel();
         // Deletion: the containers were killed with `cancel`; remove the pod for good.
@@ -413,6 +453,9 @@ impl PodWorker {
     }
 
     fn phase(&self) -> &'static str {
+        if self.deadline_exceeded.load(Ordering::Relaxed) {
+            return "Failed";
+        }
         let policy = self
             .current()
             .spec
@@ -453,7 +496,7 @@ impl PodWorker {
         let phase = self.phase();
         let ready = self.initialized && self.main.iter().all(|c| c.ready);
         let condition = |kind: &str, status: bool| json!({"type": kind, "status": if status { "True" } else { "False" }, "lastTransitionTime": now()});
-        let status = json!({
+        let mut status = json!({
             "phase": phase,
             "hostIP": self.host_ip,
             "hostIPs": [{"ip": self.host_ip}],
@@ -470,6 +513,10 @@ impl PodWorker {
             "initContainerStatuses": self.init.iter().map(ContainerStatus::to_json).collect::<Vec<_>>(),
             "containerStatuses": self.main.iter().map(ContainerStatus::to_json).collect::<Vec<_>>(),
         });
+        if self.deadline_exceeded.load(Ordering::Relaxed) {
+            status["reason"] = json!(DEADLINE_REASON);
+            status["message"] = json!(DEADLINE_MESSAGE);
+        }
         // Conditions carry times: compare without them, so an unchanged status is not rewritten.
         let mut key = status.clone();
         if let Some(list) = key["conditions"].as_array_mut() {

@@ -20,6 +20,8 @@ pub mod pki;
 pub mod process;
 pub mod programs;
 pub mod sandbox;
+pub mod shared;
 pub mod tools;
 
 pub use cluster::{TalosCluster, TalosConfig};
+pub use shared::shared_cluster;

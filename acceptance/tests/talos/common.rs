@@ -1,4 +1,8 @@
-//! Shared setup: a fresh cluster per test, an admin client, polling, manifests.
+//! Shared setup: the process's shared cluster or a fresh one, an admin client, polling, manifests.
+//!
+//! A test that only creates objects of its own (in a namespace no other test uses) and reads
+//! them back runs on the [`shared`] cluster; one that changes the cluster for others (installs
+//! Cilium, injects faults, other settings) or measures the start [`start`]s its own.
 
 use std::time::Duration;
 
@@ -13,6 +17,25 @@ pub async fn start() -> (TalosCluster, kube::Client) {
 }
 
 pub async fn start_with(config: TalosConfig) -> (TalosCluster, kube::Client) {
+    init();
+    let cluster = TalosCluster::start(config)
+        .await
+        .expect("the cluster starts");
+    let client = cluster.client().await.expect("an admin client");
+    (cluster, client)
+}
+
+/// The process's shared cluster ([`TalosConfig::default`], never given a CNI) and an admin client.
+pub async fn shared() -> (&'static TalosCluster, kube::Client) {
+    init();
+    let cluster = talos_sim::talos::shared_cluster()
+        .await
+        .expect("the shared cluster starts");
+    let client = cluster.client().await.expect("an admin client");
+    (cluster, client)
+}
+
+fn init() {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(
@@ -20,11 +43,6 @@ pub async fn start_with(config: TalosConfig) -> (TalosCluster, kube::Client) {
         )
         .try_init();
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let cluster = TalosCluster::start(config)
-        .await
-        .expect("the cluster starts");
-    let client = cluster.client().await.expect("an admin client");
-    (cluster, client)
 }
 
 /// Polls `f` until it returns `Some`, for at most `secs` seconds.

@@ -51,7 +51,7 @@ async fn the_apiserver_is_the_real_one_and_starts_in_seconds() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pod_security_refusals_are_the_real_servers() {
-    let (_cluster, client) = common::start().await;
+    let (_cluster, client) = common::shared().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod: Pod = from_json(json!({
         "metadata": {"name": "host"},
@@ -78,7 +78,7 @@ async fn pod_security_refusals_are_the_real_servers() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rbac_refusals_are_the_real_servers() {
-    let (cluster, _client) = common::start().await;
+    let (cluster, _client) = common::shared().await;
     let sa = cluster
         .plane
         .client_as(

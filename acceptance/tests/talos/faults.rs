@@ -12,7 +12,7 @@ use crate::common;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn identities_pass_the_proxy_and_rbac_still_applies() {
-    let (cluster, _client) = common::start().await;
+    let (cluster, _client) = common::shared().await;
     let admin = client_from_kubeconfig(&cluster.kubeconfig_yaml())
         .await
         .expect("admin through the proxy");

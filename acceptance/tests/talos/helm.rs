@@ -73,7 +73,7 @@ async fn run_job(
     name: &str,
     script: &str,
 ) -> String {
-    let jobs: Api<Job> = Api::namespaced(client.clone(), "boot");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "helm-records");
     jobs.create(&PostParams::default(), &helm_job(name, script))
         .await
         .expect("job");
@@ -86,7 +86,10 @@ async fn run_job(
             .then_some(())
     })
     .await;
-    let (_, log, _) = common::run_kubectl(cluster, &["logs", "-n", "boot", &format!("job/{name}")]);
+    let (_, log, _) = common::run_kubectl(
+        cluster,
+        &["logs", "-n", "helm-records", &format!("job/{name}")],
+    );
     let job = jobs.get(name).await.expect("job");
     let complete = job
         .status
@@ -100,9 +103,9 @@ async fn run_job(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_provider_reads_what_the_real_helm_wrote() {
-    let (cluster, client) = common::start().await;
-    common::privileged_namespace(&client, "boot").await;
-    common::cluster_admin(&client, "boot").await;
+    let (cluster, client) = common::shared().await;
+    common::privileged_namespace(&client, "helm-records").await;
+    common::cluster_admin(&client, "helm-records").await;
     let dir = tempfile::tempdir().unwrap();
     let package = packaged_chart(dir.path());
     let charts: ConfigMap = ConfigMap {
@@ -116,11 +119,11 @@ async fn the_provider_reads_what_the_real_helm_wrote() {
         )])),
         ..Default::default()
     };
-    Api::<ConfigMap>::namespaced(client.clone(), "boot")
+    Api::<ConfigMap>::namespaced(client.clone(), "helm-records")
         .create(&PostParams::default(), &charts)
         .await
         .expect("charts");
-    run_job(&client, &cluster, "install", "helm upgrade --install demo /charts/demo-1.2.3.tgz --namespace apps --create-namespace --set greeting=hi").await;
+    run_job(&client, cluster, "install", "helm upgrade --install demo /charts/demo-1.2.3.tgz --namespace apps --create-namespace --set greeting=hi").await;
 
     let release = helm::release::current_release(client.clone(), "talos", "apps", "demo")
         .await
@@ -161,7 +164,7 @@ async fn the_provider_reads_what_the_real_helm_wrote() {
         .expect("rendered");
     assert_eq!(config.data.unwrap()["greeting"], "hi");
 
-    run_job(&client, &cluster, "upgrade", "helm upgrade demo /charts/demo-1.2.3.tgz --namespace apps --reuse-values --set greeting=again && helm history demo -n apps").await;
+    run_job(&client, cluster, "upgrade", "helm upgrade demo /charts/demo-1.2.3.tgz --namespace apps --reuse-values --set greeting=again && helm history demo -n apps").await;
     let upgraded = helm::release::current_release(client.clone(), "talos", "apps", "demo")
         .await
         .expect("reads")

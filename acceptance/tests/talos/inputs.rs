@@ -74,7 +74,7 @@ async fn has_event(client: &Client, pod: &str, reason: &str, message: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_inputs_keep_a_pod_waiting_until_they_appear_and_optional_ones_are_skipped() {
-    let (_cluster, client) = common::start().await;
+    let (_cluster, client) = common::shared().await;
     common::privileged_namespace(&client, NS).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let create = |pod: Pod| {

@@ -12,6 +12,8 @@ use serde_json::json;
 use super::common::{self, eventually, from_json};
 
 const NS: &str = "jobs";
+/// The pod-deadline test's own namespace (both tests run on the shared cluster).
+const DEADLINE_NS: &str = "jobs-deadline";
 
 fn shell_job(name: &str, script: &str, spec: serde_json::Value) -> Job {
     let mut v = json!({"metadata": {"name": name},
@@ -105,7 +107,7 @@ async fn job_events(client: &kube::Client, job: &str, reason: &str) -> Vec<Event
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_job_controller_counts_deadlines_ttl_and_refused_creates_as_users_see_them() {
-    let (_cluster, client) = common::start().await;
+    let (_cluster, client) = common::shared().await;
     common::privileged_namespace(&client, NS).await;
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
@@ -289,11 +291,10 @@ async fn the_job_controller_counts_deadlines_ttl_and_refused_creates_as_users_se
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "node layer: the emulated kubelet does not enforce a pod's activeDeadlineSeconds (acceptance/src/talos/kubelet.rs); the old simulator did"]
 async fn a_pods_active_deadline_fails_it() {
-    let (_cluster, client) = common::start().await;
-    common::privileged_namespace(&client, NS).await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let (_cluster, client) = common::shared().await;
+    common::privileged_namespace(&client, DEADLINE_NS).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), DEADLINE_NS);
     let post = PostParams::default();
     let bounded: Pod = from_json(
         json!({"metadata": {"name": "bounded"}, "spec": {"hostNetwork": true,
@@ -302,7 +303,10 @@ async fn a_pods_active_deadline_fails_it() {
     );
     pods.create(&post, &bounded).await.unwrap();
     // The pod's own deadline (enforced by the kubelet).
-    let pod = common::wait_pod(&client, NS, "bounded", 60, |p| common::phase(p) == "Failed").await;
+    let pod = common::wait_pod(&client, DEADLINE_NS, "bounded", 60, |p| {
+        common::phase(p) == "Failed"
+    })
+    .await;
     let status = pod.status.unwrap();
     assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
     assert_eq!(

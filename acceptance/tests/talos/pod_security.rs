@@ -29,7 +29,7 @@ fn api_error(e: kube::Error) -> kube::core::Status {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pod_security_levels_and_a_job_refused_until_its_namespace_is_privileged() {
-    let (_cluster, client) = common::start().await;
+    let (_cluster, client) = common::shared().await;
     let post = PostParams::default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
 

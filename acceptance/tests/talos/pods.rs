@@ -55,20 +55,20 @@ async fn job_pod(client: &kube::Client, ns: &str, job: &str, secs: u64) -> Pod {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_network_job_runs_the_real_helm_through_kubeprism() {
-    let (cluster, client) = common::start().await;
-    common::privileged_namespace(&client, "boot").await;
-    common::cluster_admin(&client, "boot").await;
-    let jobs: Api<Job> = Api::namespaced(client.clone(), "boot");
+    let (cluster, client) = common::shared().await;
+    common::privileged_namespace(&client, "boot-helm").await;
+    common::cluster_admin(&client, "boot-helm").await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "boot-helm");
     let job = helm_job(
         "list",
-        "helm version --template '{{.Version}}'; echo; helm list -A --output json; id -u",
+        "helm version --template '{{.Version}}'; echo; helm list -n boot-helm --output json; id -u",
         kubeprism_env(),
     );
     jobs.create(&PostParams::default(), &job)
         .await
         .expect("job");
-    let pod = job_pod(&client, "boot", "list", 90).await;
-    let (ok, log, err) = common::run_kubectl(&cluster, &["logs", "-n", "boot", "job/list"]);
+    let pod = job_pod(&client, "boot-helm", "list", 90).await;
+    let (ok, log, err) = common::run_kubectl(cluster, &["logs", "-n", "boot-helm", "job/list"]);
     assert!(ok, "kubectl logs: {err}");
     assert_eq!(common::phase(&pod), "Succeeded", "log:\n{log}");
     assert!(log.contains("v3.18.4"), "the real Helm runs: {log}");
@@ -94,10 +94,10 @@ async fn a_host_network_job_runs_the_real_helm_through_kubeprism() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_service_ip_before_the_cni_is_the_users_timeout() {
-    let (cluster, client) = common::start().await;
-    common::privileged_namespace(&client, "boot").await;
-    common::cluster_admin(&client, "boot").await;
-    let jobs: Api<Job> = Api::namespaced(client.clone(), "boot");
+    let (cluster, client) = common::shared().await;
+    common::privileged_namespace(&client, "boot-svc").await;
+    common::cluster_admin(&client, "boot-svc").await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "boot-svc");
     let env = json!([{"name": "HOME", "value": "/tmp"}]);
     jobs.create(
         &PostParams::default(),
@@ -105,15 +105,15 @@ async fn the_service_ip_before_the_cni_is_the_users_timeout() {
     )
     .await
     .expect("job");
-    let pod = job_pod(&client, "boot", "svc", 90).await;
+    let pod = job_pod(&client, "boot-svc", "svc", 90).await;
     assert_eq!(common::phase(&pod), "Failed");
-    let (_, log, _) = common::run_kubectl(&cluster, &["logs", "-n", "boot", "job/svc"]);
+    let (_, log, _) = common::run_kubectl(cluster, &["logs", "-n", "boot-svc", "job/svc"]);
     assert!(log.contains("dial tcp 10.96.0.1:443: i/o timeout"), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pod_network_pod_waits_for_the_cni() {
-    let (_cluster, client) = common::start().await;
+    let (_cluster, client) = common::shared().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod: Pod = from_json(json!({
         "metadata": {"name": "app"},
@@ -145,7 +145,7 @@ async fn a_pod_network_pod_waits_for_the_cni() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unknown_images_back_off_and_deleted_pods_go_away() {
-    let (_cluster, client) = common::start().await;
+    let (_cluster, client) = common::shared().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
     let pod = |name: &str, image: &str| -> Pod {
         from_json(json!({
@@ -202,16 +202,16 @@ async fn unknown_images_back_off_and_deleted_pods_go_away() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_container_ends_with_137_and_its_job_fails() {
-    let (_cluster, client) = common::start().await;
-    common::privileged_namespace(&client, "boot").await;
-    let jobs: Api<Job> = Api::namespaced(client.clone(), "boot");
+    let (_cluster, client) = common::shared().await;
+    common::privileged_namespace(&client, "boot-kill").await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "boot-kill");
     jobs.create(
         &PostParams::default(),
         &helm_job("sleeper", "echo started; sleep 300", kubeprism_env()),
     )
     .await
     .expect("job");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "boot");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "boot-kill");
     let running = common::eventually(60, "the job's pod runs", || async {
         let list = pods
             .list(&kube::api::ListParams::default().labels("job-name=sleeper"))
@@ -231,7 +231,7 @@ async fn a_killed_container_ends_with_137_and_its_job_fails() {
     )
     .await
     .expect("annotate");
-    let done = job_pod(&client, "boot", "sleeper", 30).await;
+    let done = job_pod(&client, "boot-kill", "sleeper", 30).await;
     assert_eq!(common::phase(&done), "Failed");
     let terminated = done
         .status

@@ -16,7 +16,7 @@ fn pod(name: &str, spec: serde_json::Value) -> Pod {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn before_the_cni_nodes_are_tainted_and_only_host_network_pods_run() {
-    let (_cluster, client) = common::start().await;
+    let (_cluster, client) = common::shared().await;
     common::privileged_namespace(&client, NS).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let post = PostParams::default();

@@ -56,7 +56,7 @@ const INSTALL: &str = "cd /tmp && helm create demo >/dev/null && helm upgrade --
 
 #[tokio::test(flavor = "multi_thread")]
 async fn refusals_reach_the_job_log_and_a_bound_account_installs() {
-    let (_cluster, client) = common::start().await;
+    let (_cluster, client) = common::shared().await;
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
     for name in ["installer", "reader"] {
         accounts

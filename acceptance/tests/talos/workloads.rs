@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::common::{self, eventually, from_json};
 
-const NS: &str = "apps";
+const NS: &str = "workloads";
 
 fn sleeper_template(x: &str) -> serde_json::Value {
     json!({"metadata": {"labels": {"app": "sleeper"}}, "spec": {"hostNetwork": true,
@@ -20,7 +20,7 @@ fn sleeper_template(x: &str) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn replica_failures_rollouts_and_daemon_sets_on_the_real_controllers() {
-    let (_cluster, client) = common::start().await;
+    let (_cluster, client) = common::shared().await;
     common::privileged_namespace(&client, NS).await;
     let post = PostParams::default();
     let deploys: Api<Deployment> = Api::namespaced(client.clone(), NS);
@@ -51,9 +51,9 @@ async fn replica_failures_rollouts_and_daemon_sets_on_the_real_controllers() {
     assert_eq!(failure.reason.as_deref(), Some("FailedCreate"));
     let message = failure.message.unwrap_or_default();
     assert!(
-        message.ends_with(
-            "error looking up service account apps/runner: serviceaccount \"runner\" not found"
-        ),
+        message.ends_with(&format!(
+            "error looking up service account {NS}/runner: serviceaccount \"runner\" not found"
+        )),
         "{message}"
     );
     let rss: Api<ReplicaSet> = Api::namespaced(client.clone(), NS);

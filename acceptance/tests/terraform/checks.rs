@@ -10,7 +10,7 @@ use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
 // The CLI runs as a blocking child process while the simulator serves from this runtime.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_blocks_and_preconditions_read_helm_releases() {
-    let cluster = TestCluster::start().await;
+    let cluster = TestCluster::shared().await;
     let client = cluster.client().await;
     let namespace = super::unique("tb-check");
     let namespaces: Api<Namespace> = Api::all(client.clone());

@@ -931,7 +931,7 @@ async fn write_only_values_stay_out_of_state_and_a_changed_one_plans_an_update()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_talos_defaults_a_missing_service_host_is_warned_at_plan() {
-    let cluster = TestCluster::start().await;
+    let cluster = TestCluster::shared().await;
     // A typo users make when they write the Talos values themselves.
     let ws = workspace(
         &cluster,

@@ -95,7 +95,7 @@ async fn replacement_off_with_kube_proxy_installs_talos_values_for_kube_proxy() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replacement_off_without_kube_proxy_is_an_error_at_plan_naming_the_input() {
-    let cluster = TestCluster::start().await;
+    let cluster = TestCluster::shared().await;
     if !cluster.nodes_are_emulated() {
         return; // needs a cluster without kube-proxy
     }
@@ -159,7 +159,7 @@ async fn replacement_off_is_refused_at_apply_before_any_job_once_kube_proxy_is_g
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_plan_time_check_is_skipped_when_the_cluster_cannot_be_reached() {
-    let cluster = TestCluster::start().await;
+    let cluster = TestCluster::shared().await;
     let kubeconfig = std::fs::read_to_string(&cluster.kubeconfig_path).expect("kubeconfig");
     let unreachable = with_server(&kubeconfig, "https://127.0.0.1:1");
     let ws = Workspace::new("");

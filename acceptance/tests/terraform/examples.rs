@@ -548,7 +548,7 @@ async fn quickstart_root_plans() {
     let Some(ws) = root_workspace("quickstart", planned_skip("quickstart")) else {
         return;
     };
-    let cluster = TestCluster::start().await;
+    let cluster = TestCluster::shared().await;
     let ws = ws.env(
         "TF_VAR_kubeconfig_path",
         &cluster.kubeconfig_path.display().to_string(),
@@ -570,7 +570,7 @@ async fn talos_cilium_flux_root_plans_without_secrets_in_the_plan() {
     let Some(ws) = root_workspace("talos-cilium-flux", planned_skip("talos-cilium-flux")) else {
         return;
     };
-    let cluster = TestCluster::start().await;
+    let cluster = TestCluster::shared().await;
     let kubeconfig = read(&cluster.kubeconfig_path);
     ws.write(
         "stand_ins.auto.tfvars.json",
@@ -618,7 +618,7 @@ async fn argocd_after_cilium_root_plans() {
     else {
         return;
     };
-    let cluster = TestCluster::start().await;
+    let cluster = TestCluster::shared().await;
     let ws = ws.env(
         "TF_VAR_kubeconfig_path",
         &cluster.kubeconfig_path.display().to_string(),

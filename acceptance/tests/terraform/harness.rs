@@ -356,12 +356,30 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// The cluster under test: a real one when `TALOSBOOT_TEST_KUBECONFIG` is set, else a fresh
-/// Talos cluster on the real control plane (`talos_sim::talos`). Holds it alive for the test.
+/// The cluster under test: a real one when `TALOSBOOT_TEST_KUBECONFIG` is set, else a Talos
+/// cluster on the real control plane (`talos_sim::talos`), fresh ([`TestCluster::start`]) or the
+/// test process's shared one ([`TestCluster::shared`]). Holds it alive for the test.
 pub struct TestCluster {
     pub kubeconfig_path: PathBuf,
-    _talos: Option<talos_sim::talos::TalosCluster>,
+    _talos: Option<Ground>,
     _dir: tempfile::TempDir,
+}
+
+/// The embedded cluster a test runs on.
+enum Ground {
+    /// Started for this test; ends with it.
+    Fresh(Box<talos_sim::talos::TalosCluster>),
+    /// The process's shared cluster (`talos_sim::talos::shared_cluster`).
+    Shared(&'static talos_sim::talos::TalosCluster),
+}
+
+impl Ground {
+    fn cluster(&self) -> &talos_sim::talos::TalosCluster {
+        match self {
+            Ground::Fresh(cluster) => cluster,
+            Ground::Shared(cluster) => cluster,
+        }
+    }
 }
 
 impl TestCluster {
@@ -374,23 +392,51 @@ impl TestCluster {
     /// Security, an inline-manifest Cilium). A real cluster from `TALOSBOOT_TEST_KUBECONFIG` is
     /// used as it is: tests that need a setting it may lack check [`Self::nodes_are_emulated`].
     pub async fn start_with(config: talos_sim::talos::TalosConfig) -> TestCluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        if let Some(path) = std::env::var_os("TALOSBOOT_TEST_KUBECONFIG") {
-            return TestCluster {
-                kubeconfig_path: PathBuf::from(path),
-                _talos: None,
-                _dir: dir,
-            };
+        if let Some(cluster) = TestCluster::external() {
+            return cluster;
         }
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let talos = talos_sim::talos::TalosCluster::start(config)
             .await
             .expect("start the Talos cluster on the real control plane");
+        TestCluster::on(Ground::Fresh(Box::new(talos)))
+    }
+
+    /// The test process's shared cluster (the settings of [`Self::start`]), for a test that only
+    /// needs an API: it keeps to names of its own (a namespace or release name from
+    /// [`unique`](crate::unique)) and changes nothing others see: no Cilium, no faults, no
+    /// kube-proxy, no stopped kubelet. Saves a control-plane start (about 10 s of both cores).
+    pub async fn shared() -> TestCluster {
+        if let Some(cluster) = TestCluster::external() {
+            return cluster;
+        }
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let talos = talos_sim::talos::shared_cluster()
+            .await
+            .expect("start the shared Talos cluster on the real control plane");
+        TestCluster::on(Ground::Shared(talos))
+    }
+
+    /// The real cluster of `TALOSBOOT_TEST_KUBECONFIG`, when set.
+    fn external() -> Option<TestCluster> {
+        let path = std::env::var_os("TALOSBOOT_TEST_KUBECONFIG")?;
+        Some(TestCluster {
+            kubeconfig_path: PathBuf::from(path),
+            _talos: None,
+            _dir: tempfile::tempdir().expect("tempdir"),
+        })
+    }
+
+    fn on(ground: Ground) -> TestCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("kubeconfig");
-        talos.write_kubeconfig(&path).expect("write kubeconfig");
+        ground
+            .cluster()
+            .write_kubeconfig(&path)
+            .expect("write kubeconfig");
         TestCluster {
             kubeconfig_path: path,
-            _talos: Some(talos),
+            _talos: Some(ground),
             _dir: dir,
         }
     }
@@ -402,16 +448,24 @@ impl TestCluster {
     }
 
     /// The faults the fault proxy injects between the provider and the API; `None` on an
-    /// external cluster.
+    /// external cluster. (Never on the shared cluster: other tests would meet them.)
     pub fn faults(&self) -> Option<&talos_sim::Faults> {
-        self._talos.as_ref().map(|t| t.faults())
+        match &self._talos {
+            Some(Ground::Fresh(talos)) => Some(talos.faults()),
+            Some(Ground::Shared(_)) => {
+                panic!(
+                    "faults on the shared cluster would reach other tests: use TestCluster::start"
+                )
+            }
+            None => None,
+        }
     }
 
     /// An admin client for the test's own checks: on the real control plane it goes straight to
     /// the apiserver, so injected faults never blind the checks.
     pub async fn client(&self) -> kube::Client {
-        if let Some(talos) = &self._talos {
-            return talos.client().await.expect("admin client");
+        if let Some(ground) = &self._talos {
+            return ground.cluster().client().await.expect("admin client");
         }
         let kubeconfig =
             kube::config::Kubeconfig::read_from(&self.kubeconfig_path).expect("read kubeconfig");

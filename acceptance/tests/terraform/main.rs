@@ -241,7 +241,7 @@ fn release_secret(
 
 on_both_clis!(async helm_release);
 async fn helm_release(cli: Cli) {
-    let cluster = TestCluster::start().await;
+    let cluster = TestCluster::shared().await;
     let client = cluster.client().await;
     let namespace = unique("tb-helm");
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -395,7 +395,7 @@ data "talosboot_helm_release" "cilium" {{
             .and_then(|c| c.server.clone())
             .expect("the current cluster has a server URL")
     }
-    let cluster = TestCluster::start().await;
+    let cluster = TestCluster::shared().await;
     let (url, token) = (
         current_server(&cluster.kubeconfig_path),
         "talosboot-acceptance-token-never-sent".to_owned(),

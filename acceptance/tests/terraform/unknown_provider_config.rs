@@ -9,7 +9,7 @@ use crate::harness::{Cli, REQUIRED_PROVIDERS, TestCluster, Workspace};
 
 on_both_clis!(async plans_and_applies_in_one_run);
 async fn plans_and_applies_in_one_run(cli: Cli) {
-    let cluster = TestCluster::start().await;
+    let cluster = TestCluster::shared().await;
     let client = cluster.client().await;
     let namespace = super::unique("tb-unknown");
     let namespaces: Api<Namespace> = Api::all(client.clone());
