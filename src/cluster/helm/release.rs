@@ -195,8 +195,9 @@ struct ChartMetadata {
     app_version: String,
 }
 
-/// Decodes `data.release` (already un-base64'd once by the Secret API): base64, optional gzip, JSON.
-pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeError> {
+/// The JSON of a record's `data.release` (already un-base64'd once by the Secret API): base64,
+/// then gzip when it has gzip's magic, bounded by [`MAX_RELEASE_JSON`].
+pub(super) fn record_json(release_field: &[u8]) -> Result<Vec<u8>, HelmDecodeError> {
     let compressed = base64::engine::general_purpose::STANDARD
         .decode(release_field.trim_ascii())
         .map_err(|_| HelmDecodeError::Base64)?;
@@ -213,10 +214,21 @@ pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeErr
     } else {
         compressed
     };
-    let record: Record = serde_json::from_slice(&json).map_err(|e| HelmDecodeError::Json {
-        line: e.line(),
-        column: e.column(),
-    })?;
+    Ok(json)
+}
+
+impl From<serde_json::Error> for HelmDecodeError {
+    fn from(e: serde_json::Error) -> Self {
+        HelmDecodeError::Json {
+            line: e.line(),
+            column: e.column(),
+        }
+    }
+}
+
+/// Decodes `data.release` (already un-base64'd once by the Secret API): base64, optional gzip, JSON.
+pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeError> {
+    let record: Record = serde_json::from_slice(&record_json(release_field)?)?;
     let metadata = record.chart.and_then(|c| c.metadata).unwrap_or_default();
     Ok(HelmRelease {
         name: record.name,
@@ -377,13 +389,24 @@ fn decode_secret(
     decode_release(&field.0).map_err(|e| record_error(e.to_string()))
 }
 
-/// The Secret name of the highest revision of release `name`, listing only metadata (records of
-/// charts like Cilium are hundreds of KiB each).
+/// The Secret name of the highest revision of release `name`.
 async fn newest_revision(
     secrets: &Api<Secret>,
     endpoint: &str,
     name: &str,
 ) -> Result<Option<String>, ClusterError> {
+    Ok(newest_record(secrets, endpoint, name)
+        .await?
+        .map(|(_, secret_name)| secret_name))
+}
+
+/// `(revision, Secret name)` of the highest revision of release `name`, listing only metadata
+/// (records of charts like Cilium are hundreds of KiB each).
+pub(super) async fn newest_record(
+    secrets: &Api<Secret>,
+    endpoint: &str,
+    name: &str,
+) -> Result<Option<(i64, String)>, ClusterError> {
     let params = ListParams::default().labels(&format!("owner=helm,name={name}"));
     let revisions = secrets
         .list_metadata(&params)
@@ -393,8 +416,7 @@ async fn newest_revision(
         .items
         .iter()
         .filter_map(|m| Some((revision_of(&m.metadata.labels)?, m.metadata.name.clone()?)))
-        .max_by_key(|(revision, _)| *revision)
-        .map(|(_, secret_name)| secret_name))
+        .max_by_key(|(revision, _)| *revision))
 }
 
 fn revision_of(labels: &Option<std::collections::BTreeMap<String, String>>) -> Option<i64> {

@@ -7,21 +7,16 @@
 //! ([`SENSITIVE_PATHS_ANNOTATION`], the `set_sensitive`/`set_wo` names, never their values), so a
 //! later plan, from this state or another one (an import), hides what came from those inputs.
 
-use std::io::Read;
-
-use base64::Engine;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value as Json, json};
 
+use super::release::{HelmDecodeError, newest_record, record_json};
 use crate::cluster::client::ClusterError;
 
 /// Annotation on a release record Secret: a JSON list of the `--set`-style value paths that came
 /// from sensitive inputs.
 pub const SENSITIVE_PATHS_ANNOTATION: &str = "talosboot.dev/sensitive-values";
-
-/// A record inflating beyond this is not a Helm record (Helm refuses releases over 1 MiB).
-const MAX_RECORD_JSON: u64 = 32 * 1024 * 1024;
 
 /// What the current record says about the values.
 #[derive(Clone, PartialEq, Default)]
@@ -41,27 +36,6 @@ impl std::fmt::Debug for RecordedValues {
             .field("sensitive_paths", &self.sensitive_paths)
             .finish_non_exhaustive()
     }
-}
-
-/// The newest record Secret of release `name`: `(revision, Secret name)`.
-async fn newest_record(
-    secrets: &Api<Secret>,
-    endpoint: &str,
-    name: &str,
-) -> Result<Option<(i64, String)>, ClusterError> {
-    let params = ListParams::default().labels(&format!("owner=helm,name={name}"));
-    let list = secrets
-        .list_metadata(&params)
-        .await
-        .map_err(|e| ClusterError::from_kube(e, endpoint))?;
-    Ok(list
-        .items
-        .iter()
-        .filter_map(|m| {
-            let revision = m.metadata.labels.as_ref()?.get("version")?.parse().ok()?;
-            Some((revision, m.metadata.name.clone()?))
-        })
-        .max_by_key(|(revision, _)| *revision))
 }
 
 /// The values of the current record of release `namespace/name`, or `None` without a record.
@@ -94,7 +68,7 @@ pub async fn current_values(
         .as_ref()
         .and_then(|d| d.get("release"))
         .ok_or_else(|| invalid("it has no `release` data"))?;
-    let values = record_config(&field.0).map_err(invalid)?;
+    let values = record_config(&field.0).map_err(|e| invalid(&e.to_string()))?;
     let sensitive_paths = secret
         .metadata
         .annotations
@@ -110,27 +84,17 @@ pub async fn current_values(
 }
 
 /// `config` of a record's `data.release` (base64, optional gzip, JSON); `{}` when it has none.
-fn record_config(release_field: &[u8]) -> Result<Json, &'static str> {
-    let compressed = base64::engine::general_purpose::STANDARD
-        .decode(release_field.trim_ascii())
-        .map_err(|_| "its release data is not base64")?;
-    let json = if compressed.starts_with(&[0x1f, 0x8b, 0x08]) {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(compressed.as_slice())
-            .take(MAX_RECORD_JSON + 1)
-            .read_to_end(&mut out)
-            .map_err(|_| "its release data does not decompress")?;
-        if out.len() as u64 > MAX_RECORD_JSON {
-            return Err("its release data inflates beyond 32 MiB");
-        }
-        out
-    } else {
-        compressed
-    };
-    let record: Json = serde_json::from_slice(&json).map_err(|_| "its release data is not JSON")?;
-    Ok(match record.get("config") {
+fn record_config(release_field: &[u8]) -> Result<Json, HelmDecodeError> {
+    /// Only `config`: the rest of the record (the manifest, hundreds of KiB) is skipped.
+    #[derive(serde::Deserialize)]
+    struct Config {
+        #[serde(default)]
+        config: Option<Json>,
+    }
+    let record: Config = serde_json::from_slice(&record_json(release_field)?)?;
+    Ok(match record.config {
         None | Some(Json::Null) => json!({}),
-        Some(config) => config.clone(),
+        Some(config) => config,
     })
 }
 
@@ -165,6 +129,7 @@ pub async fn mark_sensitive_paths(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
     use std::io::Write;
 
     fn encoded(record: &Json, gzip: bool) -> Vec<u8> {
@@ -187,12 +152,15 @@ mod tests {
             json!({"name": "cilium", "version": 2, "config": {"ipam": {"mode": "cluster-pool"}}});
         for gzip in [true, false] {
             assert_eq!(
-                record_config(&encoded(&record, gzip)),
-                Ok(json!({"ipam": {"mode": "cluster-pool"}}))
+                record_config(&encoded(&record, gzip)).ok(),
+                Some(json!({"ipam": {"mode": "cluster-pool"}}))
             );
         }
         let without = json!({"name": "cilium", "version": 1, "config": null});
-        assert_eq!(record_config(&encoded(&without, true)), Ok(json!({})));
+        assert_eq!(
+            record_config(&encoded(&without, true)).ok(),
+            Some(json!({}))
+        );
         assert!(record_config(b"not base64 !").is_err());
     }
 
