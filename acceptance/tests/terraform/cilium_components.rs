@@ -41,11 +41,17 @@ async fn wait_daemonset_broken(client: &kube::Client, name: &str) {
 async fn a_broken_cilium_envoy_fails_the_apply_naming_it_and_taints() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
-    let broken = r#"  timeout = "2m"
+    let broken = r#"  timeout = "5m"
   values  = [yamlencode({ envoy = { image = { repository = "quay.io/cilium/cilium-envoy-typo" } } })]"#;
     let ws = workspace(&cluster, &with_components_output(broken));
+    let started = Instant::now();
     let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
     assert!(!out.success, "{}", out.text());
+    assert!(
+        started.elapsed() < Duration::from_secs(150),
+        "an image that cannot be pulled fails the apply at once, not at the 5m timeout ({:?})",
+        started.elapsed()
+    );
     let text = out.flat();
     assert!(
         text.contains("Not rolled out: - DaemonSet kube-system/cilium-envoy:"),
@@ -134,7 +140,7 @@ async fn hubble_relay_enabled_is_waited_for_and_reported() {
     let cluster = TestCluster::start().await;
     let relay = |image: &str| {
         with_components_output(&format!(
-            r#"  timeout = "2m"
+            r#"  timeout = "5m"
   values  = [yamlencode({{ hubble = {{ relay = {{ enabled = true{image} }} }} }})]"#
         ))
     };
@@ -142,8 +148,14 @@ async fn hubble_relay_enabled_is_waited_for_and_reported() {
         &cluster,
         &relay(", image = { repository = \"quay.io/cilium/hubble-relay-typo\" }"),
     );
+    let started = Instant::now();
     let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
     assert!(!out.success, "{}", out.text());
+    assert!(
+        started.elapsed() < Duration::from_secs(150),
+        "the relay's image pull failure ends the wait at once, not at the 5m timeout ({:?})",
+        started.elapsed()
+    );
     let text = out.flat();
     assert!(
         text.contains("Not rolled out: - Deployment kube-system/hubble-relay:"),

@@ -324,6 +324,24 @@ async fn inspect_events(clients: &Kube, namespace: &str, state: &mut State) -> O
 /// Looks at crashed containers of not-ready pods: their state messages and (once per attempt)
 /// their log tail; returns a permanent diagnosis if one is found.
 async fn inspect(clients: &Kube, namespace: &str, state: &mut State) -> Option<Diagnosis> {
+    // A container that never started says why in its waiting state (an image that cannot be
+    // pulled): read it there, not only from events, which a kubelet may aggregate or drop.
+    let waiting = state.stuck_pods().flat_map(|p| {
+        let status = p.status.clone().unwrap_or_default();
+        status
+            .init_container_statuses
+            .into_iter()
+            .flatten()
+            .chain(status.container_statuses.into_iter().flatten())
+            .filter(|c| c.state.as_ref().is_some_and(|s| s.waiting.is_some()))
+            .map(|c| describe_container(&c))
+            .collect::<Vec<_>>()
+    });
+    for text in waiting {
+        if let Some(d) = diagnose([text.as_str()]).filter(Diagnosis::is_permanent) {
+            return Some(d);
+        }
+    }
     let pods: Api<Pod> = Api::namespaced(clients.client.clone(), namespace);
     let crashed: Vec<(String, String, i32, bool, String)> = state
         .stuck_pods()
