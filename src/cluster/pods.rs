@@ -2,7 +2,7 @@
 //! one line, and the Warning events about given objects. Shared by the engine's report of a
 //! failed run and the readiness wait.
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Event};
+use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
 use kube::Api;
 use kube::api::ListParams;
 
@@ -20,6 +20,21 @@ pub async fn warnings_about(
         .filter(|e| e.type_.as_deref() == Some("Warning"))
         .filter(|e| e.involved_object.name.as_deref().is_some_and(&named))
         .collect())
+}
+
+/// The statuses of a pod's init containers, then of its containers.
+pub fn container_statuses(pod: &Pod) -> impl Iterator<Item = &ContainerStatus> {
+    let status = pod.status.as_ref();
+    status
+        .and_then(|s| s.init_container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .chain(
+            status
+                .and_then(|s| s.container_statuses.as_ref())
+                .into_iter()
+                .flatten(),
+        )
 }
 
 /// `name: state` of a container (waiting, terminated with its exit code, running), with its last

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::Api;
 use kube::api::{ListParams, LogParams};
 
-use crate::cluster::pods::{describe_container, warnings_about};
+use crate::cluster::pods::{container_statuses, describe_container, warnings_about};
 use crate::cluster::scrub_api_message;
 
 /// Log lines and bytes a report carries at most.
@@ -131,13 +131,7 @@ pub async fn collect(
         report.node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
         if let Some(status) = &pod.status {
             report.phase = status.phase.clone();
-            report.containers = status
-                .init_container_statuses
-                .iter()
-                .flatten()
-                .chain(status.container_statuses.iter().flatten())
-                .map(describe_container)
-                .collect();
+            report.containers = container_statuses(pod).map(describe_container).collect();
         }
         let params = LogParams {
             tail_lines: Some(LOG_SCAN_LINES),

@@ -15,6 +15,8 @@ use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::pods::container_statuses;
+
 /// How a Job ended, or why waiting stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobWait {
@@ -55,12 +57,7 @@ pub fn classify_job(job: &Job) -> Option<JobWait> {
 /// A pod state that will not fix itself, or `Unschedulable` (judged with a grace period).
 pub fn classify_pod(pod: &Pod) -> Option<JobWait> {
     let status = pod.status.as_ref()?;
-    let containers = status
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .chain(status.container_statuses.iter().flatten());
-    for c in containers {
+    for c in container_statuses(pod) {
         let Some(waiting) = c.state.as_ref().and_then(|s| s.waiting.as_ref()) else {
             continue;
         };

@@ -24,7 +24,7 @@ pub use rollout::*;
 
 use super::Kube;
 use super::diagnosis::{Diagnosis, diagnose};
-use super::pods::{describe_container, warnings_about};
+use super::pods::{container_statuses, describe_container, warnings_about};
 
 /// Pods that wait without changing (no pod network, image pulls) show why only in events: looked
 /// at this often while waiting.
@@ -264,18 +264,14 @@ fn describe_pod(pod: &Pod) -> String {
         .as_ref()
         .and_then(|s| s.node_name.clone())
         .unwrap_or_else(|| "no node".into());
-    let status = pod.status.clone().unwrap_or_default();
-    let containers: Vec<String> = status
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .chain(status.container_statuses.iter().flatten())
+    let containers: Vec<String> = container_statuses(pod)
         .filter(|c| !c.ready)
         .map(describe_container)
         .collect();
+    let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
     format!(
         "pod {name} on {node} ({}): {}",
-        status.phase.unwrap_or_default(),
+        phase.unwrap_or_default(),
         if containers.is_empty() {
             "starting".to_owned()
         } else {
@@ -327,15 +323,9 @@ async fn inspect(clients: &Kube, namespace: &str, state: &mut State) -> Option<D
     // A container that never started says why in its waiting state (an image that cannot be
     // pulled): read it there, not only from events, which a kubelet may aggregate or drop.
     let waiting = state.stuck_pods().flat_map(|p| {
-        let status = p.status.clone().unwrap_or_default();
-        status
-            .init_container_statuses
-            .into_iter()
-            .flatten()
-            .chain(status.container_statuses.into_iter().flatten())
+        container_statuses(p)
             .filter(|c| c.state.as_ref().is_some_and(|s| s.waiting.is_some()))
-            .map(|c| describe_container(&c))
-            .collect::<Vec<_>>()
+            .map(describe_container)
     });
     for text in waiting {
         if let Some(d) = diagnose([text.as_str()]).filter(Diagnosis::is_permanent) {
@@ -347,19 +337,20 @@ async fn inspect(clients: &Kube, namespace: &str, state: &mut State) -> Option<D
         .stuck_pods()
         .flat_map(|p| {
             let name = key(p);
-            let status = p.status.clone().unwrap_or_default();
-            status
-                .init_container_statuses
-                .into_iter()
-                .flatten()
-                .chain(status.container_statuses.into_iter().flatten())
+            container_statuses(p)
                 .filter(|c| {
                     c.restart_count > 0 || c.state.as_ref().is_some_and(|s| s.terminated.is_some())
                 })
                 .map(move |c| {
-                    let text = describe_container(&c);
+                    let text = describe_container(c);
                     let previous = c.state.as_ref().is_some_and(|s| s.terminated.is_none());
-                    (name.clone(), c.name, c.restart_count, previous, text)
+                    (
+                        name.clone(),
+                        c.name.clone(),
+                        c.restart_count,
+                        previous,
+                        text,
+                    )
                 })
                 .collect::<Vec<_>>()
         })
