@@ -53,9 +53,14 @@ async fn a_broken_cilium_envoy_fails_the_apply_naming_it_and_taints() {
         started.elapsed()
     );
     let text = out.flat();
+    // (at once: the agents may still be starting, and then they are listed too)
+    let not_rolled_out = text.split("Not rolled out:").nth(1).unwrap_or_default();
     assert!(
-        text.contains("Not rolled out: - DaemonSet kube-system/cilium-envoy:"),
-        "the failure names the component: {text}"
+        not_rolled_out
+            .split("Pods not ready:")
+            .next()
+            .is_some_and(|list| list.contains("- DaemonSet kube-system/cilium-envoy: 0 of")),
+        "the failure names the component among those not rolled out: {text}"
     );
     assert!(text.contains("cilium-envoy-typo"), "and its image: {text}");
     assert!(
