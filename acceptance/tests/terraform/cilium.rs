@@ -756,8 +756,14 @@ async fn an_interrupt_during_apply_deletes_the_job_and_frees_the_lease() {
 }
 
 /// `helm_release.cilium` as hashicorp/helm v3 writes it (schema version 2: `set`/`set_sensitive`
-/// lists of `{name, value, type}`, `metadata` an object with the release's values as JSON).
-fn helm_release_state(tfstate: &str) -> String {
+/// lists of `{name, value, type}`, `metadata` an object with the release's values as JSON), made
+/// from the state of a one-resource root (so its envelope is the CLI's own), with the root's
+/// `values` and `set_sensitive`.
+pub(crate) fn helm_release_state(
+    tfstate: &str,
+    values: serde_json::Value,
+    set_sensitive: serde_json::Value,
+) -> String {
     let mut s: serde_json::Value = serde_json::from_str(tfstate).expect("state json");
     let resource = &mut s["resources"][0];
     resource["type"] = json!("helm_release");
@@ -771,8 +777,8 @@ fn helm_release_state(tfstate: &str) -> String {
         .remove("private");
     instance["attributes"] = json!({
         "id": "cilium", "name": "cilium", "namespace": NS, "chart": "cilium",
-        "repository": "https://helm.cilium.io", "version": "1.18.4", "values": [], "set": [],
-        "set_list": [], "set_sensitive": [], "status": "deployed", "wait": true, "timeout": 300,
+        "repository": "https://helm.cilium.io", "version": "1.18.4", "values": values, "set": [],
+        "set_list": [], "set_sensitive": set_sensitive, "status": "deployed", "wait": true, "timeout": 300,
         "atomic": false, "create_namespace": false, "max_history": 0,
         "metadata": {"name": "cilium", "revision": 1, "namespace": NS, "chart": "cilium", "version": "1.18.4",
                      "app_version": "1.18.4", "values": "{}", "first_deployed": 0, "last_deployed": 0, "notes": ""},
@@ -780,19 +786,12 @@ fn helm_release_state(tfstate: &str) -> String {
     s.to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_helm_release_moves_to_talosboot_cilium_without_touching_the_cluster() {
-    let cluster = TestCluster::start().await;
-    let client = cluster.client().await;
-    let ws = workspace(&cluster, &cilium(""));
-    ws.apply();
-    let revisions = release_history(&client, "cilium").await;
-    // The state a helm_release root has today.
-    ws.write("terraform.tfstate", &helm_release_state(&ws.state_text()));
-    // hashicorp/helm cannot be installed here (no registry): a cross-type move needs the source
-    // provider present, not its schema, so the Go null provider's binary stands in for it.
-    let stand_in = crate::harness::repo_root()
-        .join(".tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4");
+/// hashicorp/helm cannot be installed here (no registry): a cross-type move needs the source
+/// provider present, not its schema, so the Go null provider's binary stands in for it.
+pub(crate) fn stand_in_helm_provider(ws: &Workspace) {
+    let stand_in = crate::harness::repo_root().join(
+        ".tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4",
+    );
     let dir = ws
         .path()
         .join("mirror/registry.opentofu.org/hashicorp/helm/3.0.2/linux_amd64");
@@ -804,6 +803,21 @@ async fn a_helm_release_moves_to_talosboot_cilium_without_touching_the_cluster()
         1,
     );
     ws.write("cli.tfrc", &rc);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_helm_release_moves_to_talosboot_cilium_without_touching_the_cluster() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let ws = workspace(&cluster, &cilium(""));
+    ws.apply();
+    let revisions = release_history(&client, "cilium").await;
+    // The state a helm_release root has today.
+    ws.write(
+        "terraform.tfstate",
+        &helm_release_state(&ws.state_text(), json!([]), json!([])),
+    );
+    stand_in_helm_provider(&ws);
     ws.write(
         "main.tf",
         &root(

@@ -9,8 +9,8 @@
 
 use serde_json::json;
 
-use crate::cilium::{NS, helm_by_hand, root};
-use crate::harness::{TestCluster, Workspace, history, repo_root};
+use crate::cilium::{NS, helm_by_hand, helm_release_state, root, stand_in_helm_provider};
+use crate::harness::{TestCluster, Workspace, history};
 
 /// What `helm get values -n kube-system cilium` shows of the running release, less the sensitive
 /// value: the Talos values except `ipam.mode`.
@@ -53,52 +53,6 @@ async fn install_by_hand(client: &kube::Client) {
     .await;
 }
 
-/// The state a `helm_release.cilium` root has for that release (hashicorp/helm v3, schema
-/// version 2), made from the state of a one-resource root (so its envelope is the CLI's own).
-fn helm_release_state(seed_state: &str) -> String {
-    let mut s: serde_json::Value = serde_json::from_str(seed_state).expect("state json");
-    let resource = &mut s["resources"][0];
-    resource["type"] = json!("helm_release");
-    resource["name"] = json!("cilium");
-    resource["provider"] = json!("provider[\"registry.opentofu.org/hashicorp/helm\"]");
-    let instance = &mut resource["instances"][0];
-    instance["schema_version"] = json!(2);
-    instance
-        .as_object_mut()
-        .expect("instance")
-        .remove("private");
-    instance["attributes"] = json!({
-        "id": "cilium", "name": "cilium", "namespace": NS, "chart": "cilium",
-        "repository": "https://helm.cilium.io", "version": "1.18.4", "values": [RUNNING_VALUES],
-        "set": [], "set_list": [],
-        "set_sensitive": [{"name": SENSITIVE_PATH, "value": RUNNING_SECRET, "type": ""}],
-        "status": "deployed", "wait": true, "timeout": 300,
-        "atomic": false, "create_namespace": false, "max_history": 0,
-        "metadata": {"name": "cilium", "revision": 1, "namespace": NS, "chart": "cilium", "version": "1.18.4",
-                     "app_version": "1.18.4", "values": "{}", "first_deployed": 0, "last_deployed": 0, "notes": ""},
-    });
-    s.to_string()
-}
-
-/// hashicorp/helm cannot be installed here (no registry): a cross-type move needs the source
-/// provider present, not its schema, so the Go null provider's binary stands in for it.
-fn stand_in_helm_provider(ws: &Workspace) {
-    let stand_in = repo_root().join(
-        ".tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4",
-    );
-    let dir = ws
-        .path()
-        .join("mirror/registry.opentofu.org/hashicorp/helm/3.0.2/linux_amd64");
-    std::fs::create_dir_all(&dir).expect("mirror dir");
-    std::fs::copy(&stand_in, dir.join("terraform-provider-helm_v3.0.2")).expect("stand-in");
-    let rc = ws.read("cli.tfrc").replacen(
-        "include = [",
-        "include = [\"registry.opentofu.org/hashicorp/helm\", ",
-        1,
-    );
-    ws.write("cli.tfrc", &rc);
-}
-
 fn migration_root(cluster: &TestCluster, arguments: &str, secret: &str) -> String {
     root(
         cluster,
@@ -137,7 +91,14 @@ async fn the_guide_moves_a_running_cilium_keeping_its_values_and_the_plan_names_
     let ws = Workspace::new(&root(&cluster, "resource \"null_resource\" \"seed\" {}"));
     ws.init();
     ws.apply();
-    ws.write("terraform.tfstate", &helm_release_state(&ws.state_text()));
+    ws.write(
+        "terraform.tfstate",
+        &helm_release_state(
+            &ws.state_text(),
+            json!([RUNNING_VALUES]),
+            json!([{"name": SENSITIVE_PATH, "value": RUNNING_SECRET, "type": ""}]),
+        ),
+    );
     stand_in_helm_provider(&ws);
     ws.write("cilium-values.yaml", RUNNING_VALUES);
 
