@@ -249,5 +249,5 @@ async fn a_service_ip_timeout_with_kube_proxy_deployed_has_another_cause() {
         "{text}"
     );
     // The same failure on a cluster without kube-proxy says it is disabled: see
-    // `cilium::the_service_ip_before_the_cni_gets_the_io_timeout_diagnosis`.
+    // `cilium::failures::the_service_ip_before_the_cni_gets_the_io_timeout_diagnosis`.
 }

@@ -1,0 +1,103 @@
+//! Installing and removing Cilium: a fresh install that makes every node Ready and plans empty
+//! next; destroy with `keep` and `uninstall`; `rbac = "minimal"` leaving no Role behind.
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::Api;
+use kube::api::ListParams;
+
+use crate::harness::TestCluster;
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fresh_cluster_gets_cilium_ready_and_the_next_plan_is_empty() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let ws = workspace(
+        &cluster,
+        &format!(
+            "{}\noutput \"agents\" {{ value = talosboot_cilium.this.agents }}\noutput \"status\" {{ value = talosboot_cilium.this.status }}",
+            cilium("")
+        ),
+    );
+    let plan = ws.ok(&["plan", "-no-color"]);
+    assert!(
+        plan.stdout
+            .contains("talosboot_cilium.this will be created"),
+        "{}",
+        plan.text()
+    );
+    ws.apply();
+    assert!(
+        nodes_ready(&client).await,
+        "every node is Ready without the not-ready taint"
+    );
+    assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
+    let outputs = ws.outputs();
+    assert_eq!(outputs["status"]["value"], "deployed");
+    assert_eq!(
+        outputs["agents"]["value"]["ready"],
+        outputs["agents"]["value"]["desired"]
+    );
+    assert_no_leftovers(&client).await;
+    assert!(!ws.plan_has_changes(), "second plan is empty");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn destroy_keeps_cilium_with_keep_and_uninstalls_by_default() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let ws = workspace(&cluster, &cilium("  deletion_policy = \"keep\""));
+    ws.apply();
+    let out = ws.ok(&["destroy", "-auto-approve", "-no-color"]);
+    assert!(
+        out.flat().contains("(kube-system/cilium) left running"),
+        "{}",
+        out.text()
+    );
+    assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
+    let ds: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
+    assert!(ds.get_opt("cilium").await.expect("get").is_some());
+
+    let import = format!(
+        "import {{\n  to = talosboot_cilium.this\n  id = \"kube-system/cilium\"\n}}\n{}",
+        cilium("")
+    );
+    let ws = workspace(&cluster, &import);
+    ws.apply();
+    ws.ok(&["destroy", "-auto-approve", "-no-color"]);
+    assert!(
+        release_history(&client, "cilium").await.is_empty(),
+        "release records gone"
+    );
+    assert!(
+        ds.get_opt("cilium").await.expect("get").is_none(),
+        "agents uninstalled"
+    );
+    assert_no_leftovers(&client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn least_privilege_installs_cilium_and_leaves_no_role_behind() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let ws = workspace(&cluster, &cilium("  rbac = \"minimal\""));
+    ws.apply();
+    assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
+    assert!(!ws.plan_has_changes());
+    let params = ListParams::default().labels(MANAGED);
+    let roles = Api::<ClusterRole>::all(client.clone())
+        .list_metadata(&params)
+        .await
+        .expect("roles");
+    let bindings = Api::<ClusterRoleBinding>::all(client.clone())
+        .list_metadata(&params)
+        .await
+        .expect("bindings");
+    assert!(
+        roles.items.is_empty() && bindings.items.is_empty(),
+        "the run's RBAC is gone"
+    );
+    assert_no_leftovers(&client).await;
+}

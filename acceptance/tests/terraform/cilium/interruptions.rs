@@ -1,0 +1,155 @@
+//! Runs that meet other runs and faults: a Lease held by another client, API faults and a dropped
+//! watch during apply, a hung installer (deadline diagnosis), an interrupt during apply.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use serde_json::json;
+use talos_sim::faults::Matcher;
+
+use crate::harness::TestCluster;
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lease_held_by_another_run_is_waited_for_and_taken_over_once_expired() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "talosboot-helm-kube-system-cilium"},
+        "spec": {"holderIdentity": "talosboot@other-runner/pid-1/run-killed", "leaseDurationSeconds": 4,
+                 "acquireTime": now, "renewTime": now, "leaseTransitions": 0},
+    }))
+    .expect("lease");
+    Api::<Lease>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("create lease");
+    let ws = workspace(&cluster, &cilium(""));
+    let started = Instant::now();
+    let out = ws.apply();
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "waited for the other holder"
+    );
+    assert!(
+        out.flat()
+            .contains("talosboot@other-runner/pid-1/run-killed"),
+        "says whom it waited for: {}",
+        out.text()
+    );
+    assert_no_leftovers(&client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn api_faults_and_a_dropped_watch_during_apply_do_not_fail_it() {
+    let cluster = TestCluster::start().await;
+    let Some(faults) = cluster.faults() else {
+        return; // an external cluster: no fault proxy
+    };
+    let client = cluster.client().await;
+    let ws = workspace(&cluster, &cilium(""));
+    faults.throttle(3, 1, Matcher::path("/jobs"));
+    faults.fail_requests(503, 2, Matcher::path("/configmaps"));
+    faults.fail_requests(500, 2, Matcher::path("/leases"));
+    faults.drop_connections(2, Matcher::path("watch"));
+    ws.apply();
+    assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
+    assert!(!ws.plan_has_changes());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hung_installer_ends_at_the_deadline_with_its_diagnosis() {
+    let cluster = TestCluster::start().await;
+    if !cluster.nodes_are_emulated() {
+        return; // the hang is the node layer's pod-level fault
+    }
+    let client = cluster.client().await;
+    let ws = workspace(
+        &cluster,
+        &cilium(
+            "  timeout = \"30s\"\n  job = { annotations = { \"talos-sim.dev/hang\" = \"true\" } }",
+        ),
+    );
+    let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
+    assert!(!out.success);
+    let text = out.flat();
+    assert!(text.contains("DeadlineExceeded"), "{text}");
+    assert!(
+        text.contains("Diagnosis: the bootstrap did not finish within `timeout`"),
+        "{text}"
+    );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    assert!(
+        leases
+            .list_metadata(&ListParams::default().labels(MANAGED))
+            .await
+            .expect("leases")
+            .items
+            .is_empty(),
+        "Lease released"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_interrupt_during_apply_deletes_the_job_and_frees_the_lease() {
+    let cluster = TestCluster::start().await;
+    if !cluster.nodes_are_emulated() {
+        return; // the hang is the node layer's pod-level fault
+    }
+    let client = cluster.client().await;
+    let ws = workspace(
+        &cluster,
+        &cilium(
+            "  timeout = \"1h\"\n  job = { annotations = { \"talos-sim.dev/hang\" = \"true\" } }",
+        ),
+    );
+    let child = ws
+        .command(&["apply", "-auto-approve", "-no-color"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start apply");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while jobs
+        .list_metadata(&ListParams::default().labels(MANAGED))
+        .await
+        .expect("jobs")
+        .items
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the bootstrap Job never appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&exit.stdout),
+        String::from_utf8_lossy(&exit.stderr)
+    );
+    assert!(!exit.status.success());
+    assert!(
+        text.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains("interrupted"),
+        "says what was interrupted: {text}"
+    );
+    assert_no_leftovers(&client).await;
+}
