@@ -9,7 +9,8 @@
 //! - `helm`: release records written by the real Helm, read by the provider
 //! - `faults`: the fault proxy in front of the apiserver: identities pass, faults are bounded
 //! - `bootstrap`: KubePrism off: its override is refused, the control plane's own address works
-//! - `cilium`: the engine installs Cilium from its repository; every node becomes Ready
+//! - `cilium`: the engine installs Cilium from its repository; every node becomes Ready; with
+//!   Hubble relay and UI every component rolls out, one operator per node (real scheduler)
 //! - `engine`: the engine with `rbac = "minimal"` under the real RBAC authorizer: derived rules,
 //!   diagnoses of a missing permission, no role left behind
 //! - `kubectl`: a bootstrap Job's shell script applies manifests with the real kubectl over KubePrism
