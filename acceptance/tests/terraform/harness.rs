@@ -145,11 +145,14 @@ fn tools() -> &'static PathBuf {
 /// starved into spurious failures when other tests shared the two cores:
 /// - the chaos suite: a 2-minute budget, Lease expiry and Job-deadline bounds after each fault;
 /// - the minimal-RBAC installs that end in an uninstall: the provider's render and install runs
-///   and the uninstall Job against the Job controller's timing.
+///   and the uninstall Job against the Job controller's timing;
+/// - the Flux Operator's uninstall (`deletion_policy = "uninstall"`): at three threads its
+///   uninstall Job once ran until its 2-minute deadline (it takes seconds alone).
 pub const RUN_ALONE: &[&str] = &[
     "chaos::chaos_never_leaves_a_lying_state_and_converges",
     "helm_release_resource::minimal_rbac_installs_upgrades_and_uninstalls_a_chart",
     "flux_bootstrap::least_privilege::minimal_rbac_bootstraps_flux_and_uninstalls_it",
+    "flux_bootstrap::uninstall_policy_removes_flux",
 ];
 
 /// Lets the current test in through the process's gate: side by side with others, or alone when
