@@ -135,12 +135,9 @@ fn flux_in_schema(ws: &Workspace) -> bool {
         })
 }
 
-/// Cilium with `marker` as a sensitive value; with `hang`, its installer hangs until the run's
-/// `timeout`, which only has to end the failing run (the scan reads what that run printed, logged
-/// and left). Short: this is the last test of its suite to end, so its wait is the suite's.
 fn cilium(marker: &str, hang: bool) -> String {
     let job = if hang {
-        "  timeout = \"10s\"\n  job = { annotations = { \"talos-sim.dev/hang\" = \"true\" } }\n"
+        "  timeout = \"30s\"\n  job = { annotations = { \"talos-sim.dev/hang\" = \"true\" } }\n"
     } else {
         ""
     };
