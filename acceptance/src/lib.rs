@@ -10,9 +10,11 @@
 //! Map of the crate:
 //! - [`talos`]: [`talos::TalosCluster`] and its parts.
 //! - [`faults`]: the bounded faults ([`Faults`]) the fault proxy injects.
+//! - [`test_gate`]: which tests of a test process run side by side and which run alone.
 
 pub mod faults;
 pub mod talos;
+pub mod test_gate;
 mod util;
 
 pub use faults::{FaultSpec, Faults, Matcher};

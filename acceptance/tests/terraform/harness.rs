@@ -140,6 +140,45 @@ fn tools() -> &'static PathBuf {
     })
 }
 
+/// The tests of this suite that run alone (`talos_sim::test_gate`), each named as libtest names
+/// it. They assert wall-clock bounds or race the apiserver against deadlines of their own, and
+/// starved into spurious failures when other tests shared the two cores:
+/// - the chaos suite: a 2-minute budget, Lease expiry and Job-deadline bounds after each fault;
+/// - the minimal-RBAC installs that end in an uninstall: the provider's render and install runs
+///   and the uninstall Job against the Job controller's timing;
+/// - the Flux Operator's uninstall (`deletion_policy = "uninstall"`): at three threads its
+///   uninstall Job once ran until its 2-minute deadline (it takes seconds alone).
+pub const RUN_ALONE: &[&str] = &[
+    "chaos::chaos_never_leaves_a_lying_state_and_converges",
+    "helm_release_resource::minimal_rbac_installs_upgrades_and_uninstalls_a_chart",
+    "flux_bootstrap::least_privilege::minimal_rbac_bootstraps_flux_and_uninstalls_it",
+    "flux_bootstrap::uninstall_policy_removes_flux",
+];
+
+/// Lets the current test in through the process's gate: side by side with others, or alone when
+/// it is in [`RUN_ALONE`]. Every test passes it when it asks for its first workspace or cluster.
+fn enter_gate() {
+    talos_sim::test_gate::enter(RUN_ALONE);
+}
+
+/// A name in [`RUN_ALONE`] that no test has any more (renamed, moved) would silently let that
+/// test share the machine again.
+#[test]
+fn every_test_named_to_run_alone_exists() {
+    let listed = Command::new(std::env::current_exe().expect("test binary path"))
+        .args(["--list", "--format", "terse"])
+        .output()
+        .expect("list this binary's tests");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let tests: Vec<&str> = listed
+        .lines()
+        .filter_map(|line| line.strip_suffix(": test"))
+        .collect();
+    for name in RUN_ALONE {
+        assert!(tests.contains(name), "RUN_ALONE names no test: {name}");
+    }
+}
+
 #[derive(Debug)]
 pub struct TfOutput {
     pub success: bool,
@@ -188,6 +227,7 @@ impl Workspace {
     /// A workspace run by `cli`. The mirror holds the provider (and hashicorp/null) under both
     /// registry hosts, as a user's mirror shared by both CLIs would.
     pub fn with_cli(cli: Cli, main_tf: &str) -> Workspace {
+        enter_gate();
         let dir = tempfile::Builder::new()
             .prefix("talosboot-tf-")
             .tempdir()
@@ -392,6 +432,7 @@ impl TestCluster {
     /// Security, an inline-manifest Cilium). A real cluster from `TALOSBOOT_TEST_KUBECONFIG` is
     /// used as it is: tests that need a setting it may lack check [`Self::nodes_are_emulated`].
     pub async fn start_with(config: talos_sim::talos::TalosConfig) -> TestCluster {
+        enter_gate();
         if let Some(cluster) = TestCluster::external() {
             return cluster;
         }
@@ -407,6 +448,7 @@ impl TestCluster {
     /// [`unique`](crate::unique)) and changes nothing others see: no Cilium, no faults, no
     /// kube-proxy, no stopped kubelet. Saves a control-plane start (about 10 s of both cores).
     pub async fn shared() -> TestCluster {
+        enter_gate();
         if let Some(cluster) = TestCluster::external() {
             return cluster;
         }
