@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use super::instance::poll;
 use super::objects::{self, deployments, known};
 use super::ownership::adopted_by_flux;
+use super::poll::{Check, Wait, poll};
 use super::{FluxError, Kube, OPERATOR_RELEASE};
 
 /// How long every node may be NotReady before the wait says "no pod network" instead of waiting on.
@@ -65,27 +64,22 @@ pub async fn ready_nodes(kube: &Kube) -> Result<usize, FluxError> {
 
 /// Waits until the operator has an available replica. With every node NotReady for longer than a
 /// grace period, fails with [`FluxError::NoPodNetwork`].
-pub async fn wait_available(
-    kube: &Kube,
-    namespace: &str,
-    deadline: Instant,
-    timeout: Duration,
-    cancel: &CancellationToken,
-) -> Result<(), FluxError> {
+pub async fn wait_available(kube: &Kube, namespace: &str, wait: Wait<'_>) -> Result<(), FluxError> {
     let started = Instant::now();
     let what = format!("Deployment {namespace}/{OPERATOR_RELEASE} to be available");
-    poll(&what, deadline, timeout, cancel, || async {
+    poll(&what, wait, || async {
         let seen = match deployment(kube, namespace).await? {
-            Some(d) if available(&d) => return Ok((Some(()), String::new())),
+            Some(d) if available(&d) => return Ok(Check::Done(())),
             Some(_) => "no available replica".to_owned(),
             None => "the Deployment does not exist".to_owned(),
         };
-        if ready_nodes(kube).await? == 0 && started.elapsed() >= NO_NETWORK_GRACE.min(timeout / 2) {
+        let grace = NO_NETWORK_GRACE.min(wait.timeout / 2);
+        if ready_nodes(kube).await? == 0 && started.elapsed() >= grace {
             return Err(FluxError::NoPodNetwork {
                 namespace: namespace.to_owned(),
             });
         }
-        Ok((None, seen))
+        Ok(Check::Waiting(seen))
     })
     .await
 }

@@ -18,6 +18,7 @@ use crate::cluster::flux::manifest::ObjectRef;
 use crate::cluster::flux::objects::{self, configmaps, secrets};
 use crate::cluster::flux::ownership::adopted_by_flux;
 use crate::cluster::flux::pod_security::{self, ENFORCE_LABEL};
+use crate::cluster::flux::poll::Wait;
 use crate::cluster::flux::pre_cni;
 use crate::cluster::flux::{FluxError, Kube, OPERATOR_RELEASE, operator};
 use crate::cluster::helm;
@@ -137,8 +138,7 @@ async fn run(
     let runner = Runner {
         kube: &kube,
         inputs,
-        cancel: &ctx.cancel,
-        deadline: Instant::now() + inputs.timeout,
+        wait: Wait::from_now(inputs.timeout, &ctx.cancel),
     };
     match runner.run(scope, private.salt_bytes()).await {
         Ok(tracked) => Ok(tracked),
@@ -171,9 +171,8 @@ async fn destroy(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
             uninstall_flux(ctx, &kube, &config, &namespace, &private).await?;
         }
         let bootstrap = bootstrap_namespace(&config);
-        let limit = timeout(&config);
-        let deadline = Instant::now() + limit;
-        delete_namespace(&kube, &bootstrap.name, deadline, limit, &ctx.cancel).await?;
+        let wait = Wait::from_now(timeout(&config), &ctx.cancel);
+        delete_namespace(&kube, &bootstrap.name, wait).await?;
         Ok::<(), RunError>(())
     }
     .await;
@@ -196,15 +195,14 @@ async fn uninstall_flux(
     namespace: &str,
     private: &Private,
 ) -> Result<(), RunError> {
-    let limit = timeout(config);
-    let deadline = Instant::now() + limit;
-    delete_instance(kube, namespace, "flux", deadline, limit, &ctx.cancel).await?;
+    let wait = Wait::from_now(timeout(config), &ctx.cancel);
+    delete_instance(kube, namespace, "flux", wait).await?;
     for tracked in &private.tracked {
         delete_managed(kube, &tracked.object).await?;
     }
     if !operator::adopted(kube, namespace).await? {
         let job = job_settings(config.job.as_ref(), config.rbac.as_deref());
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let remaining = wait.deadline.saturating_duration_since(Instant::now());
         helm::install::uninstall(
             kube,
             &bootstrap_namespace(config),

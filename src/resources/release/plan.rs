@@ -300,47 +300,22 @@ mod tests {
         let hash = |v: &str| {
             Value::from(private.salted(&values_digest(Some(&serde_json::json!({ "v": v })))))
         };
+        // A release as [version, values, status, the values its hash was taken of].
+        let release = |[version, values, status, hashed]: [&str; 4]| {
+            state(version, values, status, hash(hashed))
+        };
         // (why, prior, planned, upgrade planned)
+        #[rustfmt::skip]
         let table = [
-            (
-                "nothing changed",
-                state("1.0.0", "a", "deployed", hash("a")),
-                state("1.0.0", "a", "deployed", hash("a")),
-                false,
-            ),
-            (
-                "version spelling",
-                state("1.0.0", "a", "deployed", hash("a")),
-                state("v1.0.0", "a", "deployed", hash("a")),
-                false,
-            ),
-            (
-                "version",
-                state("1.0.0", "a", "deployed", hash("a")),
-                state("1.1.0", "a", "deployed", hash("a")),
-                true,
-            ),
-            (
-                "values edited",
-                state("1.0.0", "a", "deployed", hash("a")),
-                state("1.0.0", "b", "deployed", hash("a")),
-                true,
-            ),
-            (
-                "drift in the cluster",
-                state("1.0.0", "a", "deployed", hash("x")),
-                state("1.0.0", "a", "deployed", hash("x")),
-                true,
-            ),
-            (
-                "failed release",
-                state("1.0.0", "a", "failed", hash("a")),
-                state("1.0.0", "a", "failed", hash("a")),
-                true,
-            ),
+            ("nothing changed", ["1.0.0", "a", "deployed", "a"], ["1.0.0", "a", "deployed", "a"], false),
+            ("version spelling", ["1.0.0", "a", "deployed", "a"], ["v1.0.0", "a", "deployed", "a"], false),
+            ("version", ["1.0.0", "a", "deployed", "a"], ["1.1.0", "a", "deployed", "a"], true),
+            ("values edited", ["1.0.0", "a", "deployed", "a"], ["1.0.0", "b", "deployed", "a"], true),
+            ("drift in the cluster", ["1.0.0", "a", "deployed", "x"], ["1.0.0", "a", "deployed", "x"], true),
+            ("failed release", ["1.0.0", "a", "failed", "a"], ["1.0.0", "a", "failed", "a"], true),
         ];
         for (why, prior, planned, upgrade) in table {
-            let resp = spec_plan(prior, planned, &private);
+            let resp = spec_plan(release(prior), release(planned), &private);
             let unknown = resp
                 .planned_state
                 .attr("revision")
@@ -436,25 +411,16 @@ mod tests {
     fn values_change_when_both_hashes_are_known_and_differ() {
         let private = Private::fresh();
         let s = |h: Value| state("1.0.0", "a", "deployed", h);
-        assert!(changes_values(
-            &s(Value::from("x")),
-            &s(Value::from("y")),
-            &private
-        ));
-        assert!(!changes_values(
-            &s(Value::from("x")),
-            &s(Value::from("x")),
-            &private
-        ));
-        assert!(!changes_values(
-            &s(Value::from("x")),
-            &s(Value::unknown()),
-            &private
-        ));
-        assert!(!changes_values(
-            &Value::Null,
-            &s(Value::from("y")),
-            &private
-        ));
+        // (prior, planned, the values change)
+        let table = [
+            (s(Value::from("x")), s(Value::from("y")), true),
+            (s(Value::from("x")), s(Value::from("x")), false),
+            (s(Value::from("x")), s(Value::unknown()), false),
+            (Value::Null, s(Value::from("y")), false),
+        ];
+        for (prior, planned, changes) in table {
+            let found = changes_values(&prior, &planned, &private);
+            assert_eq!(found, changes, "{prior:?} -> {planned:?}");
+        }
     }
 }
