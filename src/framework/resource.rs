@@ -174,6 +174,30 @@ pub struct MoveResponse {
     pub diagnostics: Diagnostics,
 }
 
+/// A response of diagnostics alone: the operation ended before it had anything else to return.
+macro_rules! from_diagnostics {
+    ($($response:ty),* $(,)?) => {$(
+        impl From<Diagnostics> for $response {
+            fn from(diagnostics: Diagnostics) -> Self {
+                Self {
+                    diagnostics,
+                    ..Default::default()
+                }
+            }
+        }
+    )*};
+}
+
+from_diagnostics!(
+    PlanResponse,
+    ApplyResponse,
+    ReadResponse,
+    ImportResponse,
+    UpgradeResponse,
+    MoveResponse,
+    DataReadResponse,
+);
+
 #[async_trait]
 pub trait Resource: Send + Sync + 'static {
     /// The full type name users write, e.g. `talosboot_cilium`.
@@ -220,13 +244,11 @@ pub trait Resource: Send + Sync + 'static {
                 req.source_provider_address
             ),
         );
-        MoveResponse {
-            diagnostics,
-            ..Default::default()
-        }
+        MoveResponse::from(diagnostics)
     }
 }
 
+#[derive(Default)]
 pub struct DataReadResponse {
     pub state: Value,
     pub diagnostics: Diagnostics,

@@ -392,12 +392,7 @@ mod tests {
     }
 
     fn obj(pairs: &[(&str, Value)]) -> Value {
-        Value::Object(
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), v.clone()))
-                .collect(),
-        )
+        Value::object(pairs.iter().cloned())
     }
 
     /// Top level, a nested single attribute, a list block and a set of nested attributes, each with

@@ -13,12 +13,7 @@ use super::{Number, Refinements, Type, Value};
 
 /// An object value of `attrs`, written the way the codec tests list them.
 pub fn obj(attrs: &[(&str, Value)]) -> Value {
-    Value::Object(
-        attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-    )
+    Value::object(attrs.iter().cloned())
 }
 
 /// The object type both codecs' fixtures use: `{ name = string, count = number }`.

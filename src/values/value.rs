@@ -206,6 +206,10 @@ impl Value {
             _ => None,
         }
     }
+    /// An object value of `(attribute, value)` pairs.
+    pub fn object<K: Into<String>>(pairs: impl IntoIterator<Item = (K, Value)>) -> Value {
+        Value::Object(pairs.into_iter().map(|(k, v)| (k.into(), v)).collect())
+    }
     pub fn string(s: impl Into<String>) -> Value {
         Value::String(s.into())
     }

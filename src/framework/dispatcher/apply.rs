@@ -22,10 +22,7 @@ impl Dispatcher {
         let mut resp =
             match guarded(type_name, "apply", r.implementation.apply(&self.ctx(), req)).await {
                 Ok(resp) => resp,
-                Err(diagnostics) => ApplyResponse {
-                    diagnostics,
-                    ..Default::default()
-                },
+                Err(diagnostics) => ApplyResponse::from(diagnostics),
             };
         let failed = resp.diagnostics.has_errors();
         if destroying && !failed {

@@ -8,12 +8,7 @@ impl Dispatcher {
         tracing::debug!(type_name, "upgrade state");
         let r = match self.resource(type_name) {
             Ok(r) => r,
-            Err(diagnostics) => {
-                return UpgradeResponse {
-                    diagnostics,
-                    ..Default::default()
-                };
-            }
+            Err(diagnostics) => return UpgradeResponse::from(diagnostics),
         };
         let mut resp = guarded(
             type_name,
@@ -21,10 +16,7 @@ impl Dispatcher {
             r.implementation.upgrade_state(&self.ctx(), req),
         )
         .await
-        .unwrap_or_else(|diagnostics| UpgradeResponse {
-            diagnostics,
-            ..Default::default()
-        });
+        .unwrap_or_else(UpgradeResponse::from);
         null_write_only(&r.schema().block, &mut resp.upgraded_state);
         resp
     }
@@ -33,12 +25,7 @@ impl Dispatcher {
         tracing::debug!(type_name, "move state");
         let r = match self.resource(type_name) {
             Ok(r) => r,
-            Err(diagnostics) => {
-                return MoveResponse {
-                    diagnostics,
-                    ..Default::default()
-                };
-            }
+            Err(diagnostics) => return MoveResponse::from(diagnostics),
         };
         let mut resp = guarded(
             type_name,
@@ -46,10 +33,7 @@ impl Dispatcher {
             r.implementation.move_state(&self.ctx(), req),
         )
         .await
-        .unwrap_or_else(|diagnostics| MoveResponse {
-            diagnostics,
-            ..Default::default()
-        });
+        .unwrap_or_else(MoveResponse::from);
         null_write_only(&r.schema().block, &mut resp.target_state);
         resp
     }
@@ -71,10 +55,7 @@ pub(crate) fn upgrade_same_version(
                 req.version, schema.version
             ),
         );
-        return UpgradeResponse {
-            diagnostics,
-            ..Default::default()
-        };
+        return UpgradeResponse::from(diagnostics);
     }
     if req.version < schema.version {
         diagnostics.error(
@@ -84,10 +65,7 @@ pub(crate) fn upgrade_same_version(
                 req.version, schema.version
             ),
         );
-        return UpgradeResponse {
-            diagnostics,
-            ..Default::default()
-        };
+        return UpgradeResponse::from(diagnostics);
     }
     // Like terraform-plugin-framework: attributes a newer build removed at the same version are dropped.
     let options = JsonDecodeOptions {
@@ -100,10 +78,7 @@ pub(crate) fn upgrade_same_version(
         },
         Err(e) => {
             diagnostics.error("Stored state could not be decoded", e.to_string());
-            UpgradeResponse {
-                diagnostics,
-                ..Default::default()
-            }
+            UpgradeResponse::from(diagnostics)
         }
     }
 }

@@ -180,10 +180,7 @@ async fn destroy(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
     if let Err(e) = result {
         diagnostics.push(run_diagnostic(&e, true, None));
     }
-    ApplyResponse {
-        diagnostics,
-        ..Default::default()
-    }
+    ApplyResponse::from(diagnostics)
 }
 
 /// `deletion_policy = "uninstall"`: the FluxInstance (the operator's finalizer removes Flux), the

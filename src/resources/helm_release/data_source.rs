@@ -9,7 +9,7 @@ use crate::cluster::helm::release::current_release;
 use crate::framework::secret_hash::salted_sha256;
 use crate::framework::{Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema};
 use crate::resources::names::{is_dns_label, is_release_name};
-use crate::resources::{cluster, cluster_diagnostic, object};
+use crate::resources::{cluster, cluster_diagnostic};
 use crate::values::{AttributePath, Type, Value};
 
 pub struct HelmReleaseDataSource;
@@ -127,7 +127,7 @@ impl DataSource for HelmReleaseDataSource {
             }
         };
         let text = |s: Option<&String>| s.cloned().map(Value::String).unwrap_or(Value::Null);
-        let state = object([
+        let state = Value::object([
             ("name", Value::from(name.as_str())),
             ("namespace", Value::from(namespace.as_str())),
             ("id", Value::from(format!("{namespace}/{name}"))),
@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn invalid_release_name_is_reported_on_its_attribute() {
-        let config = object([
+        let config = Value::object([
             ("name", Value::from("Cilium_1")),
             ("namespace", Value::Null),
         ]);
@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn unknown_name_is_not_judged_at_validate() {
-        let config = object([("name", Value::unknown()), ("namespace", Value::Null)]);
+        let config = Value::object([("name", Value::unknown()), ("namespace", Value::Null)]);
         let mut diagnostics = Diagnostics::new();
         HelmReleaseDataSource.validate(&config, &mut diagnostics);
         assert!(diagnostics.is_empty());

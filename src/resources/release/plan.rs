@@ -246,7 +246,6 @@ fn same_version(prior: &Value, planned: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::object;
 
     /// A release whose values are `values` itself (a string), upgraded by `version` and `values`.
     fn spec_plan(prior: Value, planned: Value, private: &Private) -> PlanResponse {
@@ -283,7 +282,7 @@ mod tests {
     }
 
     fn state(version: &str, values: &str, status: &str, hash: Value) -> Value {
-        object([
+        Value::object([
             ("namespace", Value::from("ns")),
             ("name", Value::from("app")),
             ("version", Value::from(version)),
