@@ -17,7 +17,12 @@ use super::{FLUXINSTANCE_CRD, FluxError, Kube};
 
 /// Creates or updates namespace `name` with the given metadata (present at creation, so admission
 /// policies that require it accept the namespace), unless Flux has adopted it.
-pub async fn ensure_namespace(
+///
+/// Why not `Kube::ensure_namespace` (the engine's and Helm's): that one creates a missing
+/// namespace and leaves an existing one alone, while the bootstrap keeps its namespaces' metadata
+/// in sync by server-side apply under the module's field manager (adopting the module's
+/// namespaces) until Flux owns them, like every other object it applies.
+pub async fn apply_namespace(
     kube: &Kube,
     name: &str,
     labels: &BTreeMap<String, String>,

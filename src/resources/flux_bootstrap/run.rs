@@ -88,14 +88,14 @@ impl Runner<'_> {
         for ns in [&bootstrap.name, &i.namespace] {
             instance::wait_not_terminating(self.kube, ns, self.wait).await?;
         }
-        instance::ensure_namespace(
+        instance::apply_namespace(
             self.kube,
             &bootstrap.name,
             &bootstrap.labels,
             &bootstrap.annotations,
         )
         .await?;
-        instance::ensure_namespace(
+        instance::apply_namespace(
             self.kube,
             &i.namespace,
             &i.common_labels,
@@ -128,7 +128,7 @@ impl Runner<'_> {
     async fn prerequisite_chart(&self, chart: &PrerequisiteChart) -> Result<(), RunError> {
         let c = &chart.install;
         if c.create_namespace {
-            instance::ensure_namespace(
+            instance::apply_namespace(
                 self.kube,
                 &c.namespace,
                 &self.inputs.common_labels,

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use crate::cluster::helm::release::current_release;
 use crate::framework::secret_hash::salted_sha256;
 use crate::framework::{Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema};
-use crate::resources::names::{is_dns_label, is_release_name};
+use crate::resources::names::{check_namespace, check_release_name};
 use crate::resources::{cluster, cluster_diagnostic};
 use crate::values::{AttributePath, Type, Value};
 
@@ -72,22 +72,10 @@ impl DataSource for HelmReleaseDataSource {
 
     fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
         if let Some(name) = config.attr("name").and_then(Value::as_str) {
-            if !is_release_name(name) {
-                diagnostics.error_at(
-                    AttributePath::attr("name"),
-                    "Invalid release name",
-                    format!("{name:?} is not a valid Helm release name: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 53 characters."),
-                );
-            }
+            check_release_name(name, AttributePath::attr("name"), diagnostics);
         }
         if let Some(namespace) = config.attr("namespace").and_then(Value::as_str) {
-            if !is_dns_label(namespace) {
-                diagnostics.error_at(
-                    AttributePath::attr("namespace"),
-                    "Invalid namespace",
-                    format!("{namespace:?} is not a valid namespace name: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters."),
-                );
-            }
+            check_namespace(namespace, AttributePath::attr("namespace"), diagnostics);
         }
     }
 

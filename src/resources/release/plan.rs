@@ -12,6 +12,7 @@ use super::ChartResource;
 use super::values_diff::{SensitivePaths, lines, value_changes};
 use crate::cluster::helm::release::values_digest;
 use crate::cluster::helm::release_values::RecordedValues;
+use crate::cluster::helm::status::ReleaseStatus;
 use crate::framework::model::{Unknowns, decode};
 use crate::framework::plan::{changed_inputs, mark_unknown, same_value};
 use crate::framework::{Diagnostics, PlanRequest, PlanResponse};
@@ -163,12 +164,15 @@ pub fn plan_with(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
             .filter(|name| !(**name == "version" && same_version(prior, &planned)))
             .any(|name| !(hash_known && spec.value_inputs.contains(name)));
         let drifted = !same_value(prior.attr("values_sha256"), Some(&desired_hash));
-        let status = prior.attr("status").and_then(Value::as_str);
-        let unhealthy_release = status != Some("deployed");
-        if let Some(pending) = status.filter(|s| s.starts_with("pending-")) {
+        let status = prior
+            .attr("status")
+            .and_then(Value::as_str)
+            .map(ReleaseStatus::from);
+        let unhealthy_release = status != Some(ReleaseStatus::Deployed);
+        if let Some(pending) = status.as_ref().filter(|s| s.is_pending()) {
             diagnostics.warning(
                 "Release left pending",
-                format!("The release is {pending:?}: an install or upgrade was interrupted. Apply unlocks it (marks that revision `failed`, as Helm users do by hand) and upgrades from it, under the bootstrap Lease, so a run still in progress elsewhere is waited for, not broken."),
+                format!("The release is \"{pending}\": an install or upgrade was interrupted. Apply unlocks it (marks that revision `failed`, as Helm users do by hand) and upgrades from it, under the bootstrap Lease, so a run still in progress elsewhere is waited for, not broken."),
             );
         }
         // Drift from the cluster, not an edit: the value inputs are as the last apply left them
