@@ -26,28 +26,43 @@ const LABEL_RULE: &str =
 
 /// Adds the error at `path` when `name` is no Helm release name; true when it is one.
 pub fn check_release_name(name: &str, path: AttributePath, d: &mut Diagnostics) -> bool {
-    let valid = is_release_name(name);
-    if !valid {
-        d.error_at(
-            path,
-            "Invalid release name",
-            format!("{name:?} is not a valid Helm release name: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 53 characters."),
-        );
-    }
-    valid
+    check(
+        is_release_name(name),
+        path,
+        d,
+        "Invalid release name",
+        || {
+            format!(
+                "{name:?} is not a valid Helm release name: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 53 characters."
+            )
+        },
+    )
 }
 
 /// Adds the error at `path` when `namespace` is no namespace name; true when it is one.
 pub fn check_namespace(namespace: &str, path: AttributePath, d: &mut Diagnostics) -> bool {
-    let valid = is_dns_label(namespace);
-    if !valid {
-        d.error_at(
-            path,
-            "Invalid namespace",
+    check(
+        is_dns_label(namespace),
+        path,
+        d,
+        "Invalid namespace",
+        || {
             format!(
                 "{namespace:?} is not a valid namespace name: {LABEL_RULE}, at most 63 characters."
-            ),
-        );
+            )
+        },
+    )
+}
+
+fn check(
+    valid: bool,
+    path: AttributePath,
+    d: &mut Diagnostics,
+    summary: &str,
+    detail: impl FnOnce() -> String,
+) -> bool {
+    if !valid {
+        d.error_at(path, summary, detail());
     }
     valid
 }

@@ -21,7 +21,7 @@ use parse::{Json, Parser};
 
 use super::msgpack::MAX_DEPTH;
 use super::path::{AttributePath, PathStep, Position};
-use super::types::{Type, TypeJsonError};
+use super::types::{Type, TypeJsonError, tuple_length_mismatch};
 use super::value::{Number, Value};
 
 /// JSON nesting accepted by the parser: every dynamic wrapper adds one level over [`MAX_DEPTH`].
@@ -195,12 +195,8 @@ impl Decoder {
                 })
             }
             (Type::Tuple(etys), Json::Array(items)) => {
-                if items.len() != etys.len() {
-                    return Err(self.err(format!(
-                        "a tuple of length {} is required, found {} elements",
-                        etys.len(),
-                        items.len()
-                    )));
+                if let Some(reason) = tuple_length_mismatch(etys, items.len()) {
+                    return Err(self.err(reason));
                 }
                 self.enter()?;
                 let mut out = Vec::with_capacity(items.len());
@@ -342,12 +338,8 @@ impl Encoder {
                 Type::List(ety) | Type::Set(ety),
             ) => self.array(items, |_| ety),
             (Value::List(items) | Value::Tuple(items), Type::Tuple(etys)) => {
-                if items.len() != etys.len() {
-                    return Err(self.err(format!(
-                        "a tuple of length {} is required, found {} elements",
-                        etys.len(),
-                        items.len()
-                    )));
+                if let Some(reason) = tuple_length_mismatch(etys, items.len()) {
+                    return Err(self.err(reason));
                 }
                 self.array(items, |i| &etys[i])
             }

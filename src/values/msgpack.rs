@@ -26,7 +26,7 @@ use read::{Reader, Token, number_from, string_from, token_name};
 use unknown::unknown_from_ext;
 
 use super::path::{AttributePath, PathStep, Position};
-use super::types::{Type, TypeJsonError};
+use super::types::{Type, TypeJsonError, tuple_length_mismatch};
 use super::value::{Number, Value};
 
 /// Deepest nesting (collections, objects, tuples and dynamic wrappers) the codecs accept.
@@ -377,12 +377,8 @@ impl Encoder {
                 Type::List(ety) | Type::Set(ety),
             ) => self.sequence(items, |_| ety),
             (Value::List(items) | Value::Tuple(items), Type::Tuple(etys)) => {
-                if items.len() != etys.len() {
-                    return Err(self.err(format!(
-                        "a tuple of length {} is required, found {} elements",
-                        etys.len(),
-                        items.len()
-                    )));
+                if let Some(reason) = tuple_length_mismatch(etys, items.len()) {
+                    return Err(self.err(reason));
                 }
                 self.sequence(items, |i| &etys[i])
             }

@@ -10,7 +10,8 @@ use super::manifest::Manifest;
 pub use super::objects::Outcome;
 use super::objects::{self, crds, flux_instances, namespaces};
 use super::ownership::{
-    InstanceStatus, adopted_by_flux, crd_established, instance_status, namespace_adopted_by_flux,
+    InstanceStatus, adopted_by_flux, conditions, crd_established, instance_status,
+    namespace_adopted_by_flux, text,
 };
 use super::poll::{Check, Wait, poll, poll_gone};
 use super::{FLUXINSTANCE_CRD, FluxError, Kube};
@@ -149,26 +150,15 @@ pub async fn wait_ready(
 
 /// The FluxInstance's conditions as `Type=Status (Reason): message` lines, for diagnostics.
 pub fn conditions_text(instance: &Json) -> String {
-    let conditions = instance
-        .pointer("/status/conditions")
-        .and_then(Json::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let field = |c: &Json, k: &str| {
-        c.get(k)
-            .and_then(Json::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    conditions
+    conditions(instance)
         .iter()
         .map(|c| {
             format!(
                 "{}={} ({}): {}",
-                field(c, "type"),
-                field(c, "status"),
-                field(c, "reason"),
-                field(c, "message")
+                text(c, "type"),
+                text(c, "status"),
+                text(c, "reason"),
+                text(c, "message")
             )
         })
         .collect::<Vec<_>>()

@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_json::Value as Json;
 use tokio::time::Instant;
 
-use super::objects::{self, deployments, known};
-use super::ownership::adopted_by_flux;
+use super::objects::{self, deployments};
+use super::ownership::{adopted_by_flux, node_ready};
 use super::poll::{Check, Wait, poll};
 use super::{FluxError, Kube, OPERATOR_RELEASE};
 
@@ -38,27 +38,12 @@ fn available(deployment: &Json) -> bool {
         > 0
 }
 
-/// Names of the nodes whose `Ready` condition is `True`.
+/// How many nodes are `Ready`.
 pub async fn ready_nodes(kube: &Kube) -> Result<usize, FluxError> {
-    let api = objects::api(kube, &known("", "v1", "Node", "nodes"), None);
-    let nodes = api
-        .list(&Default::default())
-        .await
-        .map_err(|e| kube.error("list the nodes", e))?;
-    Ok(nodes
-        .items
+    Ok(objects::list_nodes(kube)
+        .await?
         .iter()
-        .filter(|n| {
-            n.data
-                .pointer("/status/conditions")
-                .and_then(Json::as_array)
-                .is_some_and(|cs| {
-                    cs.iter().any(|c| {
-                        c.get("type").and_then(Json::as_str) == Some("Ready")
-                            && c.get("status").and_then(Json::as_str) == Some("True")
-                    })
-                })
-        })
+        .filter(|n| node_ready(n))
         .count())
 }
 

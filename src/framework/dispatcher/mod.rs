@@ -226,6 +226,17 @@ async fn guarded<T>(
         .map_err(|_| panicked(type_name, operation))
 }
 
+/// [`guarded`], a panic answered by the operation's response of diagnostics alone.
+async fn guarded_response<R: From<Diagnostics>>(
+    type_name: &str,
+    operation: &str,
+    fut: impl Future<Output = R>,
+) -> R {
+    guarded(type_name, operation, fut)
+        .await
+        .unwrap_or_else(R::from)
+}
+
 fn validate_guarded(type_name: &str, f: impl FnOnce()) -> Result<(), Diagnostics> {
     std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|_| panicked(type_name, "validate"))
 }

@@ -22,11 +22,10 @@ impl Dispatcher {
         let (current, private) = (req.current_state.clone(), req.private.clone());
         let ctx = self.ctx();
         let cancel = ctx.cancel.clone();
-        let outcome = tokio::select! {
-            outcome = guarded(type_name, "read", r.implementation.read(&ctx, req)) => outcome,
-            _ = cancel.cancelled() => Err(cancelled(type_name)),
+        let mut resp = tokio::select! {
+            resp = guarded_response(type_name, "read", r.implementation.read(&ctx, req)) => resp,
+            _ = cancel.cancelled() => ReadResponse::from(cancelled(type_name)),
         };
-        let mut resp = outcome.unwrap_or_else(ReadResponse::from);
         if resp.diagnostics.has_errors() && resp.new_state.is_null() {
             // A failed refresh must not drop the resource from state (the helm_release trap).
             resp.new_state = current;
@@ -42,13 +41,12 @@ impl Dispatcher {
             Ok(r) => r,
             Err(diagnostics) => return ImportResponse::from(diagnostics),
         };
-        let mut resp = guarded(
+        let mut resp = guarded_response(
             type_name,
             "import",
             r.implementation.import(&self.ctx(), req),
         )
-        .await
-        .unwrap_or_else(ImportResponse::from);
+        .await;
         for imported in &mut resp.imported {
             null_write_only(&r.schema().block, &mut imported.state);
         }
@@ -63,10 +61,9 @@ impl Dispatcher {
         };
         let ctx = self.ctx();
         let cancel = ctx.cancel.clone();
-        let outcome = tokio::select! {
-            outcome = guarded(type_name, "read", d.implementation.read(&ctx, config)) => outcome,
-            _ = cancel.cancelled() => Err(cancelled(type_name)),
-        };
-        outcome.unwrap_or_else(DataReadResponse::from)
+        tokio::select! {
+            resp = guarded_response(type_name, "read", d.implementation.read(&ctx, config)) => resp,
+            _ = cancel.cancelled() => DataReadResponse::from(cancelled(type_name)),
+        }
     }
 }

@@ -10,13 +10,12 @@ impl Dispatcher {
             Ok(r) => r,
             Err(diagnostics) => return UpgradeResponse::from(diagnostics),
         };
-        let mut resp = guarded(
+        let mut resp = guarded_response(
             type_name,
             "state upgrade",
             r.implementation.upgrade_state(&self.ctx(), req),
         )
-        .await
-        .unwrap_or_else(UpgradeResponse::from);
+        .await;
         null_write_only(&r.schema().block, &mut resp.upgraded_state);
         resp
     }
@@ -27,13 +26,12 @@ impl Dispatcher {
             Ok(r) => r,
             Err(diagnostics) => return MoveResponse::from(diagnostics),
         };
-        let mut resp = guarded(
+        let mut resp = guarded_response(
             type_name,
             "move",
             r.implementation.move_state(&self.ctx(), req),
         )
-        .await
-        .unwrap_or_else(MoveResponse::from);
+        .await;
         null_write_only(&r.schema().block, &mut resp.target_state);
         resp
     }
