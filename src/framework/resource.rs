@@ -50,6 +50,28 @@ pub struct Configured {
     pub unknown: bool,
 }
 
+/// A provider block without settings that never configures, its data fixed: for tests that call
+/// the dispatcher directly.
+#[cfg(test)]
+pub(crate) struct FixedProvider(pub ProviderData);
+
+#[cfg(test)]
+impl Provider for FixedProvider {
+    fn schema(&self) -> Schema {
+        Schema::default()
+    }
+    fn validate(&self, _: &Value, _: &mut Diagnostics) {}
+    fn configure(&self, _: &Value, _: &mut Diagnostics) -> Option<Configured> {
+        None
+    }
+    fn unconfigured(&self) -> Configured {
+        Configured {
+            data: self.0.clone(),
+            unknown: false,
+        }
+    }
+}
+
 /// The provider block: its schema, validation without I/O, and configuration into provider data.
 /// The framework knows nothing of what the data is.
 pub trait Provider: Send + Sync + 'static {
