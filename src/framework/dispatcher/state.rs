@@ -6,33 +6,47 @@ use super::*;
 impl Dispatcher {
     pub async fn upgrade(&self, type_name: &str, req: UpgradeRequest) -> UpgradeResponse {
         tracing::debug!(type_name, "upgrade state");
-        let r = match self.resource(type_name) {
-            Ok(r) => r,
-            Err(diagnostics) => return UpgradeResponse::from(diagnostics),
-        };
-        let mut resp = guarded_response(
+        let ctx = self.ctx();
+        self.state_operation(
             type_name,
             "state upgrade",
-            r.implementation.upgrade_state(&self.ctx(), req),
+            |r| r.upgrade_state(&ctx, req),
+            |resp| &mut resp.upgraded_state,
         )
-        .await;
-        null_write_only(&r.schema().block, &mut resp.upgraded_state);
-        resp
+        .await
     }
 
     pub async fn move_state(&self, type_name: &str, req: MoveRequest) -> MoveResponse {
         tracing::debug!(type_name, "move state");
-        let r = match self.resource(type_name) {
-            Ok(r) => r,
-            Err(diagnostics) => return MoveResponse::from(diagnostics),
-        };
-        let mut resp = guarded_response(
+        let ctx = self.ctx();
+        self.state_operation(
             type_name,
             "move",
-            r.implementation.move_state(&self.ctx(), req),
+            |r| r.move_state(&ctx, req),
+            |resp| &mut resp.target_state,
         )
-        .await;
-        null_write_only(&r.schema().block, &mut resp.target_state);
+        .await
+    }
+
+    /// Runs `operation` on resource `type_name` under the panic guard, then nulls the write-only
+    /// values of the state it returns (`state`): the safety nets of upgrade and move.
+    async fn state_operation<'a, R, F>(
+        &'a self,
+        type_name: &str,
+        operation: &str,
+        run: impl FnOnce(&'a dyn Resource) -> F,
+        state: fn(&mut R) -> &mut Value,
+    ) -> R
+    where
+        R: From<Diagnostics>,
+        F: Future<Output = R>,
+    {
+        let r = match self.resource(type_name) {
+            Ok(r) => r,
+            Err(diagnostics) => return R::from(diagnostics),
+        };
+        let mut resp = guarded_response(type_name, operation, run(&*r.implementation)).await;
+        null_write_only(&r.schema().block, state(&mut resp));
         resp
     }
 }
