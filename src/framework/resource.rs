@@ -50,6 +50,28 @@ pub struct Configured {
     pub unknown: bool,
 }
 
+/// A provider block without settings that never configures, its data fixed: for tests that call
+/// the dispatcher directly.
+#[cfg(test)]
+pub(crate) struct FixedProvider(pub ProviderData);
+
+#[cfg(test)]
+impl Provider for FixedProvider {
+    fn schema(&self) -> Schema {
+        Schema::default()
+    }
+    fn validate(&self, _: &Value, _: &mut Diagnostics) {}
+    fn configure(&self, _: &Value, _: &mut Diagnostics) -> Option<Configured> {
+        None
+    }
+    fn unconfigured(&self) -> Configured {
+        Configured {
+            data: self.0.clone(),
+            unknown: false,
+        }
+    }
+}
+
 /// The provider block: its schema, validation without I/O, and configuration into provider data.
 /// The framework knows nothing of what the data is.
 pub trait Provider: Send + Sync + 'static {
@@ -174,6 +196,30 @@ pub struct MoveResponse {
     pub diagnostics: Diagnostics,
 }
 
+/// A response of diagnostics alone: the operation ended before it had anything else to return.
+macro_rules! from_diagnostics {
+    ($($response:ty),* $(,)?) => {$(
+        impl From<Diagnostics> for $response {
+            fn from(diagnostics: Diagnostics) -> Self {
+                Self {
+                    diagnostics,
+                    ..Default::default()
+                }
+            }
+        }
+    )*};
+}
+
+from_diagnostics!(
+    PlanResponse,
+    ApplyResponse,
+    ReadResponse,
+    ImportResponse,
+    UpgradeResponse,
+    MoveResponse,
+    DataReadResponse,
+);
+
 #[async_trait]
 pub trait Resource: Send + Sync + 'static {
     /// The full type name users write, e.g. `talosboot_cilium`.
@@ -220,13 +266,11 @@ pub trait Resource: Send + Sync + 'static {
                 req.source_provider_address
             ),
         );
-        MoveResponse {
-            diagnostics,
-            ..Default::default()
-        }
+        MoveResponse::from(diagnostics)
     }
 }
 
+#[derive(Default)]
 pub struct DataReadResponse {
     pub state: Value,
     pub diagnostics: Diagnostics,

@@ -158,31 +158,34 @@ fn null_write_only_at(level: Level<'_>, value: &mut Value) {
 /// announced write-only support (Terraform/OpenTofu 1.11+) may set them; older ones would store the
 /// value in state.
 pub fn write_only_set(block: &Block, config: &Value) -> Vec<AttributePath> {
-    let mut out = Vec::new();
-    visit_set(
-        Level::of(block),
-        config,
-        &Cursor::root(),
-        &mut |node, _, at| {
-            if node.attribute.is_some_and(|a| a.write_only) {
-                out.push(at.path.clone());
-            }
-        },
-    );
-    out
+    collect_set(block, config, |node, at| {
+        node.attribute
+            .is_some_and(|a| a.write_only)
+            .then(|| at.path.clone())
+    })
 }
 
 /// The deprecated attributes and blocks set in `config`, at any depth, with their messages.
 pub fn deprecated_set(block: &Block, config: &Value) -> Vec<(AttributePath, String)> {
+    collect_set(block, config, |node, at| {
+        let message = node.deprecated.as_ref()?;
+        Some((at.path.clone(), message.clone()))
+    })
+}
+
+/// What `pick` finds in the nodes set in `config`, at any depth.
+fn collect_set<T>(
+    block: &Block,
+    config: &Value,
+    pick: impl Fn(&Node<'_>, &Cursor) -> Option<T>,
+) -> Vec<T> {
     let mut out = Vec::new();
     visit_set(
         Level::of(block),
         config,
         &Cursor::root(),
         &mut |node, _, at| {
-            if let Some(message) = &node.deprecated {
-                out.push((at.path.clone(), message.clone()));
-            }
+            out.extend(pick(node, at));
         },
     );
     out
@@ -392,12 +395,7 @@ mod tests {
     }
 
     fn obj(pairs: &[(&str, Value)]) -> Value {
-        Value::Object(
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), v.clone()))
-                .collect(),
-        )
+        Value::object(pairs.iter().cloned())
     }
 
     /// Top level, a nested single attribute, a list block and a set of nested attributes, each with

@@ -3,6 +3,7 @@
 
 mod convert;
 mod functions;
+mod handlers;
 pub mod proto;
 mod server;
 

@@ -1,11 +1,9 @@
 //! One module per resource and data source. Each reads like a story: schema, plan, apply, read, import.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::cluster::{ClusterError, ClusterHandle};
 use crate::framework::{Ctx, DataSource, Diagnostic, Resource};
-use crate::values::Value;
 
 pub mod choice;
 pub mod cilium;
@@ -54,16 +52,6 @@ pub fn cluster(ctx: &Ctx) -> ClusterHandle {
     ctx.provider_data::<ClusterHandle>()
         .cloned()
         .unwrap_or_else(ClusterHandle::unconfigured)
-}
-
-/// Builds an object value from attribute pairs.
-pub(crate) fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
-    Value::Object(
-        pairs
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect::<BTreeMap<_, _>>(),
-    )
 }
 
 /// A diagnostic for a failed cluster operation: what we tried, what broke, what to do.

@@ -1,4 +1,8 @@
-//! The Kubernetes and Helm name rules every resource checks its inputs against, without I/O.
+//! The Kubernetes and Helm name rules every resource checks its inputs against, without I/O,
+//! and the one diagnostic for each rule broken.
+
+use crate::framework::Diagnostics;
+use crate::values::AttributePath;
 
 /// RFC 1123 label, as Kubernetes requires of namespace names: lower-case letters, digits and
 /// `-`, starting and ending with a letter or digit, at most 63 characters.
@@ -16,9 +20,52 @@ pub fn is_release_name(s: &str) -> bool {
     s.len() <= 53 && s.split('.').all(is_dns_label)
 }
 
-/// The rule both follow, for messages.
-pub const NAME_RULE: &str =
+/// The rule of a label, for messages.
+const LABEL_RULE: &str =
     "lower-case letters, digits and '-', starting and ending with a letter or digit";
+
+/// Adds the error at `path` when `name` is no Helm release name; true when it is one.
+pub fn check_release_name(name: &str, path: AttributePath, d: &mut Diagnostics) -> bool {
+    check(
+        is_release_name(name),
+        path,
+        d,
+        "Invalid release name",
+        || {
+            format!(
+                "{name:?} is not a valid Helm release name: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 53 characters."
+            )
+        },
+    )
+}
+
+/// Adds the error at `path` when `namespace` is no namespace name; true when it is one.
+pub fn check_namespace(namespace: &str, path: AttributePath, d: &mut Diagnostics) -> bool {
+    check(
+        is_dns_label(namespace),
+        path,
+        d,
+        "Invalid namespace",
+        || {
+            format!(
+                "{namespace:?} is not a valid namespace name: {LABEL_RULE}, at most 63 characters."
+            )
+        },
+    )
+}
+
+fn check(
+    valid: bool,
+    path: AttributePath,
+    d: &mut Diagnostics,
+    summary: &str,
+    detail: impl FnOnce() -> String,
+) -> bool {
+    if !valid {
+        d.error_at(path, summary, detail());
+    }
+    valid
+}
 
 #[cfg(test)]
 mod tests {

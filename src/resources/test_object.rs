@@ -6,7 +6,6 @@
 
 use async_trait::async_trait;
 
-use super::object;
 use crate::cluster::helm::release::sha256_hex;
 use crate::framework::plan::mark_unknown;
 use crate::framework::*;
@@ -98,10 +97,7 @@ impl Resource for TestObject {
                     "Test failure: the object may still exist.",
                 );
             }
-            return ApplyResponse {
-                diagnostics,
-                ..Default::default()
-            };
+            return ApplyResponse::from(diagnostics);
         }
         if !req.prior_state.is_null() && misbehave(&req.planned_state, NO_STATE_AFTER_UPDATE) {
             return ApplyResponse::default();
@@ -144,7 +140,7 @@ impl Resource for TestObject {
 
     // --- import ---------------------------------------------------------------------------------
     async fn import(&self, _ctx: &Ctx, req: ImportRequest) -> ImportResponse {
-        let state = object([
+        let state = Value::object([
             ("id", Value::from(req.id.as_str())),
             ("name", Value::from(req.id.as_str())),
             ("value", Value::Null),
@@ -175,7 +171,7 @@ impl Resource for TestObject {
         let mut diagnostics = Diagnostics::new();
         match from_json(&req.raw_json, &v0) {
             Ok(old) => UpgradeResponse {
-                upgraded_state: object([
+                upgraded_state: Value::object([
                     ("id", old.attr("id").cloned().unwrap_or_default()),
                     ("name", old.attr("name").cloned().unwrap_or_default()),
                     ("value", old.attr("text").cloned().unwrap_or_default()),
@@ -188,10 +184,7 @@ impl Resource for TestObject {
             },
             Err(e) => {
                 diagnostics.error("Stored state could not be decoded", e.to_string());
-                UpgradeResponse {
-                    diagnostics,
-                    ..Default::default()
-                }
+                UpgradeResponse::from(diagnostics)
             }
         }
     }

@@ -20,8 +20,8 @@ mod tests;
 use parse::{Json, Parser};
 
 use super::msgpack::MAX_DEPTH;
-use super::path::{AttributePath, PathStep};
-use super::types::{Type, TypeJsonError};
+use super::path::{AttributePath, PathStep, Position};
+use super::types::{Type, TypeJsonError, tuple_length_mismatch};
 use super::value::{Number, Value};
 
 /// JSON nesting accepted by the parser: every dynamic wrapper adds one level over [`MAX_DEPTH`].
@@ -97,8 +97,7 @@ pub fn from_json_with(
         return Err(parser.err("trailing characters after the value"));
     }
     let mut dec = Decoder {
-        path: AttributePath::root(),
-        depth: 0,
+        at: Position::default(),
         options,
     };
     dec.value(tree, ty)
@@ -112,8 +111,7 @@ pub fn from_json_with(
 pub fn to_json(value: &Value, ty: &Type) -> Result<Vec<u8>, JsonError> {
     let mut enc = Encoder {
         out: Vec::new(),
-        path: AttributePath::root(),
-        depth: 0,
+        at: Position::default(),
     };
     enc.value(value, ty)?;
     Ok(enc.out)
@@ -123,31 +121,26 @@ pub fn to_json(value: &Value, ty: &Type) -> Result<Vec<u8>, JsonError> {
 // Decoding values
 
 struct Decoder {
-    path: AttributePath,
-    depth: usize,
+    at: Position,
     options: JsonDecodeOptions,
 }
 
 impl Decoder {
     fn err(&self, reason: impl Into<String>) -> JsonError {
         JsonError::Decode {
-            path: self.path.clone(),
+            path: self.at.path.clone(),
             reason: reason.into(),
         }
     }
 
     fn enter(&mut self) -> Result<(), JsonError> {
-        if self.depth >= MAX_DEPTH {
-            return Err(self.err(format!("nested deeper than {MAX_DEPTH} levels")));
-        }
-        self.depth += 1;
-        Ok(())
+        self.at.enter().map_err(|reason| self.err(reason))
     }
 
     fn nested(&mut self, step: PathStep, json: Json<'_>, ty: &Type) -> Result<Value, JsonError> {
-        self.path.push(step);
+        self.at.path.push(step);
         let out = self.value(json, ty);
-        self.path.pop();
+        self.at.path.pop();
         out
     }
 
@@ -194,7 +187,7 @@ impl Decoder {
                 for (i, item) in items.into_iter().enumerate() {
                     out.push(self.nested(PathStep::ElementKeyInt(i as i64), item, ety)?);
                 }
-                self.depth -= 1;
+                self.at.leave();
                 Ok(if matches!(ty, Type::Set(_)) {
                     Value::Set(out)
                 } else {
@@ -202,19 +195,15 @@ impl Decoder {
                 })
             }
             (Type::Tuple(etys), Json::Array(items)) => {
-                if items.len() != etys.len() {
-                    return Err(self.err(format!(
-                        "a tuple of length {} is required, found {} elements",
-                        etys.len(),
-                        items.len()
-                    )));
+                if let Some(reason) = tuple_length_mismatch(etys, items.len()) {
+                    return Err(self.err(reason));
                 }
                 self.enter()?;
                 let mut out = Vec::with_capacity(items.len());
                 for (i, (item, ety)) in items.into_iter().zip(etys).enumerate() {
                     out.push(self.nested(PathStep::ElementKeyInt(i as i64), item, ety)?);
                 }
-                self.depth -= 1;
+                self.at.leave();
                 Ok(Value::Tuple(out))
             }
             (Type::Map(ety), Json::Object(items)) => {
@@ -224,7 +213,7 @@ impl Decoder {
                     let v = self.nested(PathStep::ElementKeyString(key.clone()), item, ety)?;
                     out.insert(key, v);
                 }
-                self.depth -= 1;
+                self.at.leave();
                 Ok(Value::Map(out))
             }
             (Type::Object { attributes, .. }, Json::Object(items)) => {
@@ -245,7 +234,7 @@ impl Decoder {
                         out.insert(name.clone(), Value::Null);
                     }
                 }
-                self.depth -= 1;
+                self.at.leave();
                 Ok(Value::Object(out))
             }
             (_, json) => Err(mismatch(self, &json)),
@@ -274,12 +263,12 @@ impl Decoder {
         let ty = ty.ok_or_else(|| self.err("missing type in dynamically-typed value"))?;
         let value = value.ok_or_else(|| self.err("missing value in dynamically-typed value"))?;
         let ty = Type::from_json(&ty.to_serde()).map_err(|source| JsonError::DynamicType {
-            path: self.path.clone(),
+            path: self.at.path.clone(),
             source,
         })?;
         self.enter()?;
         let inner = self.value(value, &ty)?;
-        self.depth -= 1;
+        self.at.leave();
         Ok(match ty {
             Type::Dynamic => inner,
             ty => Value::Dynamic(ty, Box::new(inner)),
@@ -292,25 +281,21 @@ impl Decoder {
 
 struct Encoder {
     out: Vec<u8>,
-    path: AttributePath,
-    depth: usize,
+    at: Position,
 }
 
 impl Encoder {
     fn err(&self, reason: impl Into<String>) -> JsonError {
         JsonError::Encode {
-            path: self.path.clone(),
+            path: self.at.path.clone(),
             reason: reason.into(),
         }
     }
 
     fn nested(&mut self, value: &Value, ty: &Type) -> Result<(), JsonError> {
-        if self.depth >= MAX_DEPTH {
-            return Err(self.err(format!("nested deeper than {MAX_DEPTH} levels")));
-        }
-        self.depth += 1;
+        self.at.enter().map_err(|reason| self.err(reason))?;
         self.value(value, ty)?;
-        self.depth -= 1;
+        self.at.leave();
         Ok(())
     }
 
@@ -353,12 +338,8 @@ impl Encoder {
                 Type::List(ety) | Type::Set(ety),
             ) => self.array(items, |_| ety),
             (Value::List(items) | Value::Tuple(items), Type::Tuple(etys)) => {
-                if items.len() != etys.len() {
-                    return Err(self.err(format!(
-                        "a tuple of length {} is required, found {} elements",
-                        etys.len(),
-                        items.len()
-                    )));
+                if let Some(reason) = tuple_length_mismatch(etys, items.len()) {
+                    return Err(self.err(reason));
                 }
                 self.array(items, |i| &etys[i])
             }
@@ -392,9 +373,9 @@ impl Encoder {
             if i > 0 {
                 self.out.push(b',');
             }
-            self.path.push(PathStep::ElementKeyInt(i as i64));
+            self.at.path.push(PathStep::ElementKeyInt(i as i64));
             self.nested(item, ety(i))?;
-            self.path.pop();
+            self.at.path.pop();
         }
         self.out.push(b']');
         Ok(())
@@ -412,14 +393,9 @@ impl Encoder {
             }
             self.string(key);
             self.out.push(b':');
-            let step = if is_object {
-                PathStep::Attribute(key.clone())
-            } else {
-                PathStep::ElementKeyString(key.clone())
-            };
-            self.path.push(step);
+            self.at.path.push(PathStep::key(key, is_object));
             self.nested(item, ty)?;
-            self.path.pop();
+            self.at.path.pop();
         }
         self.out.push(b'}');
         Ok(())

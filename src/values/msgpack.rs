@@ -25,8 +25,8 @@ mod unknown;
 use read::{Reader, Token, number_from, string_from, token_name};
 use unknown::unknown_from_ext;
 
-use super::path::{AttributePath, PathStep};
-use super::types::{Type, TypeJsonError};
+use super::path::{AttributePath, PathStep, Position};
+use super::types::{Type, TypeJsonError, tuple_length_mismatch};
 use super::value::{Number, Value};
 
 /// Deepest nesting (collections, objects, tuples and dynamic wrappers) the codecs accept.
@@ -79,8 +79,7 @@ impl MsgpackError {
 pub fn from_msgpack(bytes: &[u8], ty: &Type) -> Result<Value, MsgpackError> {
     let mut dec = Decoder {
         r: Reader::new(bytes),
-        path: AttributePath::root(),
-        depth: 0,
+        at: Position::default(),
     };
     let value = dec.value(ty)?;
     if dec.r.remaining() != 0 {
@@ -104,8 +103,7 @@ pub fn from_msgpack(bytes: &[u8], ty: &Type) -> Result<Value, MsgpackError> {
 pub fn to_msgpack(value: &Value, ty: &Type) -> Result<Vec<u8>, MsgpackError> {
     let mut enc = Encoder {
         buf: ByteBuf::new(),
-        path: AttributePath::root(),
-        depth: 0,
+        at: Position::default(),
     };
     enc.value(value, ty)?;
     Ok(enc.buf.into_vec())
@@ -116,14 +114,13 @@ pub fn to_msgpack(value: &Value, ty: &Type) -> Result<Vec<u8>, MsgpackError> {
 
 struct Decoder<'a> {
     r: Reader<'a>,
-    path: AttributePath,
-    depth: usize,
+    at: Position,
 }
 
 impl<'a> Decoder<'a> {
     fn err(&self, reason: impl Into<String>) -> MsgpackError {
         MsgpackError::Decode {
-            path: self.path.clone(),
+            path: self.at.path.clone(),
             reason: reason.into(),
         }
     }
@@ -137,11 +134,7 @@ impl<'a> Decoder<'a> {
     }
 
     fn enter(&mut self) -> Result<(), MsgpackError> {
-        if self.depth >= MAX_DEPTH {
-            return Err(self.err(format!("nested deeper than {MAX_DEPTH} levels")));
-        }
-        self.depth += 1;
-        Ok(())
+        self.at.enter().map_err(|reason| self.err(reason))
     }
 
     fn value(&mut self, ty: &Type) -> Result<Value, MsgpackError> {
@@ -226,12 +219,12 @@ impl<'a> Decoder<'a> {
         // Every element takes at least one byte, so the input bounds the allocation.
         let mut items = Vec::with_capacity((n as usize).min(self.r.remaining()));
         for i in 0..n as usize {
-            self.path.push(PathStep::ElementKeyInt(i as i64));
+            self.at.path.push(PathStep::ElementKeyInt(i as i64));
             let item = self.value(ety(i));
-            self.path.pop();
+            self.at.path.pop();
             items.push(item?);
         }
-        self.depth -= 1;
+        self.at.leave();
         Ok(items)
     }
 
@@ -256,22 +249,17 @@ impl<'a> Decoder<'a> {
                     )));
                 }
             };
-            let step = if is_object {
-                PathStep::Attribute(key.clone())
-            } else {
-                PathStep::ElementKeyString(key.clone())
-            };
-            self.path.push(step);
+            self.at.path.push(PathStep::key(&key, is_object));
             let Some(ty) = ety(&key) else {
                 let err = self.err("unsupported attribute");
-                self.path.pop();
+                self.at.path.pop();
                 return Err(err);
             };
             let item = self.value(ty);
-            self.path.pop();
+            self.at.path.pop();
             out.insert(key, item?);
         }
-        self.depth -= 1;
+        self.at.leave();
         Ok(out)
     }
 
@@ -293,11 +281,11 @@ impl<'a> Decoder<'a> {
             }
         };
         let ty = Type::from_json_bytes(type_json).map_err(|source| MsgpackError::DynamicType {
-            path: self.path.clone(),
+            path: self.at.path.clone(),
             source,
         })?;
         let inner = self.value(&ty)?;
-        self.depth -= 1;
+        self.at.leave();
         Ok(match ty {
             // A dynamic value of type "dynamic" is just the inner dynamic value.
             Type::Dynamic => inner,
@@ -311,8 +299,7 @@ impl<'a> Decoder<'a> {
 
 struct Encoder {
     buf: ByteBuf,
-    path: AttributePath,
-    depth: usize,
+    at: Position,
 }
 
 /// Writing into a `ByteBuf` cannot fail.
@@ -332,23 +319,19 @@ fn len_u32(len: usize) -> Option<u32> {
 impl Encoder {
     fn err(&self, reason: impl Into<String>) -> MsgpackError {
         MsgpackError::Encode {
-            path: self.path.clone(),
+            path: self.at.path.clone(),
             reason: reason.into(),
         }
     }
 
     fn enter(&mut self) -> Result<(), MsgpackError> {
-        if self.depth >= MAX_DEPTH {
-            return Err(self.err(format!("nested deeper than {MAX_DEPTH} levels")));
-        }
-        self.depth += 1;
-        Ok(())
+        self.at.enter().map_err(|reason| self.err(reason))
     }
 
     fn nested(&mut self, value: &Value, ty: &Type) -> Result<(), MsgpackError> {
         self.enter()?;
         self.value(value, ty)?;
-        self.depth -= 1;
+        self.at.leave();
         Ok(())
     }
 
@@ -394,12 +377,8 @@ impl Encoder {
                 Type::List(ety) | Type::Set(ety),
             ) => self.sequence(items, |_| ety),
             (Value::List(items) | Value::Tuple(items), Type::Tuple(etys)) => {
-                if items.len() != etys.len() {
-                    return Err(self.err(format!(
-                        "a tuple of length {} is required, found {} elements",
-                        etys.len(),
-                        items.len()
-                    )));
+                if let Some(reason) = tuple_length_mismatch(etys, items.len()) {
+                    return Err(self.err(reason));
                 }
                 self.sequence(items, |i| &etys[i])
             }
@@ -438,9 +417,9 @@ impl Encoder {
     ) -> Result<(), MsgpackError> {
         self.array_len(items.len())?;
         for (i, item) in items.iter().enumerate() {
-            self.path.push(PathStep::ElementKeyInt(i as i64));
+            self.at.path.push(PathStep::ElementKeyInt(i as i64));
             self.nested(item, ety(i))?;
-            self.path.pop();
+            self.at.path.pop();
         }
         Ok(())
     }
@@ -449,10 +428,10 @@ impl Encoder {
         self.map_len(items.len())?;
         // BTreeMap iterates in byte order of the keys, which is cty's order too.
         for (key, item) in items {
-            self.path.push(PathStep::ElementKeyString(key.clone()));
+            self.at.path.push(PathStep::ElementKeyString(key.clone()));
             self.str(key)?;
             self.nested(item, ety)?;
-            self.path.pop();
+            self.at.path.pop();
         }
         Ok(())
     }
@@ -463,17 +442,17 @@ impl Encoder {
         attributes: &BTreeMap<String, Type>,
     ) -> Result<(), MsgpackError> {
         if let Some(extra) = items.keys().find(|k| !attributes.contains_key(*k)) {
-            self.path.push(PathStep::Attribute(extra.clone()));
+            self.at.path.push(PathStep::Attribute(extra.clone()));
             let err = self.err("unsupported attribute");
-            self.path.pop();
+            self.at.path.pop();
             return Err(err);
         }
         self.map_len(attributes.len())?;
         for (name, aty) in attributes {
-            self.path.push(PathStep::Attribute(name.clone()));
+            self.at.path.push(PathStep::Attribute(name.clone()));
             self.str(name)?;
             self.nested(items.get(name).unwrap_or(&Value::Null), aty)?;
-            self.path.pop();
+            self.at.path.pop();
         }
         Ok(())
     }
@@ -499,7 +478,7 @@ impl Encoder {
         infallible(encode::write_array_len(&mut self.buf, 2));
         infallible(encode::write_bin(&mut self.buf, &ty.to_json_bytes()));
         self.value(inner, &ty)?;
-        self.depth -= 1;
+        self.at.leave();
         Ok(())
     }
 

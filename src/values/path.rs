@@ -2,11 +2,47 @@
 
 use std::fmt;
 
+use super::MAX_DEPTH;
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum PathStep {
     Attribute(String),
     ElementKeyString(String),
     ElementKeyInt(i64),
+}
+
+impl PathStep {
+    /// The step to `key` of an object (an attribute) or of a map (an element).
+    pub(crate) fn key(key: &str, is_object: bool) -> Self {
+        if is_object {
+            PathStep::Attribute(key.to_owned())
+        } else {
+            PathStep::ElementKeyString(key.to_owned())
+        }
+    }
+}
+
+/// Where a codec stands in the value it walks, in either direction: the path its errors name,
+/// and the nesting depth, bounded by [`MAX_DEPTH`].
+#[derive(Default)]
+pub(crate) struct Position {
+    pub(crate) path: AttributePath,
+    depth: usize,
+}
+
+impl Position {
+    /// One level deeper, or why not (the reason for the codec's error).
+    pub(crate) fn enter(&mut self) -> Result<(), String> {
+        if self.depth >= MAX_DEPTH {
+            return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    pub(crate) fn leave(&mut self) {
+        self.depth -= 1;
+    }
 }
 
 /// A path from the root of a config/state object, e.g. `job.env["KUBERNETES_SERVICE_HOST"]`.

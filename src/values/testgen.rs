@@ -11,6 +11,16 @@ use proptest::prelude::*;
 
 use super::{Number, Refinements, Type, Value};
 
+/// An object value of `attrs`, written the way the codec tests list them.
+pub fn obj(attrs: &[(&str, Value)]) -> Value {
+    Value::object(attrs.iter().cloned())
+}
+
+/// The object type both codecs' fixtures use: `{ name = string, count = number }`.
+pub fn name_count() -> Type {
+    Type::object([("name", Type::String), ("count", Type::Number)])
+}
+
 pub fn any_type() -> impl Strategy<Value = Type> {
     let leaf = prop_oneof![
         Just(Type::Bool),

@@ -20,6 +20,16 @@ pub enum Type {
     Tuple(Vec<Type>),
 }
 
+/// Why `found` elements are no tuple of `elements`, if they are not: the codecs' one message.
+pub(crate) fn tuple_length_mismatch(elements: &[Type], found: usize) -> Option<String> {
+    (found != elements.len()).then(|| {
+        format!(
+            "a tuple of length {} is required, found {found} elements",
+            elements.len()
+        )
+    })
+}
+
 impl Type {
     pub fn list(element: Type) -> Type {
         Type::List(Box::new(element))

@@ -56,6 +56,20 @@ pub enum Value {
     Dynamic(Type, Box<Value>),
 }
 
+fn debug_elements(f: &mut fmt::Formatter<'_>, kind: &str, items: &[Value]) -> fmt::Result {
+    f.write_str(kind)?;
+    f.debug_list().entries(items).finish()
+}
+
+fn debug_entries(
+    f: &mut fmt::Formatter<'_>,
+    kind: &str,
+    entries: &BTreeMap<String, Value>,
+) -> fmt::Result {
+    f.write_str(kind)?;
+    f.debug_map().entries(entries).finish()
+}
+
 /// Prints the structure (kinds, attribute names and map keys, numbers, bools) but never a string's
 /// content, so `debug!(?config)` cannot leak a kubeconfig or a deploy key. Strings show as
 /// `String(<N bytes>)`.
@@ -68,26 +82,11 @@ impl fmt::Debug for Value {
             Value::Bool(b) => f.debug_tuple("Bool").field(b).finish(),
             Value::Number(n) => f.debug_tuple("Number").field(n).finish(),
             Value::String(s) => write!(f, "String(<{} bytes>)", s.len()),
-            Value::List(items) => {
-                f.write_str("List")?;
-                f.debug_list().entries(items).finish()
-            }
-            Value::Set(items) => {
-                f.write_str("Set")?;
-                f.debug_list().entries(items).finish()
-            }
-            Value::Tuple(items) => {
-                f.write_str("Tuple")?;
-                f.debug_list().entries(items).finish()
-            }
-            Value::Map(items) => {
-                f.write_str("Map")?;
-                f.debug_map().entries(items).finish()
-            }
-            Value::Object(attrs) => {
-                f.write_str("Object")?;
-                f.debug_map().entries(attrs).finish()
-            }
+            Value::List(items) => debug_elements(f, "List", items),
+            Value::Set(items) => debug_elements(f, "Set", items),
+            Value::Tuple(items) => debug_elements(f, "Tuple", items),
+            Value::Map(items) => debug_entries(f, "Map", items),
+            Value::Object(attrs) => debug_entries(f, "Object", attrs),
             Value::Dynamic(ty, inner) => f.debug_tuple("Dynamic").field(ty).field(inner).finish(),
         }
     }
@@ -205,6 +204,10 @@ impl Value {
             Value::Object(attrs) => Some(attrs),
             _ => None,
         }
+    }
+    /// An object value of `(attribute, value)` pairs.
+    pub fn object<K: Into<String>>(pairs: impl IntoIterator<Item = (K, Value)>) -> Value {
+        Value::Object(pairs.into_iter().map(|(k, v)| (k.into(), v)).collect())
     }
     pub fn string(s: impl Into<String>) -> Value {
         Value::String(s.into())

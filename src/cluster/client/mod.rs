@@ -241,6 +241,10 @@ pub struct Kube {
     pub endpoint: String,
 }
 
+/// The Pod Security admission level a namespace enforces (`privileged` lets host-network pods
+/// in): the label the engine sets on the namespaces it creates and the Flux bootstrap on its own.
+pub const PSA_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+
 impl Kube {
     /// A `kube::Error` of a request on this cluster, classified and scrubbed.
     pub fn cluster_error(&self, err: kube::Error) -> ClusterError {

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::cluster::diagnosis::Signature;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 
 async fn create<K>(clients: &Kube, api: &Api<K>, object: &K, step: Step) -> Result<(), EngineError>
 where
@@ -17,6 +18,49 @@ where
     .map_err(|e| clients.api_error(step, e))
 }
 
+/// Creates `object` in `namespace` (one of the run's objects: its ServiceAccount, RBAC, inputs).
+async fn create_in<K>(clients: &Kube, namespace: &str, object: &K) -> Result<(), EngineError>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let api = Api::namespaced(clients.client.clone(), namespace);
+    create(clients, &api, object, Step::Objects).await
+}
+
+/// The run's ServiceAccount, its RBAC (cluster-wide and per namespace), the inputs ConfigMap and
+/// the secrets' Secret, before the Job that uses them.
+async fn create_objects(
+    clients: &Kube,
+    spec: &RunSpec,
+    names: &objects::RunNames,
+) -> Result<(), EngineError> {
+    let ns = &spec.namespace.name;
+    let cluster_roles: Api<ClusterRole> = Api::all(clients.client.clone());
+    let cluster_bindings: Api<ClusterRoleBinding> = Api::all(clients.client.clone());
+    create_in(clients, ns, &objects::service_account(spec, names)).await?;
+    if let Some(role) = objects::cluster_role(spec, names) {
+        create(clients, &cluster_roles, &role, Step::Objects).await?;
+    }
+    for (role, binding) in objects::namespaced_rbac(spec, names) {
+        let role_ns = role.metadata.namespace.clone().unwrap_or_default();
+        create_in(clients, &role_ns, &role).await?;
+        create_in(clients, &role_ns, &binding).await?;
+    }
+    if let Some(binding) = objects::cluster_role_binding(spec, names) {
+        create(clients, &cluster_bindings, &binding, Step::Objects).await?;
+    }
+    create_in(clients, ns, &objects::config_map(spec, names)).await?;
+    if let Some(secret) = objects::secret(spec, names) {
+        create_in(clients, ns, &secret).await?;
+    }
+    Ok(())
+}
+
 /// Creates the run's objects and Job, waits for it; on success returns the log tail and, when
 /// asked for, the whole output.
 pub(super) async fn run_job(
@@ -28,52 +72,7 @@ pub(super) async fn run_job(
 ) -> Result<(Vec<String>, Option<String>), EngineError> {
     let c = &clients.client;
     let ns = &spec.namespace.name;
-    create(
-        clients,
-        &Api::namespaced(c.clone(), ns),
-        &objects::service_account(spec, names),
-        Step::Objects,
-    )
-    .await?;
-    if let Some(role) = objects::cluster_role(spec, names) {
-        create(clients, &Api::all(c.clone()), &role, Step::Objects).await?;
-    }
-    for (role, binding) in objects::namespaced_rbac(spec, names) {
-        let role_ns = role.metadata.namespace.clone().unwrap_or_default();
-        create(
-            clients,
-            &Api::namespaced(c.clone(), &role_ns),
-            &role,
-            Step::Objects,
-        )
-        .await?;
-        create(
-            clients,
-            &Api::namespaced(c.clone(), &role_ns),
-            &binding,
-            Step::Objects,
-        )
-        .await?;
-    }
-    if let Some(binding) = objects::cluster_role_binding(spec, names) {
-        create(clients, &Api::all(c.clone()), &binding, Step::Objects).await?;
-    }
-    create(
-        clients,
-        &Api::namespaced(c.clone(), ns),
-        &objects::config_map(spec, names),
-        Step::Objects,
-    )
-    .await?;
-    if let Some(secret) = objects::secret(spec, names) {
-        create(
-            clients,
-            &Api::namespaced(c.clone(), ns),
-            &secret,
-            Step::Objects,
-        )
-        .await?;
-    }
+    create_objects(clients, spec, names).await?;
     let mut job_spec = spec.clone();
     // What is left of the timeout after the Lease wait: the Job can never outlive the apply.
     job_spec.timeout = deadline

@@ -21,8 +21,7 @@ use super::{BootstrapNamespace, Rbac, RunSpec, rbac};
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "talosboot");
 pub const TARGET_LABEL: &str = "talosboot.dev/target";
 pub const RUN_LABEL: &str = "talosboot.dev/run";
-/// The Pod Security admission level a namespace enforces (`privileged` lets host-network pods in).
-pub const PSA_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+pub use crate::cluster::client::PSA_ENFORCE;
 
 /// Where the input files are mounted in the bootstrap container.
 pub const INPUTS_DIR: &str = "/talosboot/inputs";

@@ -3,26 +3,27 @@
 //! caller-owned deadline and stop on cancellation.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::time::Duration;
 
 use serde_json::{Value as Json, json};
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::manifest::Manifest;
 pub use super::objects::Outcome;
 use super::objects::{self, crds, flux_instances, namespaces};
 use super::ownership::{
-    InstanceStatus, adopted_by_flux, crd_established, instance_status, namespace_adopted_by_flux,
+    InstanceStatus, adopted_by_flux, conditions, crd_established, instance_status,
+    namespace_adopted_by_flux, text,
 };
+use super::poll::{Check, Wait, poll, poll_gone};
 use super::{FLUXINSTANCE_CRD, FluxError, Kube};
-
-const POLL: Duration = Duration::from_millis(500);
 
 /// Creates or updates namespace `name` with the given metadata (present at creation, so admission
 /// policies that require it accept the namespace), unless Flux has adopted it.
-pub async fn ensure_namespace(
+///
+/// Why not `Kube::ensure_namespace` (the engine's and Helm's): that one creates a missing
+/// namespace and leaves an existing one alone, while the bootstrap keeps its namespaces' metadata
+/// in sync by server-side apply under the module's field manager (adopting the module's
+/// namespaces) until Flux owns them, like every other object it applies.
+pub async fn apply_namespace(
     kube: &Kube,
     name: &str,
     labels: &BTreeMap<String, String>,
@@ -46,102 +47,44 @@ pub async fn ensure_namespace(
 pub async fn wait_not_terminating(
     kube: &Kube,
     name: &str,
-    deadline: Instant,
-    timeout: Duration,
-    cancel: &CancellationToken,
+    wait: Wait<'_>,
 ) -> Result<(), FluxError> {
     let api = objects::api(kube, &namespaces(), None);
-    let what = format!("namespace {name} to finish terminating");
-    poll(&what, deadline, timeout, cancel, || async {
-        Ok(
-            match objects::get(kube, &api, name, &format!("namespace {name}")).await? {
-                Some(ns) if ns.pointer("/metadata/deletionTimestamp").is_some() => {
-                    (None, "still terminating".to_owned())
-                }
-                _ => (Some(()), String::new()),
-            },
-        )
+    let what = format!("namespace {name}");
+    poll(&format!("{what} to finish terminating"), wait, || async {
+        Ok(match objects::get(kube, &api, name, &what).await? {
+            Some(ns) if ns.pointer("/metadata/deletionTimestamp").is_some() => {
+                Check::Waiting("still terminating".to_owned())
+            }
+            _ => Check::Done(()),
+        })
     })
     .await
 }
 
 /// Deletes namespace `name` and waits until it is gone.
-pub async fn delete_namespace(
-    kube: &Kube,
-    name: &str,
-    deadline: Instant,
-    timeout: Duration,
-    cancel: &CancellationToken,
-) -> Result<(), FluxError> {
+pub async fn delete_namespace(kube: &Kube, name: &str, wait: Wait<'_>) -> Result<(), FluxError> {
     let api = objects::api(kube, &namespaces(), None);
     let what = format!("namespace {name}");
     if !objects::delete(kube, &api, name, &what).await? {
         return Ok(());
     }
-    poll(
-        &format!("{what} to be deleted"),
-        deadline,
-        timeout,
-        cancel,
-        || async {
-            Ok(match objects::get(kube, &api, name, &what).await? {
-                None => (Some(()), String::new()),
-                Some(_) => (None, "still terminating".to_owned()),
-            })
-        },
-    )
+    poll_gone(&what, wait, || async {
+        Ok(objects::get(kube, &api, name, &what).await?.is_some())
+    })
     .await
 }
 
-/// Polls `check` until it answers `Some`, the deadline passes or the token is cancelled. `check`
-/// returns `Ok(None)` to keep waiting and updates `last` with what it saw.
-pub(super) async fn poll<T, F, Fut>(
-    what: &str,
-    deadline: Instant,
-    timeout: Duration,
-    cancel: &CancellationToken,
-    mut check: F,
-) -> Result<T, FluxError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(Option<T>, String), FluxError>>,
-{
-    let mut last = String::from("nothing yet");
-    loop {
-        let (done, seen) = check().await?;
-        if let Some(value) = done {
-            return Ok(value);
-        }
-        last = if seen.is_empty() { last } else { seen };
-        if Instant::now() >= deadline {
-            return Err(FluxError::Timeout {
-                what: what.to_owned(),
-                after: timeout,
-                last,
-            });
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(POLL) => {}
-            _ = cancel.cancelled() => return Err(FluxError::Cancelled { what: what.to_owned() }),
-        }
-    }
-}
-
 /// Waits until CRD `fluxinstances.fluxcd.controlplane.io` exists and is Established.
-pub async fn wait_crd_established(
-    kube: &Kube,
-    deadline: Instant,
-    timeout: Duration,
-    cancel: &CancellationToken,
-) -> Result<(), FluxError> {
+pub async fn wait_crd_established(kube: &Kube, wait: Wait<'_>) -> Result<(), FluxError> {
     let api = objects::api(kube, &crds(), None);
     let what = format!("CRD {FLUXINSTANCE_CRD} to be Established");
-    poll(&what, deadline, timeout, cancel, || async {
+    poll(&what, wait, || async {
         Ok(
             match objects::get(kube, &api, FLUXINSTANCE_CRD, "the FluxInstance CRD").await? {
-                Some(crd) if crd_established(&crd) => (Some(()), String::new()),
-                Some(_) => (None, "the CRD exists, not Established yet".into()),
-                None => (None, "the CRD does not exist yet".into()),
+                Some(crd) if crd_established(&crd) => Check::Done(()),
+                Some(_) => Check::Waiting("the CRD exists, not Established yet".into()),
+                None => Check::Waiting("the CRD does not exist yet".into()),
             },
         )
     })
@@ -184,18 +127,16 @@ pub async fn wait_ready(
     kube: &Kube,
     namespace: &str,
     name: &str,
-    deadline: Instant,
-    timeout: Duration,
-    cancel: &CancellationToken,
+    wait: Wait<'_>,
 ) -> Result<(), FluxError> {
     let what = format!("FluxInstance {namespace}/{name} to be Ready");
-    poll(&what, deadline, timeout, cancel, || async {
+    poll(&what, wait, || async {
         let Some(fi) = read_instance(kube, namespace, name).await? else {
-            return Ok((None, "the FluxInstance does not exist".into()));
+            return Ok(Check::Waiting("the FluxInstance does not exist".into()));
         };
         match instance_status(&fi) {
-            InstanceStatus::Ready => Ok((Some(()), String::new())),
-            InstanceStatus::Progressing(seen) => Ok((None, seen)),
+            InstanceStatus::Ready => Ok(Check::Done(())),
+            InstanceStatus::Progressing(seen) => Ok(Check::Waiting(seen)),
             InstanceStatus::Failed { reason, message } => Err(FluxError::InstanceFailed {
                 namespace: namespace.to_owned(),
                 name: name.to_owned(),
@@ -209,26 +150,15 @@ pub async fn wait_ready(
 
 /// The FluxInstance's conditions as `Type=Status (Reason): message` lines, for diagnostics.
 pub fn conditions_text(instance: &Json) -> String {
-    let conditions = instance
-        .pointer("/status/conditions")
-        .and_then(Json::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let field = |c: &Json, k: &str| {
-        c.get(k)
-            .and_then(Json::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    conditions
+    conditions(instance)
         .iter()
         .map(|c| {
             format!(
                 "{}={} ({}): {}",
-                field(c, "type"),
-                field(c, "status"),
-                field(c, "reason"),
-                field(c, "message")
+                text(c, "type"),
+                text(c, "status"),
+                text(c, "reason"),
+                text(c, "message")
             )
         })
         .collect::<Vec<_>>()
@@ -240,9 +170,7 @@ pub async fn delete_instance(
     kube: &Kube,
     namespace: &str,
     name: &str,
-    deadline: Instant,
-    timeout: Duration,
-    cancel: &CancellationToken,
+    wait: Wait<'_>,
 ) -> Result<(), FluxError> {
     if read_instance(kube, namespace, name).await?.is_none() {
         return Ok(());
@@ -250,17 +178,8 @@ pub async fn delete_instance(
     let api = objects::api(kube, &flux_instances(), Some(namespace));
     let what = format!("FluxInstance {namespace}/{name}");
     objects::delete(kube, &api, name, &what).await?;
-    poll(
-        &format!("{what} to be deleted"),
-        deadline,
-        timeout,
-        cancel,
-        || async {
-            Ok(match read_instance(kube, namespace, name).await? {
-                None => (Some(()), String::new()),
-                Some(_) => (None, "still terminating".into()),
-            })
-        },
-    )
+    poll_gone(&what, wait, || async {
+        Ok(read_instance(kube, namespace, name).await?.is_some())
+    })
     .await
 }

@@ -7,7 +7,7 @@
 //! any kind), [`managed`] (managed Secrets, the runtime-info ConfigMap, the module's `inventory`),
 //! [`instance`] (namespaces, the CRD wait, the FluxInstance and its Ready wait), [`operator`] (its
 //! Deployment and the pod-network check), [`pod_security`] (the bootstrap namespace's level),
-//! [`pre_cni`] (whether any node has a CNI yet),
+//! [`pre_cni`] (whether any node has a CNI yet), [`poll`] (the wait loop every wait step uses),
 //! [`drift`] (what Read compares).
 
 pub mod drift;
@@ -18,6 +18,7 @@ pub mod objects;
 pub mod operator;
 pub mod ownership;
 pub mod pod_security;
+pub mod poll;
 pub mod pre_cni;
 
 use std::time::Duration;

@@ -103,6 +103,22 @@ pub async fn get(
     }
 }
 
+/// Every node, as the API returns it.
+///
+/// # Errors
+/// The API refused or could not be reached.
+pub async fn list_nodes(kube: &Kube) -> Result<Vec<Json>, FluxError> {
+    let nodes = api(kube, &known("", "v1", "Node", "nodes"), None)
+        .list(&Default::default())
+        .await
+        .map_err(|e| kube.error("list the nodes", e))?;
+    Ok(nodes
+        .items
+        .into_iter()
+        .map(|n| serde_json::to_value(n).unwrap_or_default())
+        .collect())
+}
+
 /// Server-side apply (forced) with the bootstrap's field manager; returns the object as stored.
 pub async fn apply(
     kube: &Kube,

@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use super::instance::poll;
-use super::objects::{self, deployments, known};
-use super::ownership::adopted_by_flux;
+use super::objects::{self, deployments};
+use super::ownership::{adopted_by_flux, node_ready};
+use super::poll::{Check, Wait, poll};
 use super::{FluxError, Kube, OPERATOR_RELEASE};
 
 /// How long every node may be NotReady before the wait says "no pod network" instead of waiting on.
@@ -39,53 +38,33 @@ fn available(deployment: &Json) -> bool {
         > 0
 }
 
-/// Names of the nodes whose `Ready` condition is `True`.
+/// How many nodes are `Ready`.
 pub async fn ready_nodes(kube: &Kube) -> Result<usize, FluxError> {
-    let api = objects::api(kube, &known("", "v1", "Node", "nodes"), None);
-    let nodes = api
-        .list(&Default::default())
-        .await
-        .map_err(|e| kube.error("list the nodes", e))?;
-    Ok(nodes
-        .items
+    Ok(objects::list_nodes(kube)
+        .await?
         .iter()
-        .filter(|n| {
-            n.data
-                .pointer("/status/conditions")
-                .and_then(Json::as_array)
-                .is_some_and(|cs| {
-                    cs.iter().any(|c| {
-                        c.get("type").and_then(Json::as_str) == Some("Ready")
-                            && c.get("status").and_then(Json::as_str) == Some("True")
-                    })
-                })
-        })
+        .filter(|n| node_ready(n))
         .count())
 }
 
 /// Waits until the operator has an available replica. With every node NotReady for longer than a
 /// grace period, fails with [`FluxError::NoPodNetwork`].
-pub async fn wait_available(
-    kube: &Kube,
-    namespace: &str,
-    deadline: Instant,
-    timeout: Duration,
-    cancel: &CancellationToken,
-) -> Result<(), FluxError> {
+pub async fn wait_available(kube: &Kube, namespace: &str, wait: Wait<'_>) -> Result<(), FluxError> {
     let started = Instant::now();
     let what = format!("Deployment {namespace}/{OPERATOR_RELEASE} to be available");
-    poll(&what, deadline, timeout, cancel, || async {
+    poll(&what, wait, || async {
         let seen = match deployment(kube, namespace).await? {
-            Some(d) if available(&d) => return Ok((Some(()), String::new())),
+            Some(d) if available(&d) => return Ok(Check::Done(())),
             Some(_) => "no available replica".to_owned(),
             None => "the Deployment does not exist".to_owned(),
         };
-        if ready_nodes(kube).await? == 0 && started.elapsed() >= NO_NETWORK_GRACE.min(timeout / 2) {
+        let grace = NO_NETWORK_GRACE.min(wait.timeout / 2);
+        if ready_nodes(kube).await? == 0 && started.elapsed() >= grace {
             return Err(FluxError::NoPodNetwork {
                 namespace: namespace.to_owned(),
             });
         }
-        Ok((None, seen))
+        Ok(Check::Waiting(seen))
     })
     .await
 }

@@ -33,16 +33,28 @@ pub fn namespace_adopted_by_flux(namespace: &Json) -> bool {
     has_any_label(namespace, &NAMESPACE_OWNER_LABELS)
 }
 
-fn condition<'a>(object: &'a Json, type_: &str) -> Option<&'a Json> {
+/// The object's `status.conditions` (none before it has a status).
+pub fn conditions(object: &Json) -> &[Json] {
     object
         .pointer("/status/conditions")
-        .and_then(Json::as_array)?
+        .and_then(Json::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+fn condition<'a>(object: &'a Json, type_: &str) -> Option<&'a Json> {
+    conditions(object)
         .iter()
         .find(|c| c.get("type").and_then(Json::as_str) == Some(type_))
 }
 
-fn text<'a>(c: &'a Json, key: &str) -> &'a str {
+/// A field of a condition as text (empty when absent).
+pub fn text<'a>(c: &'a Json, key: &str) -> &'a str {
     c.get(key).and_then(Json::as_str).unwrap_or_default()
+}
+
+/// Node condition `Ready=True`.
+pub fn node_ready(node: &Json) -> bool {
+    condition(node, "Ready").is_some_and(|c| text(c, "status") == "True")
 }
 
 /// CRD condition `Established=True`.

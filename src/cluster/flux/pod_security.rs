@@ -11,8 +11,7 @@ use serde_json::{Value as Json, json};
 use super::objects::{self, namespaces};
 use super::{FluxError, Kube};
 
-/// The Pod Security admission label a host-network pod needs at `privileged`.
-pub const ENFORCE_LABEL: &str = "pod-security.kubernetes.io/enforce";
+use crate::cluster::client::PSA_ENFORCE;
 
 /// What the bootstrap namespace needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +27,7 @@ pub enum Needed {
 pub fn needed(namespace: Option<&Json>, host_network: bool) -> Needed {
     let unlabelled = namespace.is_some_and(|ns| {
         ns.pointer("/metadata/labels")
-            .and_then(|l| l.get(ENFORCE_LABEL))
+            .and_then(|l| l.get(PSA_ENFORCE))
             .is_none()
     });
     match host_network && unlabelled {
@@ -56,12 +55,12 @@ pub async fn ensure(kube: &Kube, name: &str, host_network: bool) -> Result<bool,
         return Ok(false);
     }
     let api = objects::api(kube, &namespaces(), None);
-    let patch = json!({"metadata": {"labels": {ENFORCE_LABEL: "privileged"}}});
+    let patch = json!({"metadata": {"labels": {PSA_ENFORCE: "privileged"}}});
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| {
             kube.error(
-                format!("label namespace {name} {ENFORCE_LABEL}=privileged"),
+                format!("label namespace {name} {PSA_ENFORCE}=privileged"),
                 e,
             )
         })?;
@@ -76,8 +75,8 @@ mod tests {
     fn only_an_existing_namespace_without_an_enforce_label_is_labelled_for_host_network_jobs() {
         let bare = json!({"metadata": {"name": "flux-operator-bootstrap"}});
         let other = json!({"metadata": {"labels": {"team": "platform"}}});
-        let baseline = json!({"metadata": {"labels": {ENFORCE_LABEL: "baseline"}}});
-        let privileged = json!({"metadata": {"labels": {ENFORCE_LABEL: "privileged"}}});
+        let baseline = json!({"metadata": {"labels": {PSA_ENFORCE: "baseline"}}});
+        let privileged = json!({"metadata": {"labels": {PSA_ENFORCE: "privileged"}}});
         assert_eq!(needed(Some(&bare), true), Needed::Label);
         assert_eq!(needed(Some(&other), true), Needed::Label);
         assert_eq!(

@@ -5,21 +5,16 @@
 
 use serde_json::Value as Json;
 
-use super::objects::{self, known};
+use super::objects;
+use super::ownership::{conditions, text};
 use super::{FluxError, Kube};
 
 /// Whether a node (as the API returns it) is NotReady because no CNI is up.
 pub fn lacks_cni(node: &Json) -> bool {
-    let conditions = node
-        .pointer("/status/conditions")
-        .and_then(Json::as_array)
-        .cloned()
-        .unwrap_or_default();
-    conditions.iter().any(|c| {
-        let text = |k: &str| c.get(k).and_then(Json::as_str).unwrap_or_default();
-        let message = text("message").to_ascii_lowercase();
-        text("type") == "Ready"
-            && text("status") != "True"
+    conditions(node).iter().any(|c| {
+        let message = text(c, "message").to_ascii_lowercase();
+        text(c, "type") == "Ready"
+            && text(c, "status") != "True"
             && (message.contains("cni") || message.contains("network plugin"))
     })
 }
@@ -29,16 +24,7 @@ pub fn lacks_cni(node: &Json) -> bool {
 /// # Errors
 /// The API refused or could not be reached.
 pub async fn cni_missing(kube: &Kube) -> Result<bool, FluxError> {
-    let api = objects::api(kube, &known("", "v1", "Node", "nodes"), None);
-    let nodes = api
-        .list(&Default::default())
-        .await
-        .map_err(|e| kube.error("list the nodes", e))?;
-    let nodes: Vec<Json> = nodes
-        .items
-        .into_iter()
-        .map(|n| serde_json::to_value(n).unwrap_or_default())
-        .collect();
+    let nodes = objects::list_nodes(kube).await?;
     Ok(!nodes.is_empty() && nodes.iter().all(lacks_cni))
 }
 

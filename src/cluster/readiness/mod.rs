@@ -439,26 +439,19 @@ async fn watch_until_ready(
         nodes,
     } = watched;
     let s = &clients.stream;
-    let ds = watch(
-        Api::<DaemonSet>::namespaced(s.clone(), namespace),
-        watcher::Config::default(),
-    );
-    let deploy = watch(
-        Api::<Deployment>::namespaced(s.clone(), namespace),
-        watcher::Config::default(),
-    );
+    // Every object of the kind in the namespace; the pods only as far as the selector names them.
+    let every = watcher::Config::default;
+    let ds = watch(Api::<DaemonSet>::namespaced(s.clone(), namespace), every());
+    let deploy = watch(Api::<Deployment>::namespaced(s.clone(), namespace), every());
     let sts = watch(
         Api::<StatefulSet>::namespaced(s.clone(), namespace),
-        watcher::Config::default(),
+        every(),
     );
-    let job_stream = watch(
-        Api::<Job>::namespaced(s.clone(), namespace),
-        watcher::Config::default(),
-    );
-    let node_stream = watch(Api::<Node>::all(s.clone()), watcher::Config::default());
+    let job_stream = watch(Api::<Job>::namespaced(s.clone(), namespace), every());
+    let node_stream = watch(Api::<Node>::all(s.clone()), every());
     let pod_stream = watch(
         Api::<Pod>::namespaced(s.clone(), namespace),
-        watcher::Config::default().labels(pods),
+        every().labels(pods),
     );
     tokio::pin!(ds, deploy, sts, job_stream, node_stream, pod_stream);
     let mut state = State::new(nodes);

@@ -19,14 +19,9 @@ impl Dispatcher {
         let creating = req.prior_state.is_null();
         let destroying = req.planned_state.is_null();
         let (prior_state, prior_private) = (req.prior_state.clone(), req.planned_private.clone());
-        let mut resp =
-            match guarded(type_name, "apply", r.implementation.apply(&self.ctx(), req)).await {
-                Ok(resp) => resp,
-                Err(diagnostics) => ApplyResponse {
-                    diagnostics,
-                    ..Default::default()
-                },
-            };
+        let ctx = self.ctx();
+        let apply = r.implementation.apply(&ctx, req);
+        let mut resp = guarded_response(type_name, "apply", apply).await;
         let failed = resp.diagnostics.has_errors();
         if destroying && !failed {
             resp.new_state = Value::Null;

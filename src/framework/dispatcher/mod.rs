@@ -40,6 +40,18 @@ struct Registered<T: ?Sized> {
     built: OnceLock<(Schema, Type)>,
 }
 
+/// Resources (or data sources) by their type name, each schema built on first use.
+fn by_type_name<T: ?Sized>(
+    items: Vec<Arc<T>>,
+    type_name: fn(&T) -> &'static str,
+    schema: fn(&T) -> Schema,
+) -> BTreeMap<String, Registered<T>> {
+    items
+        .into_iter()
+        .map(|item| (type_name(&item).to_owned(), Registered::new(item, schema)))
+        .collect()
+}
+
 impl<T: ?Sized> Registered<T> {
     fn new(implementation: Arc<T>, build: fn(&T) -> Schema) -> Self {
         Self {
@@ -88,24 +100,8 @@ impl Dispatcher {
         data_sources: Vec<Arc<dyn DataSource>>,
         shutdown: CancellationToken,
     ) -> Self {
-        let resources = resources
-            .into_iter()
-            .map(|r| {
-                (
-                    r.type_name().to_owned(),
-                    Registered::new(r.clone(), |r| r.schema()),
-                )
-            })
-            .collect();
-        let data_sources = data_sources
-            .into_iter()
-            .map(|d| {
-                (
-                    d.type_name().to_owned(),
-                    Registered::new(d.clone(), |d| d.schema()),
-                )
-            })
-            .collect();
+        let resources = by_type_name(resources, |r| r.type_name(), |r| r.schema());
+        let data_sources = by_type_name(data_sources, |d| d.type_name(), |d| d.schema());
         let provider_schema = provider.schema();
         Self {
             provider_type: provider_schema.value_type(),
@@ -224,6 +220,17 @@ async fn guarded<T>(
         .catch_unwind()
         .await
         .map_err(|_| panicked(type_name, operation))
+}
+
+/// [`guarded`], a panic answered by the operation's response of diagnostics alone.
+async fn guarded_response<R: From<Diagnostics>>(
+    type_name: &str,
+    operation: &str,
+    fut: impl Future<Output = R>,
+) -> R {
+    guarded(type_name, operation, fut)
+        .await
+        .unwrap_or_else(R::from)
 }
 
 fn validate_guarded(type_name: &str, f: impl FnOnce()) -> Result<(), Diagnostics> {

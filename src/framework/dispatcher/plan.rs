@@ -9,12 +9,7 @@ impl Dispatcher {
         tracing::debug!(type_name, "plan");
         let r = match self.resource(type_name) {
             Ok(r) => r,
-            Err(diagnostics) => {
-                return PlanResponse {
-                    diagnostics,
-                    ..Default::default()
-                };
-            }
+            Err(diagnostics) => return PlanResponse::from(diagnostics),
         };
         if req.proposed_new_state.is_null() {
             // Destroy: nothing to plan beyond the null.
@@ -32,10 +27,7 @@ impl Dispatcher {
         }
         if diagnostics.has_errors() {
             locatable_paths(&mut diagnostics, &r.schema().block);
-            return PlanResponse {
-                diagnostics,
-                ..Default::default()
-            };
+            return PlanResponse::from(diagnostics);
         }
         if req.prior_state.is_null()
             || changes(r.schema(), &req.prior_state, &req.proposed_new_state)
@@ -59,12 +51,7 @@ impl Dispatcher {
         let mut resp =
             match guarded(type_name, "plan", r.implementation.plan(&self.ctx(), req)).await {
                 Ok(resp) => resp,
-                Err(diagnostics) => {
-                    return PlanResponse {
-                        diagnostics,
-                        ..Default::default()
-                    };
-                }
+                Err(diagnostics) => return PlanResponse::from(diagnostics),
             };
         if !prior.is_null() && !resp.planned_state.is_null() {
             for path in requires_replace(&r.schema().block, &prior, &resp.planned_state) {

@@ -22,16 +22,9 @@ impl Dispatcher {
         let (current, private) = (req.current_state.clone(), req.private.clone());
         let ctx = self.ctx();
         let cancel = ctx.cancel.clone();
-        let outcome = tokio::select! {
-            outcome = guarded(type_name, "read", r.implementation.read(&ctx, req)) => outcome,
-            _ = cancel.cancelled() => Err(cancelled(type_name)),
-        };
-        let mut resp = match outcome {
-            Ok(resp) => resp,
-            Err(diagnostics) => ReadResponse {
-                diagnostics,
-                ..Default::default()
-            },
+        let mut resp = tokio::select! {
+            resp = guarded_response(type_name, "read", r.implementation.read(&ctx, req)) => resp,
+            _ = cancel.cancelled() => ReadResponse::from(cancelled(type_name)),
         };
         if resp.diagnostics.has_errors() && resp.new_state.is_null() {
             // A failed refresh must not drop the resource from state (the helm_release trap).
@@ -46,26 +39,14 @@ impl Dispatcher {
         tracing::debug!(type_name, "import");
         let r = match self.resource(type_name) {
             Ok(r) => r,
-            Err(diagnostics) => {
-                return ImportResponse {
-                    imported: Vec::new(),
-                    diagnostics,
-                };
-            }
+            Err(diagnostics) => return ImportResponse::from(diagnostics),
         };
-        let mut resp = match guarded(
+        let mut resp = guarded_response(
             type_name,
             "import",
             r.implementation.import(&self.ctx(), req),
         )
-        .await
-        {
-            Ok(resp) => resp,
-            Err(diagnostics) => ImportResponse {
-                imported: Vec::new(),
-                diagnostics,
-            },
-        };
+        .await;
         for imported in &mut resp.imported {
             null_write_only(&r.schema().block, &mut imported.state);
         }
@@ -76,22 +57,13 @@ impl Dispatcher {
         tracing::debug!(type_name, "read data source");
         let d = match self.data_source(type_name) {
             Ok(d) => d,
-            Err(diagnostics) => {
-                return DataReadResponse {
-                    state: Value::Null,
-                    diagnostics,
-                };
-            }
+            Err(diagnostics) => return DataReadResponse::from(diagnostics),
         };
         let ctx = self.ctx();
         let cancel = ctx.cancel.clone();
-        let outcome = tokio::select! {
-            outcome = guarded(type_name, "read", d.implementation.read(&ctx, config)) => outcome,
-            _ = cancel.cancelled() => Err(cancelled(type_name)),
-        };
-        outcome.unwrap_or_else(|diagnostics| DataReadResponse {
-            state: Value::Null,
-            diagnostics,
-        })
+        tokio::select! {
+            resp = guarded_response(type_name, "read", d.implementation.read(&ctx, config)) => resp,
+            _ = cancel.cancelled() => DataReadResponse::from(cancelled(type_name)),
+        }
     }
 }

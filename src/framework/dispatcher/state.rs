@@ -6,51 +6,47 @@ use super::*;
 impl Dispatcher {
     pub async fn upgrade(&self, type_name: &str, req: UpgradeRequest) -> UpgradeResponse {
         tracing::debug!(type_name, "upgrade state");
-        let r = match self.resource(type_name) {
-            Ok(r) => r,
-            Err(diagnostics) => {
-                return UpgradeResponse {
-                    diagnostics,
-                    ..Default::default()
-                };
-            }
-        };
-        let mut resp = guarded(
+        let ctx = self.ctx();
+        self.state_operation(
             type_name,
             "state upgrade",
-            r.implementation.upgrade_state(&self.ctx(), req),
+            |r| r.upgrade_state(&ctx, req),
+            |resp| &mut resp.upgraded_state,
         )
         .await
-        .unwrap_or_else(|diagnostics| UpgradeResponse {
-            diagnostics,
-            ..Default::default()
-        });
-        null_write_only(&r.schema().block, &mut resp.upgraded_state);
-        resp
     }
 
     pub async fn move_state(&self, type_name: &str, req: MoveRequest) -> MoveResponse {
         tracing::debug!(type_name, "move state");
-        let r = match self.resource(type_name) {
-            Ok(r) => r,
-            Err(diagnostics) => {
-                return MoveResponse {
-                    diagnostics,
-                    ..Default::default()
-                };
-            }
-        };
-        let mut resp = guarded(
+        let ctx = self.ctx();
+        self.state_operation(
             type_name,
             "move",
-            r.implementation.move_state(&self.ctx(), req),
+            |r| r.move_state(&ctx, req),
+            |resp| &mut resp.target_state,
         )
         .await
-        .unwrap_or_else(|diagnostics| MoveResponse {
-            diagnostics,
-            ..Default::default()
-        });
-        null_write_only(&r.schema().block, &mut resp.target_state);
+    }
+
+    /// Runs `operation` on resource `type_name` under the panic guard, then nulls the write-only
+    /// values of the state it returns (`state`): the safety nets of upgrade and move.
+    async fn state_operation<'a, R, F>(
+        &'a self,
+        type_name: &str,
+        operation: &str,
+        run: impl FnOnce(&'a dyn Resource) -> F,
+        state: fn(&mut R) -> &mut Value,
+    ) -> R
+    where
+        R: From<Diagnostics>,
+        F: Future<Output = R>,
+    {
+        let r = match self.resource(type_name) {
+            Ok(r) => r,
+            Err(diagnostics) => return R::from(diagnostics),
+        };
+        let mut resp = guarded_response(type_name, operation, run(&*r.implementation)).await;
+        null_write_only(&r.schema().block, state(&mut resp));
         resp
     }
 }
@@ -71,10 +67,7 @@ pub(crate) fn upgrade_same_version(
                 req.version, schema.version
             ),
         );
-        return UpgradeResponse {
-            diagnostics,
-            ..Default::default()
-        };
+        return UpgradeResponse::from(diagnostics);
     }
     if req.version < schema.version {
         diagnostics.error(
@@ -84,10 +77,7 @@ pub(crate) fn upgrade_same_version(
                 req.version, schema.version
             ),
         );
-        return UpgradeResponse {
-            diagnostics,
-            ..Default::default()
-        };
+        return UpgradeResponse::from(diagnostics);
     }
     // Like terraform-plugin-framework: attributes a newer build removed at the same version are dropped.
     let options = JsonDecodeOptions {
@@ -100,10 +90,7 @@ pub(crate) fn upgrade_same_version(
         },
         Err(e) => {
             diagnostics.error("Stored state could not be decoded", e.to_string());
-            UpgradeResponse {
-                diagnostics,
-                ..Default::default()
-            }
+            UpgradeResponse::from(diagnostics)
         }
     }
 }

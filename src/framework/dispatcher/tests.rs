@@ -51,25 +51,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::*;
-use crate::framework::{Attribute, Block, Nesting};
-
-struct NoProvider;
-
-impl Provider for NoProvider {
-    fn schema(&self) -> Schema {
-        Schema::default()
-    }
-    fn validate(&self, _: &Value, _: &mut Diagnostics) {}
-    fn configure(&self, _: &Value, _: &mut Diagnostics) -> Option<Configured> {
-        None
-    }
-    fn unconfigured(&self) -> Configured {
-        Configured {
-            data: Arc::new(()),
-            unknown: false,
-        }
-    }
-}
+use crate::framework::{Attribute, Block, FixedProvider, Nesting};
 
 /// Records the capabilities it was called with; panics in validate when `name` is "panic";
 /// answers upgrade and move with its input (write-only value included).
@@ -164,7 +146,7 @@ impl Resource for Probe {
 
 fn dispatcher(probe: Arc<Probe>) -> Dispatcher {
     Dispatcher::new(
-        Arc::new(NoProvider),
+        Arc::new(FixedProvider(Arc::new(()))),
         vec![probe],
         Vec::new(),
         CancellationToken::new(),

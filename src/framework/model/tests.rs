@@ -20,12 +20,7 @@ struct Model {
 }
 
 fn obj(pairs: &[(&str, Value)]) -> Value {
-    Value::Object(
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .collect(),
-    )
+    Value::object(pairs.iter().cloned())
 }
 
 fn sample() -> Value {

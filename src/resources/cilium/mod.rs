@@ -25,7 +25,7 @@ use crate::framework::{Diagnostics, MoveRequest, PlanResponse, Schema};
 use crate::resources::private::Private;
 use crate::resources::release::resource::ReleaseResource;
 use crate::resources::release::{
-    ChartResource, Observed, PreflightAt, Readiness, ReleaseCommon, WorkloadSource,
+    ChartResource, Observed, PreflightAt, Readiness, WorkloadSource, common_in_field,
 };
 use crate::values::Value;
 
@@ -40,12 +40,7 @@ impl ChartResource for Cilium {
     fn schema() -> Schema {
         schema::schema()
     }
-    fn common(&self) -> &ReleaseCommon {
-        &self.common
-    }
-    fn common_mut(&mut self) -> &mut ReleaseCommon {
-        &mut self.common
-    }
+    common_in_field!();
     fn label(&self) -> String {
         format!(
             "Cilium {} ({})",

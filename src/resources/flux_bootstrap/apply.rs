@@ -10,6 +10,7 @@ use super::model::{Config, set_computed};
 use super::private::{Private, managed_hash};
 use super::report::run_diagnostic;
 use super::run::{RunError, Runner, Scope};
+use crate::cluster::client::PSA_ENFORCE;
 use crate::cluster::engine::EngineError;
 use crate::cluster::flux::instance::{
     conditions_text, delete_instance, delete_namespace, read_instance,
@@ -17,13 +18,15 @@ use crate::cluster::flux::instance::{
 use crate::cluster::flux::manifest::ObjectRef;
 use crate::cluster::flux::objects::{self, configmaps, secrets};
 use crate::cluster::flux::ownership::adopted_by_flux;
-use crate::cluster::flux::pod_security::{self, ENFORCE_LABEL};
+use crate::cluster::flux::pod_security;
+use crate::cluster::flux::poll::Wait;
 use crate::cluster::flux::pre_cni;
 use crate::cluster::flux::{FluxError, Kube, OPERATOR_RELEASE, operator};
 use crate::cluster::helm;
 use crate::framework::model::{Unknowns, decode};
 use crate::framework::plan::same_value;
 use crate::framework::{ApplyRequest, ApplyResponse, Ctx, Diagnostic, Diagnostics};
+use crate::resources::choice::DeletionPolicy;
 use crate::values::Value;
 
 /// Inputs whose change means a full run (chart installs included), besides `revision`.
@@ -118,7 +121,7 @@ async fn run(
     {
         diagnostics.warning(
             "Labelled the bootstrap namespace",
-            format!("Namespace {namespace} had no Pod Security label (the module created it without one); talosboot labelled it `{ENFORCE_LABEL}=privileged`, which its host-network bootstrap pod needs on Talos."),
+            format!("Namespace {namespace} had no Pod Security label (the module created it without one); talosboot labelled it `{PSA_ENFORCE}=privileged`, which its host-network bootstrap pod needs on Talos."),
         );
     }
     // A Job that needs what only exists after the CNI would wait for its timeout: stop now.
@@ -137,8 +140,7 @@ async fn run(
     let runner = Runner {
         kube: &kube,
         inputs,
-        cancel: &ctx.cancel,
-        deadline: Instant::now() + inputs.timeout,
+        wait: Wait::from_now(inputs.timeout, &ctx.cancel),
     };
     match runner.run(scope, private.salt_bytes()).await {
         Ok(tracked) => Ok(tracked),
@@ -158,7 +160,7 @@ async fn run(
 async fn destroy(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
     let config: Config = decode(&req.prior_state, Unknowns::AsNull).unwrap_or_default();
     let private = Private::decode_without_new_salt(&req.planned_private);
-    let uninstall = config.deletion_policy.as_deref() == Some("uninstall");
+    let uninstall = config.deletion_policy == Some(DeletionPolicy::Uninstall);
     let namespace = req
         .prior_state
         .attr("namespace")
@@ -171,9 +173,8 @@ async fn destroy(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
             uninstall_flux(ctx, &kube, &config, &namespace, &private).await?;
         }
         let bootstrap = bootstrap_namespace(&config);
-        let limit = timeout(&config);
-        let deadline = Instant::now() + limit;
-        delete_namespace(&kube, &bootstrap.name, deadline, limit, &ctx.cancel).await?;
+        let wait = Wait::from_now(timeout(&config), &ctx.cancel);
+        delete_namespace(&kube, &bootstrap.name, wait).await?;
         Ok::<(), RunError>(())
     }
     .await;
@@ -181,10 +182,7 @@ async fn destroy(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
     if let Err(e) = result {
         diagnostics.push(run_diagnostic(&e, true, None));
     }
-    ApplyResponse {
-        diagnostics,
-        ..Default::default()
-    }
+    ApplyResponse::from(diagnostics)
 }
 
 /// `deletion_policy = "uninstall"`: the FluxInstance (the operator's finalizer removes Flux), the
@@ -196,15 +194,14 @@ async fn uninstall_flux(
     namespace: &str,
     private: &Private,
 ) -> Result<(), RunError> {
-    let limit = timeout(config);
-    let deadline = Instant::now() + limit;
-    delete_instance(kube, namespace, "flux", deadline, limit, &ctx.cancel).await?;
+    let wait = Wait::from_now(timeout(config), &ctx.cancel);
+    delete_instance(kube, namespace, "flux", wait).await?;
     for tracked in &private.tracked {
         delete_managed(kube, &tracked.object).await?;
     }
     if !operator::adopted(kube, namespace).await? {
-        let job = job_settings(config.job.as_ref(), config.rbac.as_deref());
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let job = job_settings(config.job.as_ref(), config.rbac.as_ref());
+        let remaining = wait.deadline.saturating_duration_since(Instant::now());
         helm::install::uninstall(
             kube,
             &bootstrap_namespace(config),

@@ -11,7 +11,7 @@ use super::model::{
     AdoptionCheck, Config, DEFAULT_BOOTSTRAP_NAMESPACE, DEFAULT_OPERATOR_REPOSITORY,
     DEFAULT_TIMEOUT, Job, Sync, oci_reference, parse_instance_with, parse_secrets, parse_timeout,
 };
-use crate::cluster::engine::objects::PSA_ENFORCE;
+use crate::cluster::client::PSA_ENFORCE;
 use crate::cluster::engine::{BootstrapNamespace, JobSettings};
 use crate::cluster::flux::OPERATOR_RELEASE;
 use crate::cluster::flux::managed::runtime_info_configmap;
@@ -172,10 +172,10 @@ fn chart_install(
 
 /// The Job settings: the Talos defaults unless `job` is set, else the module's (as written); and
 /// what the chart installs may do (`rbac`).
-pub fn job_settings(job: Option<&Job>, rbac: Option<&str>) -> JobSettings {
+pub fn job_settings(job: Option<&Job>, rbac: Option<&Rbac>) -> JobSettings {
     let Some(job) = job else {
         return JobSettings {
-            rbac: crate::resources::rbac::policy(rbac.map(Rbac::from).as_ref()),
+            rbac: crate::resources::rbac::policy(rbac),
             ..JobSettings::talos(DEFAULT_HELM_IMAGE)
         };
     };
@@ -201,7 +201,7 @@ pub fn job_settings(job: Option<&Job>, rbac: Option<&str>) -> JobSettings {
             .filter(|a| a.as_object().is_some_and(|o| !o.is_empty())),
         env: job.env.clone(),
         annotations: BTreeMap::new(),
-        rbac: crate::resources::rbac::policy(rbac.map(Rbac::from).as_ref()),
+        rbac: crate::resources::rbac::policy(rbac),
     }
 }
 
@@ -320,7 +320,7 @@ impl Inputs {
             charts,
             operator,
             managed,
-            job: job_settings(config.job.as_ref(), config.rbac.as_deref()),
+            job: job_settings(config.job.as_ref(), config.rbac.as_ref()),
             timeout: timeout(config),
             debug: config.debug_on_failure.unwrap_or(false),
         })

@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use crate::cluster::flux::manifest::{Manifest, parse_documents, parse_documents_substituted};
 use crate::framework::Diagnostics;
 use crate::framework::model::Maybe;
+use crate::resources::choice::DeletionPolicy;
 pub use crate::resources::duration::parse_timeout;
-use crate::resources::names::is_dns_label;
+use crate::resources::names::check_namespace;
 use crate::resources::rbac::Rbac;
 use crate::values::{AttributePath, Value};
 
@@ -30,8 +31,8 @@ pub struct Config {
     pub job: Option<Job>,
     pub timeout: Option<String>,
     pub debug_on_failure: Option<bool>,
-    pub deletion_policy: Option<String>,
-    pub rbac: Option<String>,
+    pub deletion_policy: Option<DeletionPolicy>,
+    pub rbac: Option<Rbac>,
     pub sync: Option<Sync>,
     pub suspend_applications: Option<bool>,
 }
@@ -237,10 +238,10 @@ pub fn oci_reference(repository: &str) -> Result<String, String> {
 fn one_of(
     diagnostics: &mut Diagnostics,
     path: AttributePath,
-    value: Option<&String>,
+    value: Option<&str>,
     allowed: &[&str],
 ) {
-    if let Some(v) = value.filter(|v| !allowed.contains(&v.as_str())) {
+    if let Some(v) = value.filter(|v| !allowed.contains(v)) {
         diagnostics.error_at(
             path,
             "Invalid value",
@@ -318,12 +319,8 @@ impl Config {
                     message,
                 );
             }
-            if let Some(ns) = chart.namespace.as_deref().filter(|n| !is_dns_label(n)) {
-                diagnostics.error_at(
-                    path.then_attr("namespace"),
-                    "Invalid namespace",
-                    format!("{ns:?} is not a valid namespace name."),
-                );
+            if let Some(ns) = chart.namespace.as_deref() {
+                check_namespace(ns, path.then_attr("namespace"), diagnostics);
             }
         }
     }
@@ -374,18 +371,12 @@ impl Config {
         }
         if let Some(ns) = &self.bootstrap_namespace {
             let path = AttributePath::attr("bootstrap_namespace");
-            if !is_dns_label(ns) {
-                diagnostics.error_at(
-                    path,
-                    "Invalid namespace",
-                    format!("{ns:?} is not a valid namespace name."),
-                );
-            } else if Some(ns.as_str()) == namespace {
+            if check_namespace(ns, path.clone(), diagnostics) && Some(ns.as_str()) == namespace {
                 diagnostics.error_at(path, "Bootstrap namespace is the FluxInstance's namespace", format!("The bootstrap namespace gets the `privileged` Pod Security level for its host-network Job; {ns:?} is where Flux runs. Use a namespace of its own (default `{DEFAULT_BOOTSTRAP_NAMESPACE}`)."));
             }
         }
         crate::resources::rbac::validate(
-            self.rbac.as_deref().map(Rbac::from).as_ref(),
+            self.rbac.as_ref(),
             AttributePath::attr("rbac"),
             diagnostics,
         );
@@ -393,7 +384,8 @@ impl Config {
         one_of(
             diagnostics,
             policy,
-            self.deletion_policy.as_ref(),
+            self.deletion_policy.as_ref().map(DeletionPolicy::as_str),
+            // `keep` first: the bootstrap's default, unlike the chart resources'.
             &["keep", "uninstall"],
         );
         if let Some(sync) = &self.sync {
@@ -401,7 +393,7 @@ impl Config {
             one_of(
                 diagnostics,
                 AttributePath::attr("sync").then_attr("kind"),
-                sync.kind.as_ref(),
+                sync.kind.as_deref(),
                 &kinds,
             );
         }
@@ -411,7 +403,7 @@ impl Config {
             one_of(
                 diagnostics,
                 path.clone().then_attr("image").then_attr("pull_policy"),
-                job.image.pull_policy.as_ref(),
+                job.image.pull_policy.as_deref(),
                 &policies,
             );
             if job

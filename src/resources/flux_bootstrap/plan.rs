@@ -115,11 +115,10 @@ fn retired_secrets(private: &Private, managed: Option<&Value>, namespace: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::object;
 
     #[test]
     fn each_drift_entry_says_what_apply_will_do() {
-        let prior = object([(
+        let prior = Value::object([(
             "drift",
             Value::List(
                 [
@@ -145,6 +144,9 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line}\n{text}");
         }
-        assert_eq!(repairs(&object([("drift", Value::List(Vec::new()))])), None);
+        assert_eq!(
+            repairs(&Value::object([("drift", Value::List(Vec::new()))])),
+            None
+        );
     }
 }

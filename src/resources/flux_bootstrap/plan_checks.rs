@@ -10,7 +10,8 @@ use super::apply::scope;
 use super::inputs::{bootstrap_namespace, job_settings, pre_cni_needs};
 use super::model::Config;
 use super::private::Private;
-use crate::cluster::flux::pod_security::{self, ENFORCE_LABEL, Needed};
+use crate::cluster::client::PSA_ENFORCE;
+use crate::cluster::flux::pod_security::{self, Needed};
 use crate::cluster::flux::{FluxError, pre_cni};
 use crate::framework::model::{Unknowns, decode};
 use crate::framework::{Ctx, Diagnostic};
@@ -35,7 +36,7 @@ pub async fn warnings(
         return Vec::new();
     };
     let name = bootstrap_namespace(&config).name;
-    let job = job_settings(config.job.as_ref(), config.rbac.as_deref());
+    let job = job_settings(config.job.as_ref(), config.rbac.as_ref());
     let cluster = crate::resources::cluster(ctx);
     let found = tokio::time::timeout(PLAN_READ_BUDGET, async {
         let kube = cluster.connect().await.ok()?;
@@ -55,7 +56,7 @@ pub async fn warnings(
     if namespace == Some(Needed::Label) {
         out.push(Diagnostic::warning(
             "Bootstrap namespace without a Pod Security label",
-            format!("Namespace {name} exists without the `{ENFORCE_LABEL}` label (the flux-operator-bootstrap module created it without one), so Talos' `baseline` level would refuse the bootstrap's host-network pod. It is the bootstrap's own namespace: apply labels it `{ENFORCE_LABEL}=privileged` before any Job runs."),
+            format!("Namespace {name} exists without the `{PSA_ENFORCE}` label (the flux-operator-bootstrap module created it without one), so Talos' `baseline` level would refuse the bootstrap's host-network pod. It is the bootstrap's own namespace: apply labels it `{PSA_ENFORCE}=privileged` before any Job runs."),
         ));
     }
     if let (Some(true), Some(needs)) = (cni_missing, pre_cni_needs(&job)) {

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use kube::discovery;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::inputs::{Inputs, PrerequisiteChart};
 use crate::cluster::engine::EngineError;
@@ -14,6 +13,7 @@ use crate::cluster::flux::instance::{self, Outcome};
 use crate::cluster::flux::managed::{self, Tracked};
 use crate::cluster::flux::objects::{self, secrets};
 use crate::cluster::flux::ownership::adopted_by_flux;
+use crate::cluster::flux::poll::Wait;
 use crate::cluster::flux::{FluxError, Kube, MODULE_SECRET, operator};
 use crate::cluster::helm::release::values_digest;
 use crate::cluster::helm::values::{merge, parse_values};
@@ -69,13 +69,14 @@ pub struct Scope {
 pub struct Runner<'a> {
     pub kube: &'a Kube,
     pub inputs: &'a Inputs,
-    pub cancel: &'a CancellationToken,
-    pub deadline: Instant,
+    /// The apply's deadline (its `timeout` from the start) and cancellation.
+    pub wait: Wait<'a>,
 }
 
 impl Runner<'_> {
     fn remaining(&self) -> Duration {
-        self.deadline
+        self.wait
+            .deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_secs(1))
     }
@@ -85,17 +86,16 @@ impl Runner<'_> {
         let i = self.inputs;
         let bootstrap = &i.bootstrap;
         for ns in [&bootstrap.name, &i.namespace] {
-            instance::wait_not_terminating(self.kube, ns, self.deadline, i.timeout, self.cancel)
-                .await?;
+            instance::wait_not_terminating(self.kube, ns, self.wait).await?;
         }
-        instance::ensure_namespace(
+        instance::apply_namespace(
             self.kube,
             &bootstrap.name,
             &bootstrap.labels,
             &bootstrap.annotations,
         )
         .await?;
-        instance::ensure_namespace(
+        instance::apply_namespace(
             self.kube,
             &i.namespace,
             &i.common_labels,
@@ -128,7 +128,7 @@ impl Runner<'_> {
     async fn prerequisite_chart(&self, chart: &PrerequisiteChart) -> Result<(), RunError> {
         let c = &chart.install;
         if c.create_namespace {
-            instance::ensure_namespace(
+            instance::apply_namespace(
                 self.kube,
                 &c.namespace,
                 &self.inputs.common_labels,
@@ -157,7 +157,7 @@ impl Runner<'_> {
                 &self.inputs.job,
                 &c,
                 self.remaining(),
-                self.cancel,
+                self.wait.cancel,
             )
             .await
             .map_err(RunError::engine(describe(&c)))?;
@@ -209,7 +209,7 @@ impl Runner<'_> {
             &self.inputs.job,
             &self.inputs.operator,
             self.remaining(),
-            self.cancel,
+            self.wait.cancel,
         )
         .await
         .map_err(RunError::engine(describe(&self.inputs.operator)))?;
@@ -249,23 +249,14 @@ impl Runner<'_> {
 
     /// CRD, FluxInstance (until Flux adopts it), and the Ready wait when it was applied.
     async fn instance(&self) -> Result<(), RunError> {
-        let (timeout, cancel) = (self.inputs.timeout, self.cancel);
-        instance::wait_crd_established(self.kube, self.deadline, timeout, cancel).await?;
+        instance::wait_crd_established(self.kube, self.wait).await?;
         let fi = &self.inputs.instance;
         let outcome = instance::apply_instance(self.kube, fi).await?;
         if outcome == Outcome::Adopted {
             return Ok(());
         }
-        operator::wait_available(self.kube, fi.namespace(), self.deadline, timeout, cancel).await?;
-        instance::wait_ready(
-            self.kube,
-            fi.namespace(),
-            fi.name(),
-            self.deadline,
-            timeout,
-            cancel,
-        )
-        .await?;
+        operator::wait_available(self.kube, fi.namespace(), self.wait).await?;
+        instance::wait_ready(self.kube, fi.namespace(), fi.name(), self.wait).await?;
         Ok(())
     }
 

@@ -13,60 +13,33 @@ fn nested(name: &str, doc: &str, attributes: Vec<Attribute>) -> Attribute {
     Attribute::optional(name, Type::Dynamic, doc).nested(Nesting::Single, attributes)
 }
 
+#[rustfmt::skip] // one attribute a line, as in `schema()`
 fn gitops_resources() -> Attribute {
     let adoption = nested(
         "flux_adoption_check",
         "Install or upgrade the chart until this object carries a Flux ownership label; without it the chart is installed only when its release is absent.",
         vec![
-            Attribute::required(
-                "resource",
-                Type::String,
-                "Resource (plural), e.g. `deployments`.",
-            ),
-            Attribute::optional(
-                "api_group",
-                Type::String,
-                "API group, e.g. `apps`; empty for core.",
-            ),
+            Attribute::required("resource", Type::String, "Resource (plural), e.g. `deployments`."),
+            Attribute::optional("api_group", Type::String, "API group, e.g. `apps`; empty for core."),
             Attribute::required("name", Type::String, "Object name."),
             Attribute::required("namespace", Type::String, "Object namespace."),
         ],
     );
     let chart = vec![
         Attribute::required("name", Type::String, "Release name."),
-        Attribute::required(
-            "repository",
-            Type::String,
-            "OCI chart path, e.g. `ghcr.io/org/charts/name`.",
-        ),
+        Attribute::required("repository", Type::String, "OCI chart path, e.g. `ghcr.io/org/charts/name`."),
         Attribute::required("namespace", Type::String, "Release namespace."),
         Attribute::optional("version", Type::String, "Chart version; latest when unset."),
-        Attribute::optional(
-            "create_namespace",
-            Type::Bool,
-            "Create the namespace (with `common_metadata`). Default `true`.",
-        ),
-        Attribute::optional(
-            "values_yaml",
-            Type::String,
-            "Chart values (YAML); `${var}` runtime variables are substituted.",
-        ),
+        Attribute::optional("create_namespace", Type::Bool, "Create the namespace (with `common_metadata`). Default `true`."),
+        Attribute::optional("values_yaml", Type::String, "Chart values (YAML); `${var}` runtime variables are substituted."),
         adoption,
     ];
     let prerequisites = nested(
         "prerequisites",
         "Applied before the operator, each until Flux adopts it.",
         vec![
-            Attribute::optional(
-                "yamls",
-                Type::list(Type::String),
-                "Multi-document manifests, applied until they carry a Flux ownership label (`kustomize.toolkit.fluxcd.io/name` or `helm.toolkit.fluxcd.io/name`).",
-            ),
-            Attribute::optional(
-                "charts",
-                Type::Dynamic,
-                "Helm charts installed in the pre-CNI bootstrap Job.",
-            )
+            Attribute::optional("yamls", Type::list(Type::String), "Multi-document manifests, applied until they carry a Flux ownership label (`kustomize.toolkit.fluxcd.io/name` or `helm.toolkit.fluxcd.io/name`)."),
+            Attribute::optional("charts", Type::Dynamic, "Helm charts installed in the pre-CNI bootstrap Job.")
             .nested(Nesting::List, chart),
         ],
     );
@@ -74,17 +47,9 @@ fn gitops_resources() -> Attribute {
         "operator_chart",
         "The Flux Operator chart, installed in the pre-CNI bootstrap Job until its `flux-operator` Deployment carries a Flux label.",
         vec![
-            Attribute::optional(
-                "repository",
-                Type::String,
-                "OCI chart path. Default `ghcr.io/controlplaneio-fluxcd/charts/flux-operator`.",
-            ),
+            Attribute::optional("repository", Type::String, "OCI chart path. Default `ghcr.io/controlplaneio-fluxcd/charts/flux-operator`."),
             Attribute::optional("version", Type::String, "Chart version; latest when unset."),
-            Attribute::optional(
-                "values_yaml",
-                Type::String,
-                "Chart values (YAML); `${var}` runtime variables are substituted.",
-            ),
+            Attribute::optional("values_yaml", Type::String, "Chart values (YAML); `${var}` runtime variables are substituted."),
         ],
     );
     Attribute::required("gitops_resources", Type::Dynamic, "What Flux owns after the bootstrap: created if missing, never touched once Flux has adopted it.")
@@ -98,6 +63,7 @@ fn gitops_resources() -> Attribute {
         )
 }
 
+#[rustfmt::skip] // one attribute a line, as in `schema()`
 fn managed_resources() -> Attribute {
     let wo = |a: Attribute| a.sensitive().write_only();
     let runtime_info = wo(nested(
@@ -105,32 +71,21 @@ fn managed_resources() -> Attribute {
         "ConfigMap `flux-runtime-info` in the FluxInstance's namespace; its `data` are also the `${var}` variables substituted into `instance_yaml`, the prerequisite manifests and the chart values as the module's `flux envsubst --strict` does: over the text, so `replicas: ${n}` is a number and `\"${n}\"` a string; `${var:-default}`, `$${var}` for a literal, `$var` left alone, an unset variable is an error (in comments too). A value that would change the YAML around its placeholder (a newline, `: ` or `#` in a plain scalar, a quote in a quoted one) is kept as the string it says, where `flux envsubst` would make invalid YAML or other objects.",
         vec![
             wo(Attribute::required("data", strings(), "Variables.")),
-            wo(Attribute::optional(
-                "labels",
-                strings(),
-                "Labels of the ConfigMap.",
-            )),
-            wo(Attribute::optional(
-                "annotations",
-                strings(),
-                "Annotations of the ConfigMap.",
-            )),
+            wo(Attribute::optional("labels", strings(), "Labels of the ConfigMap.")),
+            wo(Attribute::optional("annotations", strings(), "Annotations of the ConfigMap.")),
         ],
     ));
     wo(nested(
         "managed_resources",
         "Applied on every run and kept in sync (server-side apply, field manager `flux-operator-bootstrap`): **write-only**, never stored in state or plan files (Terraform/OpenTofu 1.11+). A salted hash in `managed_resources_hash` makes a changed value plan an update; an object removed from the input is deleted.",
         vec![
-            wo(Attribute::optional(
-                "secrets_yaml",
-                Type::String,
-                "Multi-document `v1` Secrets, in the FluxInstance's namespace (or without a namespace).",
-            )),
+            wo(Attribute::optional("secrets_yaml", Type::String, "Multi-document `v1` Secrets, in the FluxInstance's namespace (or without a namespace).")),
             runtime_info,
         ],
     ))
 }
 
+#[rustfmt::skip] // one attribute a line, as in `schema()`
 fn job() -> Attribute {
     nested(
         "job",
@@ -140,60 +95,29 @@ fn job() -> Attribute {
                 "image",
                 "Installer image (must contain `helm`).",
                 vec![
-                    Attribute::optional(
-                        "repository",
-                        Type::String,
-                        "Image reference, tag included. Default: the engine's pinned Helm image.",
-                    ),
-                    Attribute::optional(
-                        "pull_policy",
-                        Type::String,
-                        "`Always`, `IfNotPresent` or `Never`.",
-                    ),
+                    Attribute::optional("repository", Type::String, "Image reference, tag included. Default: the engine's pinned Helm image."),
+                    Attribute::optional("pull_policy", Type::String, "`Always`, `IfNotPresent` or `Never`."),
                 ],
             ),
             Attribute::optional("affinity", Type::Dynamic, "Kubernetes affinity of the pod."),
-            Attribute::optional(
-                "tolerations",
-                Type::Dynamic,
-                "Kubernetes tolerations, in addition to the not-ready and control-plane ones.",
-            ),
-            Attribute::optional(
-                "host_network",
-                Type::Bool,
-                "Run on the host network (needed before a CNI exists). Default `false` when `job` is set.",
-            ),
-            Attribute::optional(
-                "env",
-                strings(),
-                "Extra environment; `KUBERNETES_SERVICE_HOST`/`PORT` point the installer at an API endpoint outside the Service CIDR.",
-            ),
+            Attribute::optional("tolerations", Type::Dynamic, "Kubernetes tolerations, in addition to the not-ready and control-plane ones."),
+            Attribute::optional("host_network", Type::Bool, "Run on the host network (needed before a CNI exists). Default `false` when `job` is set."),
+            Attribute::optional("env", strings(), "Extra environment; `KUBERNETES_SERVICE_HOST`/`PORT` point the installer at an API endpoint outside the Service CIDR."),
         ],
     )
 }
 
+#[rustfmt::skip] // one attribute a line, as in `schema()`
 fn sync() -> Attribute {
     nested(
         "sync",
         "Per-cluster Git source, set where Git reconciliation cannot revert it: applied to the FluxInstance's `spec.sync` while the bootstrap owns it, and exported into `flux-runtime-info` as `FLUX_SYNC_KIND`, `FLUX_SYNC_URL`, `FLUX_SYNC_REF`, `FLUX_SYNC_PATH`, `FLUX_SYNC_PULL_SECRET` for the manifests in Git to substitute. A rebuild from a Git backup is: change `url` and apply.",
         vec![
-            Attribute::optional(
-                "kind",
-                Type::String,
-                "`GitRepository` (default), `OCIRepository` or `Bucket`.",
-            ),
+            Attribute::optional("kind", Type::String, "`GitRepository` (default), `OCIRepository` or `Bucket`."),
             Attribute::required("url", Type::String, "Source URL."),
             Attribute::optional("ref", Type::String, "Git ref, e.g. `refs/heads/main`."),
-            Attribute::optional(
-                "path",
-                Type::String,
-                "Path of the cluster in the source, e.g. `kubernetes/clusters/prod`.",
-            ),
-            Attribute::optional(
-                "pull_secret",
-                Type::String,
-                "Secret (in the FluxInstance's namespace) with the source credentials.",
-            ),
+            Attribute::optional("path", Type::String, "Path of the cluster in the source, e.g. `kubernetes/clusters/prod`."),
+            Attribute::optional("pull_secret", Type::String, "Secret (in the FluxInstance's namespace) with the source credentials."),
         ],
     )
 }

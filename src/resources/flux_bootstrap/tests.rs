@@ -7,37 +7,17 @@ use std::sync::Arc;
 
 use super::private::Private;
 use crate::cluster::ClusterHandle;
-use crate::framework::{
-    ClientCapabilities, Configured, Diagnostics, Dispatcher, PlanRequest, Provider, Schema,
-};
+use crate::framework::{ClientCapabilities, Dispatcher, FixedProvider, PlanRequest};
 use crate::values::{Type, Value};
 
 const TYPE: &str = "talosboot_flux_bootstrap";
 const SECRET: &str = "hunter2-deploy-key";
 const INSTANCE: &str = "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\n";
 
-/// A provider block without settings: these tests never reach a cluster.
-struct Unconfigured;
-
-impl Provider for Unconfigured {
-    fn schema(&self) -> Schema {
-        Schema::default()
-    }
-    fn validate(&self, _config: &Value, _diagnostics: &mut Diagnostics) {}
-    fn configure(&self, _config: &Value, _diagnostics: &mut Diagnostics) -> Option<Configured> {
-        None
-    }
-    fn unconfigured(&self) -> Configured {
-        Configured {
-            data: Arc::new(ClusterHandle::unconfigured()),
-            unknown: false,
-        }
-    }
-}
-
 fn dispatcher() -> Dispatcher {
     Dispatcher::new(
-        Arc::new(Unconfigured),
+        // A provider block without settings: these tests never reach a cluster.
+        Arc::new(FixedProvider(Arc::new(ClusterHandle::unconfigured()))),
         vec![Arc::new(super::FluxBootstrap)],
         Vec::new(),
         Default::default(),

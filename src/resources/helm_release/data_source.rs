@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use crate::cluster::helm::release::current_release;
 use crate::framework::secret_hash::salted_sha256;
 use crate::framework::{Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema};
-use crate::resources::names::{is_dns_label, is_release_name};
-use crate::resources::{cluster, cluster_diagnostic, object};
+use crate::resources::names::{check_namespace, check_release_name};
+use crate::resources::{cluster, cluster_diagnostic};
 use crate::values::{AttributePath, Type, Value};
 
 pub struct HelmReleaseDataSource;
@@ -72,22 +72,10 @@ impl DataSource for HelmReleaseDataSource {
 
     fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
         if let Some(name) = config.attr("name").and_then(Value::as_str) {
-            if !is_release_name(name) {
-                diagnostics.error_at(
-                    AttributePath::attr("name"),
-                    "Invalid release name",
-                    format!("{name:?} is not a valid Helm release name: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 53 characters."),
-                );
-            }
+            check_release_name(name, AttributePath::attr("name"), diagnostics);
         }
         if let Some(namespace) = config.attr("namespace").and_then(Value::as_str) {
-            if !is_dns_label(namespace) {
-                diagnostics.error_at(
-                    AttributePath::attr("namespace"),
-                    "Invalid namespace",
-                    format!("{namespace:?} is not a valid namespace name: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters."),
-                );
-            }
+            check_namespace(namespace, AttributePath::attr("namespace"), diagnostics);
         }
     }
 
@@ -127,7 +115,7 @@ impl DataSource for HelmReleaseDataSource {
             }
         };
         let text = |s: Option<&String>| s.cloned().map(Value::String).unwrap_or(Value::Null);
-        let state = object([
+        let state = Value::object([
             ("name", Value::from(name.as_str())),
             ("namespace", Value::from(namespace.as_str())),
             ("id", Value::from(format!("{namespace}/{name}"))),
@@ -196,7 +184,7 @@ mod tests {
 
     #[test]
     fn invalid_release_name_is_reported_on_its_attribute() {
-        let config = object([
+        let config = Value::object([
             ("name", Value::from("Cilium_1")),
             ("namespace", Value::Null),
         ]);
@@ -208,7 +196,7 @@ mod tests {
 
     #[test]
     fn unknown_name_is_not_judged_at_validate() {
-        let config = object([("name", Value::unknown()), ("namespace", Value::Null)]);
+        let config = Value::object([("name", Value::unknown()), ("namespace", Value::Null)]);
         let mut diagnostics = Diagnostics::new();
         HelmReleaseDataSource.validate(&config, &mut diagnostics);
         assert!(diagnostics.is_empty());

@@ -33,7 +33,7 @@ use crate::framework::{Diagnostics, MoveRequest, PlanResponse, Schema};
 use crate::resources::private::Private;
 use crate::resources::release::moved::read_helm_state;
 use crate::resources::release::resource::ReleaseResource;
-use crate::resources::release::{ChartResource, Observed, Readiness, ReleaseCommon};
+use crate::resources::release::{ChartResource, Observed, Readiness, common_in_field};
 use crate::values::Value;
 pub use data_source::HelmReleaseDataSource;
 
@@ -47,12 +47,7 @@ impl ChartResource for HelmReleaseModel {
     fn schema() -> Schema {
         schema::schema()
     }
-    fn common(&self) -> &ReleaseCommon {
-        &self.common
-    }
-    fn common_mut(&mut self) -> &mut ReleaseCommon {
-        &mut self.common
-    }
+    common_in_field!();
     fn label(&self) -> String {
         let c = &self.common;
         let version = c
@@ -164,6 +159,7 @@ impl ChartResource for HelmReleaseModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::release::ReleaseCommon;
 
     #[test]
     fn readiness_comes_from_the_release_manifest_in_its_namespace() {

@@ -17,7 +17,7 @@ use crate::cluster::helm::values::{SetValue, apply_set, merged, parse_values, va
 use crate::framework::Diagnostics;
 use crate::resources::choice::DeletionPolicy;
 pub use crate::resources::duration::parse_timeout;
-use crate::resources::names::{NAME_RULE, is_dns_label, is_release_name};
+use crate::resources::names::{check_namespace, check_release_name};
 use crate::resources::rbac::{self, Rbac};
 use crate::values::AttributePath;
 
@@ -241,26 +241,10 @@ impl ReleaseCommon {
     pub fn validate(&self, d: &mut Diagnostics) {
         let at = AttributePath::attr;
         if let Some(name) = &self.name {
-            if !is_release_name(name) {
-                d.error_at(
-                    at("name"),
-                    "Invalid release name",
-                    format!(
-                        "{name:?} is not a valid Helm release name: {NAME_RULE}, at most 53 characters."
-                    ),
-                );
-            }
+            check_release_name(name, at("name"), d);
         }
         if let Some(ns) = &self.namespace {
-            if !is_dns_label(ns) {
-                d.error_at(
-                    at("namespace"),
-                    "Invalid namespace",
-                    format!(
-                        "{ns:?} is not a valid namespace name: {NAME_RULE}, at most 63 characters."
-                    ),
-                );
-            }
+            check_namespace(ns, at("namespace"), d);
         }
         if let Some(e) = &self.api_endpoint {
             if let Err(m) = ApiEndpoint::parse(e) {

@@ -33,6 +33,20 @@ pub enum PreflightAt {
 
 /// A chart-installing resource's model: one struct for config, plan and state, embedding
 /// [`ReleaseCommon`] (`#[serde(flatten)]`), plus what is the resource's own.
+/// [`ChartResource::common`] and [`ChartResource::common_mut`] of a model whose [`ReleaseCommon`]
+/// is its `common` field, as every chart resource's is.
+macro_rules! common_in_field {
+    () => {
+        fn common(&self) -> &$crate::resources::release::ReleaseCommon {
+            &self.common
+        }
+        fn common_mut(&mut self) -> &mut $crate::resources::release::ReleaseCommon {
+            &mut self.common
+        }
+    };
+}
+pub(crate) use common_in_field;
+
 pub trait ChartResource:
     Serialize + DeserializeOwned + Clone + Default + Send + Sync + 'static
 {

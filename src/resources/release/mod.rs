@@ -21,6 +21,7 @@ pub mod values_diff;
 
 pub use common::{ReleaseCommon, ReleaseFields};
 pub use decide::{Decision, Fingerprint, decide, same_version};
+pub(crate) use kind::common_in_field;
 pub use kind::{ChartResource, PreflightAt};
 pub use lifecycle::{Applied, destroy, install, observe, refresh, refresh_as};
 

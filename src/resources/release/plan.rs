@@ -12,6 +12,7 @@ use super::ChartResource;
 use super::values_diff::{SensitivePaths, lines, value_changes};
 use crate::cluster::helm::release::values_digest;
 use crate::cluster::helm::release_values::RecordedValues;
+use crate::cluster::helm::status::ReleaseStatus;
 use crate::framework::model::{Unknowns, decode};
 use crate::framework::plan::{changed_inputs, mark_unknown, same_value};
 use crate::framework::{Diagnostics, PlanRequest, PlanResponse};
@@ -163,12 +164,15 @@ pub fn plan_with(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
             .filter(|name| !(**name == "version" && same_version(prior, &planned)))
             .any(|name| !(hash_known && spec.value_inputs.contains(name)));
         let drifted = !same_value(prior.attr("values_sha256"), Some(&desired_hash));
-        let status = prior.attr("status").and_then(Value::as_str);
-        let unhealthy_release = status != Some("deployed");
-        if let Some(pending) = status.filter(|s| s.starts_with("pending-")) {
+        let status = prior
+            .attr("status")
+            .and_then(Value::as_str)
+            .map(ReleaseStatus::from);
+        let unhealthy_release = status != Some(ReleaseStatus::Deployed);
+        if let Some(pending) = status.as_ref().filter(|s| s.is_pending()) {
             diagnostics.warning(
                 "Release left pending",
-                format!("The release is {pending:?}: an install or upgrade was interrupted. Apply unlocks it (marks that revision `failed`, as Helm users do by hand) and upgrades from it, under the bootstrap Lease, so a run still in progress elsewhere is waited for, not broken."),
+                format!("The release is \"{pending}\": an install or upgrade was interrupted. Apply unlocks it (marks that revision `failed`, as Helm users do by hand) and upgrades from it, under the bootstrap Lease, so a run still in progress elsewhere is waited for, not broken."),
             );
         }
         // Drift from the cluster, not an edit: the value inputs are as the last apply left them
@@ -246,7 +250,6 @@ fn same_version(prior: &Value, planned: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::object;
 
     /// A release whose values are `values` itself (a string), upgraded by `version` and `values`.
     fn spec_plan(prior: Value, planned: Value, private: &Private) -> PlanResponse {
@@ -283,7 +286,7 @@ mod tests {
     }
 
     fn state(version: &str, values: &str, status: &str, hash: Value) -> Value {
-        object([
+        Value::object([
             ("namespace", Value::from("ns")),
             ("name", Value::from("app")),
             ("version", Value::from(version)),
@@ -300,47 +303,22 @@ mod tests {
         let hash = |v: &str| {
             Value::from(private.salted(&values_digest(Some(&serde_json::json!({ "v": v })))))
         };
+        // A release as [version, values, status, the values its hash was taken of].
+        let release = |[version, values, status, hashed]: [&str; 4]| {
+            state(version, values, status, hash(hashed))
+        };
         // (why, prior, planned, upgrade planned)
+        #[rustfmt::skip]
         let table = [
-            (
-                "nothing changed",
-                state("1.0.0", "a", "deployed", hash("a")),
-                state("1.0.0", "a", "deployed", hash("a")),
-                false,
-            ),
-            (
-                "version spelling",
-                state("1.0.0", "a", "deployed", hash("a")),
-                state("v1.0.0", "a", "deployed", hash("a")),
-                false,
-            ),
-            (
-                "version",
-                state("1.0.0", "a", "deployed", hash("a")),
-                state("1.1.0", "a", "deployed", hash("a")),
-                true,
-            ),
-            (
-                "values edited",
-                state("1.0.0", "a", "deployed", hash("a")),
-                state("1.0.0", "b", "deployed", hash("a")),
-                true,
-            ),
-            (
-                "drift in the cluster",
-                state("1.0.0", "a", "deployed", hash("x")),
-                state("1.0.0", "a", "deployed", hash("x")),
-                true,
-            ),
-            (
-                "failed release",
-                state("1.0.0", "a", "failed", hash("a")),
-                state("1.0.0", "a", "failed", hash("a")),
-                true,
-            ),
+            ("nothing changed", ["1.0.0", "a", "deployed", "a"], ["1.0.0", "a", "deployed", "a"], false),
+            ("version spelling", ["1.0.0", "a", "deployed", "a"], ["v1.0.0", "a", "deployed", "a"], false),
+            ("version", ["1.0.0", "a", "deployed", "a"], ["1.1.0", "a", "deployed", "a"], true),
+            ("values edited", ["1.0.0", "a", "deployed", "a"], ["1.0.0", "b", "deployed", "a"], true),
+            ("drift in the cluster", ["1.0.0", "a", "deployed", "x"], ["1.0.0", "a", "deployed", "x"], true),
+            ("failed release", ["1.0.0", "a", "failed", "a"], ["1.0.0", "a", "failed", "a"], true),
         ];
         for (why, prior, planned, upgrade) in table {
-            let resp = spec_plan(prior, planned, &private);
+            let resp = spec_plan(release(prior), release(planned), &private);
             let unknown = resp
                 .planned_state
                 .attr("revision")
@@ -436,25 +414,16 @@ mod tests {
     fn values_change_when_both_hashes_are_known_and_differ() {
         let private = Private::fresh();
         let s = |h: Value| state("1.0.0", "a", "deployed", h);
-        assert!(changes_values(
-            &s(Value::from("x")),
-            &s(Value::from("y")),
-            &private
-        ));
-        assert!(!changes_values(
-            &s(Value::from("x")),
-            &s(Value::from("x")),
-            &private
-        ));
-        assert!(!changes_values(
-            &s(Value::from("x")),
-            &s(Value::unknown()),
-            &private
-        ));
-        assert!(!changes_values(
-            &Value::Null,
-            &s(Value::from("y")),
-            &private
-        ));
+        // (prior, planned, the values change)
+        let table = [
+            (s(Value::from("x")), s(Value::from("y")), true),
+            (s(Value::from("x")), s(Value::from("x")), false),
+            (s(Value::from("x")), s(Value::unknown()), false),
+            (Value::Null, s(Value::from("y")), false),
+        ];
+        for (prior, planned, changes) in table {
+            let found = changes_values(&prior, &planned, &private);
+            assert_eq!(found, changes, "{prior:?} -> {planned:?}");
+        }
     }
 }

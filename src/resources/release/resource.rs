@@ -169,10 +169,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             if let Some(prior) = prior {
                 diagnostics.extend(destroy(&clients, &prior, &ctx.cancel).await);
             }
-            return ApplyResponse {
-                diagnostics,
-                ..Default::default()
-            };
+            return ApplyResponse::from(diagnostics);
         }
         // The planned state (defaults, id, the version in use are all settled by the plan),
         // with the write-only values only the configuration carries.
@@ -304,10 +301,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
     async fn move_state(&self, _ctx: &Ctx, req: MoveRequest) -> MoveResponse {
         let mut diagnostics = Diagnostics::new();
         let Some((state, private)) = K::moved(&req, &mut diagnostics) else {
-            return MoveResponse {
-                diagnostics,
-                ..Default::default()
-            };
+            return MoveResponse::from(diagnostics);
         };
         let target_state = encode_state(&state, &mut diagnostics);
         MoveResponse {

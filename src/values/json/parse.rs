@@ -108,63 +108,54 @@ impl<'a> Parser<'a> {
     }
 
     fn array(&mut self) -> Result<Json<'a>, JsonError> {
-        self.enter()?;
-        let mut items = Vec::new();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            self.depth -= 1;
-            return Ok(Json::Array(items));
-        }
-        loop {
-            items.push(self.value()?);
-            self.ws();
-            match self.peek() {
-                Some(b',') => {
-                    self.pos += 1;
-                    self.ws();
-                }
-                Some(b']') => break,
-                _ => return Err(self.err("expected ',' or ']'")),
-            }
-        }
-        self.pos += 1;
-        self.depth -= 1;
-        Ok(Json::Array(items))
+        self.items(b']', Self::value).map(Json::Array)
     }
 
     fn object(&mut self) -> Result<Json<'a>, JsonError> {
+        self.items(b'}', Self::member).map(Json::Object)
+    }
+
+    /// The items of an array or object, from its opening bracket through `close`, each read by
+    /// `item` and separated by commas.
+    fn items<T>(
+        &mut self,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Result<T, JsonError>,
+    ) -> Result<Vec<T>, JsonError> {
         self.enter()?;
         let mut items = Vec::new();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            self.depth -= 1;
-            return Ok(Json::Object(items));
-        }
-        loop {
-            if self.peek() != Some(b'"') {
-                return Err(self.err("expected a string key"));
-            }
-            let key = self.string()?;
-            self.ws();
-            if self.peek() != Some(b':') {
-                return Err(self.err("expected ':'"));
-            }
-            self.pos += 1;
-            self.ws();
-            items.push((key, self.value()?));
-            self.ws();
-            match self.peek() {
-                Some(b',') => {
-                    self.pos += 1;
-                    self.ws();
+        if self.peek() != Some(close) {
+            loop {
+                items.push(item(self)?);
+                self.ws();
+                match self.peek() {
+                    Some(b',') => {
+                        self.pos += 1;
+                        self.ws();
+                    }
+                    Some(c) if c == close => break,
+                    _ => return Err(self.err(format!("expected ',' or '{}'", close as char))),
                 }
-                Some(b'}') => break,
-                _ => return Err(self.err("expected ',' or '}'")),
             }
         }
         self.pos += 1;
         self.depth -= 1;
-        Ok(Json::Object(items))
+        Ok(items)
+    }
+
+    /// `"key": value` of an object.
+    fn member(&mut self) -> Result<(String, Json<'a>), JsonError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.err("expected a string key"));
+        }
+        let key = self.string()?;
+        self.ws();
+        if self.peek() != Some(b':') {
+            return Err(self.err("expected ':'"));
+        }
+        self.pos += 1;
+        self.ws();
+        Ok((key, self.value()?))
     }
 
     fn number(&mut self) -> Result<Json<'a>, JsonError> {

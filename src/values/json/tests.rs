@@ -1,17 +1,8 @@
 //! Fixtures in the form Terraform state holds, and properties over generated values.
 
 use super::*;
-use crate::values::testgen;
+use crate::values::testgen::{self, name_count, obj};
 use proptest::prelude::*;
-
-fn obj(attrs: &[(&str, Value)]) -> Value {
-    Value::Object(
-        attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-    )
-}
 
 fn decode(text: &str, ty: &Type) -> Result<Value, JsonError> {
     from_json(text.as_bytes(), ty)
@@ -19,10 +10,6 @@ fn decode(text: &str, ty: &Type) -> Result<Value, JsonError> {
 
 fn encode(value: &Value, ty: &Type) -> String {
     String::from_utf8(to_json(value, ty).unwrap()).unwrap()
-}
-
-fn name_count() -> Type {
-    Type::object([("name", Type::String), ("count", Type::Number)])
 }
 
 #[test]

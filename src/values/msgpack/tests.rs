@@ -1,7 +1,8 @@
 //! Fixtures checked against cty's own bytes, and properties over generated values.
 
 use super::*;
-use crate::values::{Refinements, testgen};
+use crate::values::Refinements;
+use crate::values::testgen::{self, name_count, obj};
 use proptest::prelude::*;
 
 fn hex(s: &str) -> Vec<u8> {
@@ -10,19 +11,6 @@ fn hex(s: &str) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
         .collect()
-}
-
-fn obj(attrs: &[(&str, Value)]) -> Value {
-    Value::Object(
-        attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-    )
-}
-
-fn name_count() -> Type {
-    Type::object([("name", Type::String), ("count", Type::Number)])
 }
 
 fn refined(r: Refinements) -> Value {
