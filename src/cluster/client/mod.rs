@@ -41,7 +41,7 @@ pub enum ClusterError {
     InvalidConfig(String),
     #[error("cannot reach the Kubernetes API at {endpoint}: {cause}")]
     Unreachable { endpoint: String, cause: String },
-    #[error("the Kubernetes API at {endpoint} refused the request: {message}")]
+    #[error("the Kubernetes API at {endpoint} refused the request (HTTP {code}): {message}")]
     Rejected {
         endpoint: String,
         code: u16,

@@ -289,6 +289,71 @@ async fn write_inventory(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use crate::cluster::client::test_server::{Reply, handle, serve};
+
+    fn server_error(code: u16) -> Reply {
+        Reply::json(
+            code,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "an error on the server (\"injected fault\") has prevented the request from succeeding",
+                   "reason": "InternalError", "code": code}),
+        )
+    }
+
+    /// A server answering `failures` times with `code`, then with the inventory ConfigMap.
+    async fn inventory_after(code: u16, failures: usize) -> (Kube, Arc<AtomicUsize>) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        let url = serve(move |_, _| {
+            if seen.fetch_add(1, Ordering::SeqCst) < failures {
+                return server_error(code);
+            }
+            Reply::json(
+                200,
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": INVENTORY_CONFIGMAP, "namespace": "flux-system"},
+                       "data": {"entries": "- Secret/flux-system/flux-system\n"}}),
+            )
+        })
+        .await;
+        let kube = handle(&url, Duration::from_secs(10))
+            .connect()
+            .await
+            .expect("connected");
+        (kube, calls)
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_server_errors_on_the_inventory_is_retried() {
+        let (kube, calls) = inventory_after(503, 2).await;
+        let inventory = load_inventory(&kube, "flux-system")
+            .await
+            .expect("a transient 503 is retried, not the apply's failure");
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert_eq!(
+            inventory
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            vec!["Secret/flux-system/flux-system"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_not_retried_and_names_its_http_code() {
+        let (kube, calls) = inventory_after(403, usize::MAX).await;
+        let err = load_inventory(&kube, "flux-system")
+            .await
+            .expect_err("a 403 is an answer");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let message = err.to_string();
+        assert!(message.contains("(HTTP 403)"), "{message}");
+        assert!(message.contains("the inventory ConfigMap"), "{message}");
+    }
 
     #[test]
     fn fingerprints_match_between_input_and_live_form() {
