@@ -410,6 +410,31 @@ struct Charts {
     packages: Vec<(String, String, PathBuf)>,
 }
 
+/// The packed charts of one process live in `<tmp>/talos-sim-charts-<pid>` for as long as it
+/// serves them: the server is a process-wide static, which is never dropped.
+const CHART_DIR_PREFIX: &str = "talos-sim-charts-";
+
+/// Removes the chart directories of processes that have ended (a test binary cannot clean up
+/// after its statics), so runs do not pile them up in the temporary directory.
+fn remove_stale_chart_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(CHART_DIR_PREFIX))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 fn charts(helm: &Path) -> anyhow::Result<&'static Charts> {
     static CHARTS: std::sync::OnceLock<Result<Charts, String>> = std::sync::OnceLock::new();
     let helm = helm.to_owned();
@@ -434,8 +459,9 @@ fn charts(helm: &Path) -> anyhow::Result<&'static Charts> {
                             let charts_dir = super::charts::default_charts_dir();
                             let hostnames = super::charts::served_hostnames(&charts_dir)?;
                             let certs = super::charts::test_certificates(&hostnames)?;
+                            remove_stale_chart_dirs();
                             let work_dir = std::env::temp_dir()
-                                .join(format!("talos-sim-charts-{}", std::process::id()));
+                                .join(format!("{CHART_DIR_PREFIX}{}", std::process::id()));
                             std::fs::create_dir_all(&work_dir)?;
                             let server = super::charts::ChartServer::start(
                                 super::charts::ChartServerConfig {
