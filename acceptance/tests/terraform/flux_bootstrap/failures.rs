@@ -74,21 +74,22 @@ async fn api_faults_during_apply_fail_cleanly_and_the_next_apply_converges() {
         "  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
     ));
     ws.init();
-    // A 500 is not retried by the client (429/503/504 are, with back-off).
-    faults.fail_requests(
-        500,
-        2,
-        talos_sim::faults::Matcher::path("/configmaps/flux-runtime-info"),
-    );
+    // A refusal is an answer, not retried: the apply fails and says what and why.
+    let runtime_info = || talos_sim::faults::Matcher::path("/configmaps/flux-runtime-info");
+    faults.fail_requests(403, 2, runtime_info());
     let out = ws.run(APPLY);
     assert!(!out.success, "{}", out.text());
     assert!(
-        out.flat().contains("flux-runtime-info"),
-        "the error names what failed:\n{}",
+        out.flat().contains("flux-runtime-info") && out.flat().contains("HTTP 403"),
+        "the error names what failed and the API's answer:\n{}",
         out.text()
     );
     faults.clear();
+    // A burst of server errors is retried within `api_retry_timeout`: the next apply converges
+    // through it.
+    faults.fail_requests(500, 2, runtime_info());
     ws.ok(APPLY);
+    faults.clear();
     assert_eq!(
         condition(
             &get(&instances(&client), "flux").await.expect("fi"),
