@@ -64,17 +64,10 @@ async fn api_faults_and_a_dropped_watch_during_apply_do_not_fail_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hung_installer_ends_at_the_deadline_with_its_diagnosis() {
-    let cluster = TestCluster::start().await;
-    if !cluster.nodes_are_emulated() {
+    let Some((cluster, ws)) = hung_installer("30s").await else {
         return; // the hang is the node layer's pod-level fault
-    }
+    };
     let client = cluster.client().await;
-    let ws = workspace(
-        &cluster,
-        &cilium(
-            "  timeout = \"30s\"\n  job = { annotations = { \"talos-sim.dev/hang\" = \"true\" } }",
-        ),
-    );
     let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
     assert!(!out.success);
     let text = out.flat();
@@ -97,17 +90,10 @@ async fn a_hung_installer_ends_at_the_deadline_with_its_diagnosis() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_interrupt_during_apply_deletes_the_job_and_frees_the_lease() {
-    let cluster = TestCluster::start().await;
-    if !cluster.nodes_are_emulated() {
+    let Some((cluster, ws)) = hung_installer("1h").await else {
         return; // the hang is the node layer's pod-level fault
-    }
+    };
     let client = cluster.client().await;
-    let ws = workspace(
-        &cluster,
-        &cilium(
-            "  timeout = \"1h\"\n  job = { annotations = { \"talos-sim.dev/hang\" = \"true\" } }",
-        ),
-    );
     let child = ws
         .command(&["apply", "-auto-approve", "-no-color"])
         .stdout(std::process::Stdio::piped())
@@ -152,4 +138,20 @@ async fn an_interrupt_during_apply_deletes_the_job_and_frees_the_lease() {
         "says what was interrupted: {text}"
     );
     assert_no_leftovers(&client).await;
+}
+
+/// A fresh cluster and a Cilium root whose installer hangs (the node layer's pod-level fault),
+/// with `timeout`; `None` on a real cluster, which has no such fault.
+async fn hung_installer(timeout: &str) -> Option<(TestCluster, Workspace)> {
+    let cluster = TestCluster::start().await;
+    if !cluster.nodes_are_emulated() {
+        return None;
+    }
+    let ws = workspace(
+        &cluster,
+        &cilium(&format!(
+            "  timeout = \"{timeout}\"\n  job = {{ annotations = {{ \"talos-sim.dev/hang\" = \"true\" }} }}"
+        )),
+    );
+    Some((cluster, ws))
 }
