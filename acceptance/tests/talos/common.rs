@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, LogParams, PostParams};
 use serde_json::{Value, json};
 use talos_sim::talos::{TalosCluster, TalosConfig};
 
@@ -182,4 +183,36 @@ pub fn run_kubectl(cluster: &TalosCluster, args: &[&str]) -> (bool, String, Stri
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Creates `job` in `namespace` and waits up to `secs` for its pod to end; (succeeded, log).
+pub async fn run_job(
+    client: &kube::Client,
+    namespace: &str,
+    job: &Job,
+    secs: u64,
+) -> (bool, String) {
+    let name = job.metadata.name.clone().expect("the Job has a name");
+    Api::<Job>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), job)
+        .await
+        .unwrap_or_else(|e| panic!("create job {name}: {e}"));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pod = eventually(secs, &format!("job {name} finished"), || async {
+        pods.list(&ListParams::default().labels(&format!("job-name={name}")))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|p| matches!(phase(p), "Succeeded" | "Failed"))
+    })
+    .await;
+    let log = pods
+        .logs(
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            &LogParams::default(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("log of job {name}: {e}"));
+    (phase(&pod) == "Succeeded", log)
 }

@@ -3,11 +3,11 @@
 //! is in the cluster. (Ported from the retired simulator's suite.)
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ListParams, LogParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use super::common::{self, eventually, from_json};
+use super::common::{self, from_json};
 
 /// The Job's own namespace on the shared cluster.
 const NS: &str = "kubectl-script";
@@ -49,25 +49,8 @@ async fn a_shell_script_applies_manifests_over_kubeprism() {
             }],
         }}},
     }));
-    Api::<Job>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &job)
-        .await
-        .expect("job");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let pod = eventually(90, "the script's pod finished", || async {
-        pods.list(&ListParams::default().labels("job-name=script"))
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|p| matches!(common::phase(p), "Succeeded" | "Failed"))
-    })
-    .await;
-    let log = pods
-        .logs(pod.metadata.name.as_deref().unwrap(), &LogParams::default())
-        .await
-        .unwrap();
-    assert_eq!(common::phase(&pod), "Succeeded", "{log}");
+    let (succeeded, log) = common::run_job(&client, NS, &job, 90).await;
+    assert!(succeeded, "{log}");
     assert!(
         log.contains(
             "applying\nnamespace/kubectl-demo created\nconfigmap/demo created\nconfigmap/demo\ndone"

@@ -3,12 +3,12 @@
 //! ServiceAccount installs while the namespace's default one still cannot.
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{Api, ListParams, LogParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use super::common::{self, eventually, from_json};
+use super::common::{self, from_json};
 
 const NS: &str = "kube-system";
 
@@ -29,26 +29,7 @@ fn job_as(name: &str, sa: &str, image: &str, command: &[&str]) -> Job {
 
 /// Runs the Job to its end; (succeeded, log).
 async fn run(client: &kube::Client, job: Job) -> (bool, String) {
-    let name = job.metadata.name.clone().unwrap();
-    Api::<Job>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &job)
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let pod = eventually(90, &format!("job {name} finished"), || async {
-        pods.list(&ListParams::default().labels(&format!("job-name={name}")))
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|p| matches!(common::phase(p), "Succeeded" | "Failed"))
-    })
-    .await;
-    let log = pods
-        .logs(pod.metadata.name.as_deref().unwrap(), &LogParams::default())
-        .await
-        .unwrap();
-    (common::phase(&pod) == "Succeeded", log)
+    common::run_job(client, NS, &job, 90).await
 }
 
 const HELM: &str = "alpine/helm:3.18.4";

@@ -7,12 +7,12 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use kube::Client;
-use kube::api::{Api, ListParams, LogParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
-use super::common::{self, eventually, from_json};
+use super::common::{self, from_json};
 
 const NS: &str = "talosboot-system";
 /// A value the chart renders into ConfigMap `cilium-config` (`cluster-name`).
@@ -76,27 +76,8 @@ fn render_job(name: &str, script: &str, env: Value) -> Job {
 }
 
 /// Runs the Job to its end: (succeeded, log).
-async fn run(client: &Client, job: Job) -> (bool, String) {
-    let name = job.metadata.name.clone().unwrap();
-    Api::<Job>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &job)
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let pod = eventually(120, &format!("job {name} finished"), || async {
-        pods.list(&ListParams::default().labels(&format!("job-name={name}")))
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|p| matches!(common::phase(p), "Succeeded" | "Failed"))
-    })
-    .await;
-    let log = pods
-        .logs(pod.metadata.name.as_deref().unwrap(), &LogParams::default())
-        .await
-        .unwrap();
-    (common::phase(&pod) == "Succeeded", log)
+async fn run(client: &kube::Client, job: Job) -> (bool, String) {
+    common::run_job(client, NS, &job, 120).await
 }
 
 /// The (apiVersion, kind) of each `---` document; panics on any other line.
