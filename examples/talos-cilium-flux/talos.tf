@@ -27,6 +27,18 @@ variable "cluster_endpoint" {
 locals {
   # Every node: no CNI and no kube-proxy; Cilium (talosboot_cilium) is the CNI and the Service dataplane.
   # KubePrism (localhost:7445) is on by default since Talos 1.6.
+  # These are the v1alpha1 fields (Talos 1.13 and earlier; Talos 1.14 still reads them, deprecated).
+  # On Talos 1.14+ the same settings are documents of their own, as a multi-document patch:
+  #   patch_common = <<-EOT
+  #     apiVersion: v1alpha1
+  #     kind: KubeFlannelCNIConfig
+  #     $patch: delete
+  #     ---
+  #     apiVersion: v1alpha1
+  #     kind: KubeProxyConfig
+  #     enabled: false
+  #   EOT
+  # (KubePrism there is the generated `KubePrismConfig` document: keep it; removing it disables KubePrism.)
   patch_common = yamlencode({
     cluster = {
       network = { cni = { name = "none" } }

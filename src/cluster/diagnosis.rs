@@ -8,6 +8,7 @@
 //! it happened in once [`Diagnosis::explain_service_ip`] knows whether kube-proxy is deployed.
 
 use crate::cluster::kube_proxy::KubeProxy;
+use crate::cluster::talos;
 
 /// The known failures, one per row of the table (some have several spellings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +110,13 @@ struct Row {
     detail: Option<Detail>,
 }
 
+const OWNERSHIP_CAUSE: &str = concat!(
+    "objects of the chart exist without Helm's ownership labels (e.g. Cilium that Talos applied from its inline manifests: ",
+    talos::inline_manifests!(),
+    ")"
+);
+const OWNERSHIP_FIX: &str = "set `adopt_existing = true` to take them under the release in place (then see the migrating-cilium guide before removing an inline manifest: Talos 1.13+ prunes what its manifests no longer list)";
+
 const TABLE: &[Row] = &[
     Row {
         kind: Signature::PodSecurity,
@@ -141,8 +149,16 @@ const TABLE: &[Row] = &[
     Row {
         kind: Signature::KubePrismRefused,
         all: &[":7445: connect: connection refused"],
-        cause: "nothing listens on the KubePrism port: KubePrism is disabled (Talos before 1.6, or `machine.features.kubePrism.enabled: false`) or runs on another port",
-        fix: "enable KubePrism in the Talos machine config, or set `api_endpoint` to a control-plane address such as `<control-plane-ip>:6443`",
+        cause: concat!(
+            "nothing listens on the KubePrism port: KubePrism is disabled (Talos before 1.6, or ",
+            talos::kubeprism_disabled!(),
+            ") or runs on another port"
+        ),
+        fix: concat!(
+            "enable KubePrism in the Talos machine config (",
+            talos::kubeprism_enabled!(),
+            "), or set `api_endpoint` to a control-plane address such as `<control-plane-ip>:6443`"
+        ),
         detail: None,
     },
     Row {
@@ -199,15 +215,15 @@ const TABLE: &[Row] = &[
     Row {
         kind: Signature::Ownership,
         all: &["invalid ownership metadata"],
-        cause: "objects of the chart exist without Helm's ownership labels (e.g. Cilium installed as Talos inline manifests)",
-        fix: "set `adopt_existing = true` to take them under the release in place",
+        cause: OWNERSHIP_CAUSE,
+        fix: OWNERSHIP_FIX,
         detail: None,
     },
     Row {
         kind: Signature::Ownership,
         all: &["exists and cannot be imported into the current release"],
-        cause: "objects of the chart exist without Helm's ownership labels (e.g. Cilium installed as Talos inline manifests)",
-        fix: "set `adopt_existing = true` to take them under the release in place",
+        cause: OWNERSHIP_CAUSE,
+        fix: OWNERSHIP_FIX,
         detail: None,
     },
     Row {
@@ -432,9 +448,38 @@ mod tests {
     }
 
     #[test]
+    fn ownership_names_both_inline_manifest_forms_and_the_prune() {
+        let d = diagnose([
+            "Error: Unable to continue with install: ServiceAccount \"cilium\" in namespace \"kube-system\" exists and cannot be imported into the current release: invalid ownership metadata",
+        ])
+        .expect("known");
+        assert_eq!(d.kind, Signature::Ownership);
+        for form in [
+            "`cluster.inlineManifests` (Talos 1.13 and earlier)",
+            "`KubeInlineManifestConfig` document per manifest (Talos 1.14+)",
+        ] {
+            assert!(d.cause.contains(form), "{form}: {}", d.cause);
+        }
+        assert!(d.fix.contains("Talos 1.13+ prunes"), "{}", d.fix);
+    }
+
+    #[test]
     fn kubeprism_refused_is_not_mistaken_for_a_timeout() {
         let d = diagnose(["dial tcp 127.0.0.1:7445: connect: connection refused"]).expect("known");
         assert!(d.cause.contains("KubePrism"));
+        // How to turn it back on, in each machine-config form with the Talos versions it is for.
+        for form in [
+            "`machine.features.kubePrism: { enabled: true, port: 7445 }` (Talos 1.6 to 1.13",
+            "`KubePrismConfig` document with `port: 7445` (Talos 1.14+",
+        ] {
+            assert!(d.fix.contains(form), "{form}: {}", d.fix);
+        }
+        assert!(
+            d.cause
+                .contains("no `KubePrismConfig` document (Talos 1.14+"),
+            "{}",
+            d.cause
+        );
     }
 
     #[test]

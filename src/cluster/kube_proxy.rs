@@ -1,7 +1,7 @@
 //! kube-proxy and Cilium's kube-proxy replacement: which one routes Service IPs.
 //!
-//! Talos runs kube-proxy (DaemonSet `kube-system/kube-proxy`) unless the machine config says
-//! `cluster.proxy.disabled: true`; its Cilium guide has a variant for each case. With both running,
+//! Talos runs kube-proxy (DaemonSet `kube-system/kube-proxy`) unless the machine config disables
+//! it (see [`super::talos`] for both forms); its Cilium guide has a variant for each case. With both running,
 //! two dataplanes program the same Services; with neither, no Service IP ever routes (the
 //! `kubernetes` Service, CoreDNS, everything). [`find`] looks the DaemonSet up, [`judge`] decides
 //! (a pure table, tested beside it), and [`explain`] tells the Service-IP timeout diagnosis which
@@ -23,7 +23,7 @@ pub const NAME: &str = "kube-proxy";
 pub enum KubeProxy {
     /// DaemonSet `kube-system/kube-proxy` exists.
     Deployed,
-    /// No such DaemonSet (Talos: `cluster.proxy.disabled: true`).
+    /// No such DaemonSet (Talos: kube-proxy disabled in the machine config).
     Absent,
 }
 

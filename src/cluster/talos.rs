@@ -1,10 +1,53 @@
 //! Facts about Talos that more than one part of the provider needs: KubePrism, and the Cilium
 //! Helm values Talos requires (field notes §2), in the two variants of Talos' Cilium guide: with
-//! kube-proxy replacement (`cluster.proxy.disabled: true`: the agents reach the API at KubePrism)
+//! kube-proxy replacement (kube-proxy disabled: the agents reach the API at KubePrism)
 //! and with kube-proxy running (Talos' default: the agents use the `kubernetes` Service, which
 //! kube-proxy routes). `talosboot_cilium` merges them under the user's values;
 //! `provider::talosboot::cilium_talos_values` and `cilium_talos_values_with_kube_proxy` return
-//! them to roots that keep `helm_release`.
+//! them to roots that keep `helm_release`. And how a machine config says the settings users are
+//! told to make, in the forms of Talos 1.13 and earlier and of Talos 1.14's documents.
+
+// How a Talos machine config says each setting the provider's diagnoses, warnings and docs tell
+// users to make, in both forms Talos reads: the v1alpha1 field (Talos 1.13 and earlier; deprecated
+// but still read by 1.14) and the document Talos 1.14 moved it into (field notes §10; siderolabs/talos
+// release-1.14 `hack/release.toml` "Kubernetes Multi-document Configuration",
+// `pkg/machinery/config/types/k8s/`, `hack/test/patches/cilium-*.yaml`). Macros, not consts, so the
+// diagnosis table can `concat!` them into its `&'static str` rows; one wording everywhere.
+
+/// kube-proxy off (Cilium replaces it).
+macro_rules! kube_proxy_disabled {
+    () => {
+        "`cluster.proxy.disabled: true` (Talos 1.13 and earlier; deprecated, still read, in 1.14) or a `KubeProxyConfig` document with `enabled: false` (Talos 1.14+)"
+    };
+}
+/// kube-proxy on (Talos' default).
+macro_rules! kube_proxy_enabled {
+    () => {
+        "remove `cluster.proxy.disabled: true` (Talos 1.13 and earlier) or set `enabled: true` in the `KubeProxyConfig` document (Talos 1.14+)"
+    };
+}
+/// Manifests Talos applies at bootstrap and on `talosctl upgrade-k8s`.
+macro_rules! inline_manifests {
+    () => {
+        "`cluster.inlineManifests` (Talos 1.13 and earlier) or one `KubeInlineManifestConfig` document per manifest (Talos 1.14+); from URLs: `cluster.extraManifests` or `KubeExternalManifestConfig`"
+    };
+}
+/// KubePrism off.
+macro_rules! kubeprism_disabled {
+    () => {
+        "`machine.features.kubePrism.enabled: false` (Talos 1.6 to 1.13), or no `KubePrismConfig` document (Talos 1.14+: removing the document disables KubePrism)"
+    };
+}
+/// KubePrism on, on its default port.
+macro_rules! kubeprism_enabled {
+    () => {
+        "`machine.features.kubePrism: { enabled: true, port: 7445 }` (Talos 1.6 to 1.13, on by default) or a `KubePrismConfig` document with `port: 7445` (Talos 1.14+, in generated configs by default)"
+    };
+}
+pub(crate) use {
+    inline_manifests, kube_proxy_disabled, kube_proxy_enabled, kubeprism_disabled,
+    kubeprism_enabled,
+};
 
 /// KubePrism, the API endpoint every Talos node serves locally (Talos 1.6+ default): reachable
 /// from host-network pods before any CNI exists.

@@ -93,7 +93,7 @@ impl Function for CiliumTalosValues {
             ],
             values_type(),
             "Cilium Helm values for Talos",
-            "Returns the Cilium Helm values Talos needs on a cluster without kube-proxy (`cluster.proxy.disabled: true`), as an object: `ipam.mode = \"kubernetes\"`, `kubeProxyReplacement = true`, `k8sServiceHost`/`k8sServicePort` from `api_endpoint`, `cgroup.autoMount.enabled = false` with `cgroup.hostRoot = \"/sys/fs/cgroup\"`, and the `securityContext.capabilities` for `ciliumAgent` and `cleanCiliumState` without `SYS_MODULE`.\n\nUse it with `helm_release` as `values = [yamlencode(provider::talosboot::cilium_talos_values(\"localhost:7445\"))]`, or merge your own settings on top. Clusters that run kube-proxy (Talos' default) take `cilium_talos_values_with_kube_proxy()` instead.",
+            "Returns the Cilium Helm values Talos needs on a cluster without kube-proxy (`cluster.proxy.disabled: true`, or on Talos 1.14+ a `KubeProxyConfig` document with `enabled: false`), as an object: `ipam.mode = \"kubernetes\"`, `kubeProxyReplacement = true`, `k8sServiceHost`/`k8sServicePort` from `api_endpoint`, `cgroup.autoMount.enabled = false` with `cgroup.hostRoot = \"/sys/fs/cgroup\"`, and the `securityContext.capabilities` for `ciliumAgent` and `cleanCiliumState` without `SYS_MODULE`.\n\nUse it with `helm_release` as `values = [yamlencode(provider::talosboot::cilium_talos_values(\"localhost:7445\"))]`, or merge your own settings on top. Clusters that run kube-proxy (Talos' default) take `cilium_talos_values_with_kube_proxy()` instead.",
         )
     }
 

@@ -31,7 +31,7 @@ impl Function for CiliumTalosValuesWithKubeProxy {
             Vec::new(),
             values_type(),
             "Cilium Helm values for Talos clusters that run kube-proxy",
-            "Returns the Cilium Helm values Talos needs when kube-proxy runs (Talos' default, without `cluster.proxy.disabled: true`), as an object: `ipam.mode = \"kubernetes\"`, `kubeProxyReplacement = false`, `cgroup.autoMount.enabled = false` with `cgroup.hostRoot = \"/sys/fs/cgroup\"`, and the `securityContext.capabilities` for `ciliumAgent` and `cleanCiliumState` without `SYS_MODULE`. No `k8sServiceHost`/`k8sServicePort`: kube-proxy routes the `kubernetes` Service the agents use. For clusters without kube-proxy use `cilium_talos_values(api_endpoint)`.\n\nUse it with `helm_release` as `values = [yamlencode(provider::talosboot::cilium_talos_values_with_kube_proxy())]`, or merge your own settings on top.",
+            "Returns the Cilium Helm values Talos needs when kube-proxy runs (Talos' default: no `cluster.proxy.disabled: true`, or on Talos 1.14+ `KubeProxyConfig` `enabled: true`), as an object: `ipam.mode = \"kubernetes\"`, `kubeProxyReplacement = false`, `cgroup.autoMount.enabled = false` with `cgroup.hostRoot = \"/sys/fs/cgroup\"`, and the `securityContext.capabilities` for `ciliumAgent` and `cleanCiliumState` without `SYS_MODULE`. No `k8sServiceHost`/`k8sServicePort`: kube-proxy routes the `kubernetes` Service the agents use. For clusters without kube-proxy use `cilium_talos_values(api_endpoint)`.\n\nUse it with `helm_release` as `values = [yamlencode(provider::talosboot::cilium_talos_values_with_kube_proxy())]`, or merge your own settings on top.",
         )
     }
 

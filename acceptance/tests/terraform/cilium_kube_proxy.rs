@@ -48,8 +48,9 @@ async fn kube_proxy_with_replacement_on_is_warned_at_plan_and_apply() {
     assert!(text.contains(BOTH), "{text}");
     assert!(
         text.contains("set `kube_proxy_replacement = false`")
-            && text.contains("`cluster.proxy.disabled: true`"),
-        "says how to choose: {text}"
+            && text.contains("`cluster.proxy.disabled: true` (Talos 1.13 and earlier")
+            && text.contains("a `KubeProxyConfig` document with `enabled: false` (Talos 1.14+)"),
+        "says how to choose, in the machine-config form of each Talos version: {text}"
     );
     assert!(text.contains("kube_proxy_replacement"), "{text}");
     let applied = ws.apply();
@@ -107,7 +108,8 @@ async fn replacement_off_without_kube_proxy_is_an_error_at_plan_naming_the_input
     assert!(text.contains(NOTHING), "{text}");
     assert!(
         text.contains("kube_proxy_replacement = false")
-            && text.contains("Set `kube_proxy_replacement = true`"),
+            && text.contains("Set `kube_proxy_replacement = true`")
+            && text.contains("`enabled: true` in the `KubeProxyConfig` document (Talos 1.14+)"),
         "points at the input and says what to do: {text}"
     );
     let apply = ws.run(&["apply", "-auto-approve", "-no-color"]);

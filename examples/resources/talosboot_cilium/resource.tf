@@ -3,7 +3,8 @@
 resource "talosboot_cilium" "this" {
   version = "1.18.4"
 
-  # The Talos values for a cluster with `cluster.proxy.disabled: true` (the default); `false` on a
+  # The Talos values for a cluster with kube-proxy disabled (the default; Talos 1.14+:
+  # `KubeProxyConfig` `enabled: false`, earlier: `cluster.proxy.disabled: true`); `false` on a
   # cluster that runs kube-proxy (Talos' own default). Checked against the cluster at plan.
   kube_proxy_replacement = true
 

@@ -1,5 +1,5 @@
 //! What the cluster must offer before Cilium installs: one Service dataplane. Talos runs
-//! kube-proxy unless `cluster.proxy.disabled: true`, and its Cilium guide has a variant for each
+//! kube-proxy unless the machine config disables it, and its Cilium guide has a variant for each
 //! case; `kube_proxy_replacement` picks the variant. Checked at plan when the cluster is
 //! reachable (never an error when it is not) and at apply before any Job runs: kube-proxy
 //! deployed with the replacement on is a warning (both would handle Services), no kube-proxy with
@@ -9,6 +9,7 @@ use super::model::Cilium;
 use crate::cluster::ClusterError;
 use crate::cluster::Kube;
 use crate::cluster::kube_proxy::{self, Mismatch, Patience};
+use crate::cluster::talos;
 use crate::framework::{Diagnostic, Diagnostics};
 use crate::resources::release::PreflightAt;
 use crate::values::AttributePath;
@@ -29,7 +30,11 @@ pub fn mismatch_diagnostic(mismatch: Mismatch, from_input: bool, at: PreflightAt
         Mismatch::BothHandleServices => Diagnostic::warning(
             "kube-proxy and Cilium would both handle Services",
             format!(
-                "DaemonSet {}/{} exists (Talos runs kube-proxy unless `cluster.proxy.disabled: true`), and {}: Cilium's kube-proxy replacement and kube-proxy would both program Service routing on every node. Choose one: keep kube-proxy and set `kube_proxy_replacement = false` (Talos' Cilium values for clusters with kube-proxy), or keep the replacement and disable kube-proxy in the Talos machine config (`cluster.proxy.disabled: true`), then delete the DaemonSet if it is still there (`kubectl -n {} delete daemonset {}`).",
+                concat!(
+                    "DaemonSet {}/{} exists (Talos runs kube-proxy unless the machine config disables it), and {}: Cilium's kube-proxy replacement and kube-proxy would both program Service routing on every node. Choose one: keep kube-proxy and set `kube_proxy_replacement = false` (Talos' Cilium values for clusters with kube-proxy), or keep the replacement and disable kube-proxy in the Talos machine config (",
+                    talos::kube_proxy_disabled!(),
+                    "), then delete the DaemonSet if it is still there (`kubectl -n {} delete daemonset {}`)."
+                ),
                 kube_proxy::NAMESPACE,
                 kube_proxy::NAME,
                 source(from_input, true),
@@ -40,7 +45,13 @@ pub fn mismatch_diagnostic(mismatch: Mismatch, from_input: bool, at: PreflightAt
         Mismatch::NothingRoutesServices => Diagnostic::error(
             "Nothing would route Service IPs",
             format!(
-                "{}, but kube-proxy is not deployed (no DaemonSet {}/{}; Talos: `cluster.proxy.disabled: true`). With neither, no Service IP ever routes: not the `kubernetes` Service the Cilium agents would use, not CoreDNS, not any other Service. Set `kube_proxy_replacement = true` (Cilium replaces kube-proxy and reaches the API at `api_endpoint`), or enable kube-proxy in the Talos machine config.{}",
+                concat!(
+                    "{}, but kube-proxy is not deployed (no DaemonSet {}/{}; the Talos machine config disables it: ",
+                    talos::kube_proxy_disabled!(),
+                    "). With neither, no Service IP ever routes: not the `kubernetes` Service the Cilium agents would use, not CoreDNS, not any other Service. Set `kube_proxy_replacement = true` (Cilium replaces kube-proxy and reaches the API at `api_endpoint`), or enable kube-proxy in the Talos machine config (",
+                    talos::kube_proxy_enabled!(),
+                    ").{}"
+                ),
                 source(from_input, false),
                 kube_proxy::NAMESPACE,
                 kube_proxy::NAME,
@@ -95,14 +106,31 @@ mod tests {
             both.attribute.as_ref().map(|p| p.describe()).as_deref(),
             Some("kube_proxy_replacement")
         );
-        assert!(
-            both.detail.contains("cluster.proxy.disabled: true"),
-            "{}",
-            both.detail
-        );
         let none = mismatch_diagnostic(Mismatch::NothingRoutesServices, true, PreflightAt::Apply);
         assert_eq!(none.severity, Severity::Error);
         assert!(none.detail.contains("no Job ran"), "{}", none.detail);
+        // Both say how to turn kube-proxy off or on in each machine-config form: the v1alpha1
+        // field up to Talos 1.13, the KubeProxyConfig document from 1.14.
+        for (d, forms) in [
+            (
+                &both,
+                [
+                    "cluster.proxy.disabled: true",
+                    "`KubeProxyConfig` document with `enabled: false` (Talos 1.14+)",
+                ],
+            ),
+            (
+                &none,
+                [
+                    "remove `cluster.proxy.disabled: true` (Talos 1.13 and earlier)",
+                    "`enabled: true` in the `KubeProxyConfig` document (Talos 1.14+)",
+                ],
+            ),
+        ] {
+            for form in forms {
+                assert!(d.detail.contains(form), "{form}: {}", d.detail);
+            }
+        }
         let from_values =
             mismatch_diagnostic(Mismatch::NothingRoutesServices, false, PreflightAt::Plan);
         assert!(from_values.attribute.is_none());
