@@ -9,7 +9,8 @@
 #   .tools/kube/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler}
 #                                                     the real control plane talos-sim supervises, built from the
 #                                                     module proxy; versions and go.sum pinned in scripts/kube-build
-#   .tools/helm/helm                                  the real Helm that bootstrap pods run (scripts/helm-build)
+#   .tools/helm/helm                                  the real Helm 3 that bootstrap pods run (scripts/helm-build)
+#   .tools/helm4/helm                                 the real Helm 4, for installer images of Helm 4 (scripts/helm4-build)
 # Idempotent and safe to run concurrently: each tool is unpacked or built in a temporary folder and moved
 # into place; OpenTofu builds are serialised with flock, and skipped when the binary reports the pinned version.
 set -euo pipefail
@@ -152,13 +153,38 @@ build_helm() {
   helm_is || { echo "install-tools: $tools/helm/helm does not report Helm $(helm_version)" >&2; return 1; }
 }
 
+# Helm 4 beside Helm 3: talos-sim runs the major that an installer image's tag names
+# (acceptance/README.md). Its default Kubernetes version comes from the client-go in the build's
+# module info, so no ldflags but the version.
+helm4_version() { required "$root/scripts/helm4-build/go.mod" helm.sh/helm/v4; }
+helm4_is() {
+  [ -x "$tools/helm4/helm" ] && "$tools/helm4/helm" version --template '{{.Version}}' 2>/dev/null | grep -x "$(helm4_version)" >/dev/null
+}
+build_helm4() {
+  helm4_is && return 0
+  mkdir -p "$tools/helm4"
+  (
+    flock 9
+    helm4_is && exit 0
+    local want start=$SECONDS
+    want=$(helm4_version)
+    echo "install-tools: building Helm $want (first build: about 3 minutes)" >&2
+    go_build "$root/scripts/helm4-build" "$tools/helm4" \
+      "-X helm.sh/helm/v4/internal/version.version=$want -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
+      helm.sh/helm/v4/cmd/helm
+    echo "install-tools: built Helm $want in $((SECONDS - start)) s" >&2
+  ) 9>"$tools/helm4/.lock"
+  helm4_is || { echo "install-tools: $tools/helm4/helm does not report Helm $(helm4_version)" >&2; return 1; }
+}
+
 build_tofu
 if [ "${1:-}" = tofu ]; then # `install-tools.sh tofu`: OpenTofu alone (scripts/test-release)
   echo "install-tools: $("$tools/tofu/tofu" version 2>/dev/null | sed -n '/^OpenTofu v/p')" >&2
   exit 0
 fi
 build_helm
+build_helm4
 build_kube
 echo "install-tools: $("$tools/tofu/tofu" version 2>/dev/null | sed -n '/^OpenTofu v/p')" >&2
 echo "install-tools: $("$tools/terraform/terraform" version | sed -n 1p)" >&2
-echo "install-tools: $("$tools/kube/kube-apiserver" --version), helm $("$tools/helm/helm" version --template '{{.Version}}')" >&2
+echo "install-tools: $("$tools/kube/kube-apiserver" --version), helm $("$tools/helm/helm" version --template '{{.Version}}') and $("$tools/helm4/helm" version --template '{{.Version}}')" >&2

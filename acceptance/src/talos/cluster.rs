@@ -168,6 +168,14 @@ impl Shared {
         NetNs::create(self.relays(None)).await
     }
 
+    /// The real Helm binary of the major the image carries ([`programs::HelmMajor`]).
+    fn helm_for(&self, image: &str) -> PathBuf {
+        match programs::HelmMajor::of_image(image) {
+            programs::HelmMajor::V3 => self.tools.helm.clone(),
+            programs::HelmMajor::V4 => self.tools.helm4.clone(),
+        }
+    }
+
     pub fn image_kind(&self, image: &str) -> Option<ImageKind> {
         let repository = programs::repository(image);
         let last = repository.rsplit('/').next().unwrap_or(&repository);
@@ -178,7 +186,7 @@ impl Shared {
             .map(|k| (k.clone(), "kubectl".to_owned()));
         match last {
             "helm" | "helm-kubectl" | "flux-operator-bootstrap" => {
-                binaries.push((self.tools.helm.clone(), "helm".to_owned()));
+                binaries.push((self.helm_for(image), "helm".to_owned()));
                 binaries.extend(self.busybox());
                 binaries.extend(kubectl);
                 Some(ImageKind::Real {
@@ -191,7 +199,7 @@ impl Shared {
             // Helm (`acceptance/images/cilium-cli.sh`).
             "cilium-cli" | "cilium-cli-ci" => Some(ImageKind::Real {
                 binaries: vec![
-                    (self.tools.helm.clone(), "helm".to_owned()),
+                    (self.helm_for(image), "helm".to_owned()),
                     (
                         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("images/cilium-cli.sh"),
                         "cilium".to_owned(),

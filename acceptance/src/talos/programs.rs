@@ -175,9 +175,70 @@ pub fn tag(image: &str) -> &str {
     }
 }
 
+/// The Helm major an installer image carries, which decides the real Helm binary its pods run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HelmMajor {
+    V3,
+    V4,
+}
+
+impl HelmMajor {
+    /// The major an image reference names. Images whose tag is Helm's version (`alpine/helm`,
+    /// `dtzar/helm-kubectl`, any `*/helm`: `3.18.4`, `v4.3.2`, `4.3.2-alpine`) by its first
+    /// number; `flux-operator-bootstrap`, whose tag is the module's version, carries Helm 4 (its
+    /// image ships Helm 4.2.3, field notes §10); `cilium-cli` (a shim over Helm in the Helm SDK's
+    /// place) stays on Helm 3 as its v0.18 builds do. Anything else (no tag, `latest`, a digest
+    /// alone, a tag that is not a Helm version) is [`HelmMajor::DEFAULT`].
+    pub fn of_image(image: &str) -> HelmMajor {
+        let repository = repository(image);
+        match repository.rsplit('/').next().unwrap_or(&repository) {
+            "flux-operator-bootstrap" => return HelmMajor::V4,
+            "cilium-cli" | "cilium-cli-ci" => return HelmMajor::V3,
+            _ => {}
+        }
+        let version = tag(image).trim_start_matches('v');
+        let major = version.split(['.', '-']).next().unwrap_or("");
+        // A bare number is not a version (`alpine/helm:3` would be, but no such tag is published).
+        match (major, version.contains('.')) {
+            ("3", true) => HelmMajor::V3,
+            ("4", true) => HelmMajor::V4,
+            _ => HelmMajor::DEFAULT,
+        }
+    }
+
+    /// For images that do not say: the major `latest` of the Helm images carries today.
+    pub const DEFAULT: HelmMajor = HelmMajor::V4;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_installer_image_runs_the_helm_major_its_tag_names() {
+        for (image, major) in [
+            ("alpine/helm:3.18.4", HelmMajor::V3),
+            ("docker.io/alpine/helm:3.18.4@sha256:abc", HelmMajor::V3),
+            ("mirror.local:5000/alpine/helm:4.3.2", HelmMajor::V4),
+            ("alpine/helm:v4.2.3", HelmMajor::V4),
+            ("dtzar/helm-kubectl:3.18.4", HelmMajor::V3),
+            ("example/helm:4.3.2-alpine", HelmMajor::V4),
+            (
+                "ghcr.io/controlplaneio-fluxcd/flux-operator-bootstrap:v0.8.0",
+                HelmMajor::V4,
+            ),
+            ("quay.io/cilium/cilium-cli:v0.18.7", HelmMajor::V3),
+            // No version in the reference: the documented default.
+            ("alpine/helm", HelmMajor::DEFAULT),
+            ("alpine/helm:latest", HelmMajor::DEFAULT),
+            ("alpine/helm@sha256:abc", HelmMajor::DEFAULT),
+            ("alpine/helm:3", HelmMajor::DEFAULT),
+            ("alpine/helm:5.0.0", HelmMajor::DEFAULT),
+        ] {
+            assert_eq!(HelmMajor::of_image(image), major, "{image}");
+        }
+        assert_eq!(HelmMajor::DEFAULT, HelmMajor::V4);
+    }
 
     #[test]
     fn repositories_ignore_registry_tag_and_digest() {

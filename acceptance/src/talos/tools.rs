@@ -10,7 +10,10 @@ pub struct Tools {
     pub kube_apiserver: PathBuf,
     pub kube_controller_manager: PathBuf,
     pub kube_scheduler: PathBuf,
+    /// Helm 3 (`scripts/helm-build`).
     pub helm: PathBuf,
+    /// Helm 4 (`scripts/helm4-build`).
+    pub helm4: PathBuf,
 }
 
 impl Tools {
@@ -26,6 +29,7 @@ impl Tools {
             kube_controller_manager: kube.join("kube-controller-manager"),
             kube_scheduler: kube.join("kube-scheduler"),
             helm: root.join("helm/helm"),
+            helm4: root.join("helm4/helm"),
         };
         for path in [
             &tools.etcd,
@@ -33,6 +37,7 @@ impl Tools {
             &tools.kube_controller_manager,
             &tools.kube_scheduler,
             &tools.helm,
+            &tools.helm4,
         ] {
             if !path.is_file() {
                 anyhow::bail!(

@@ -46,7 +46,10 @@ fn packaged_chart(dir: &std::path::Path) -> Vec<u8> {
     std::fs::read(dir.join("demo-1.2.3.tgz")).expect("the package")
 }
 
-fn helm_job(name: &str, script: &str) -> Job {
+const HELM3_IMAGE: &str = "alpine/helm:3.18.4";
+const HELM4_IMAGE: &str = "alpine/helm:4.3.2";
+
+fn helm_job(name: &str, image: &str, script: &str) -> Job {
     from_json(json!({
         "metadata": {"name": name},
         "spec": {"backoffLimit": 0, "template": {"spec": {
@@ -55,7 +58,7 @@ fn helm_job(name: &str, script: &str) -> Job {
             "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532},
             "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "charts", "configMap": {"name": "charts"}}],
             "containers": [{
-                "name": "helm", "image": "alpine/helm:3.18.4", "command": ["sh", "-c", script],
+                "name": "helm", "image": image, "command": ["sh", "-c", script],
                 "env": [
                     {"name": "KUBERNETES_SERVICE_HOST", "value": "localhost"},
                     {"name": "KUBERNETES_SERVICE_PORT", "value": "7445"},
@@ -71,10 +74,11 @@ async fn run_job(
     client: &kube::Client,
     cluster: &talos_sim::talos::TalosCluster,
     name: &str,
+    image: &str,
     script: &str,
 ) -> String {
     let jobs: Api<Job> = Api::namespaced(client.clone(), "helm-records");
-    jobs.create(&PostParams::default(), &helm_job(name, script))
+    jobs.create(&PostParams::default(), &helm_job(name, image, script))
         .await
         .expect("job");
     common::eventually(90, &format!("job {name} finished"), || async {
@@ -123,7 +127,7 @@ async fn the_provider_reads_what_the_real_helm_wrote() {
         .create(&PostParams::default(), &charts)
         .await
         .expect("charts");
-    run_job(&client, cluster, "install", "helm upgrade --install demo /charts/demo-1.2.3.tgz --namespace apps --create-namespace --set greeting=hi").await;
+    run_job(&client, cluster, "install", HELM3_IMAGE, "helm upgrade --install demo /charts/demo-1.2.3.tgz --namespace apps --create-namespace --set greeting=hi").await;
 
     let release = helm::release::current_release(client.clone(), "talos", "apps", "demo")
         .await
@@ -164,7 +168,7 @@ async fn the_provider_reads_what_the_real_helm_wrote() {
         .expect("rendered");
     assert_eq!(config.data.unwrap()["greeting"], "hi");
 
-    run_job(&client, cluster, "upgrade", "helm upgrade demo /charts/demo-1.2.3.tgz --namespace apps --reuse-values --set greeting=again && helm history demo -n apps").await;
+    run_job(&client, cluster, "upgrade", HELM3_IMAGE, "helm upgrade demo /charts/demo-1.2.3.tgz --namespace apps --reuse-values --set greeting=again && helm history demo -n apps").await;
     let upgraded = helm::release::current_release(client.clone(), "talos", "apps", "demo")
         .await
         .expect("reads")
@@ -176,5 +180,89 @@ async fn the_provider_reads_what_the_real_helm_wrote() {
     assert_eq!(
         upgraded.values_sha256,
         helm::release::values_digest(Some(&json!({"greeting": "again"})))
+    );
+}
+
+/// Which Helm a pod runs follows its image's tag (acceptance/README.md): the real Helm 4 for a
+/// `4.x` tag, and its release record, which adds `apply_method` (server-side apply on install),
+/// still reads as the provider expects.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_helm_4_image_runs_the_real_helm_4_whose_record_the_provider_reads() {
+    let (cluster, client) = common::shared().await;
+    let _ = cluster;
+    // A namespace of its own: the other test of this file shares the process's cluster.
+    const NS: &str = "helm4-records";
+    common::privileged_namespace(&client, NS).await;
+    common::cluster_admin(&client, NS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let charts: ConfigMap = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("charts".into()),
+            ..Default::default()
+        },
+        binary_data: Some(BTreeMap::from([(
+            "demo-1.2.3.tgz".to_owned(),
+            ByteString(packaged_chart(dir.path())),
+        )])),
+        ..Default::default()
+    };
+    Api::<ConfigMap>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &charts)
+        .await
+        .expect("charts");
+    for (image, version) in [(HELM4_IMAGE, "helm v4.3.2"), (HELM3_IMAGE, "helm v3.18.4")] {
+        let job = helm_job(
+            &format!("version-{}", &version[6..7]),
+            image,
+            "helm version --template 'helm {{.Version}}'; echo",
+        );
+        let (succeeded, log) = common::run_job(&client, NS, &job, 90).await;
+        assert!(succeeded && log.contains(version), "{image}: {log}");
+    }
+
+    let job = helm_job(
+        "install4",
+        HELM4_IMAGE,
+        "helm upgrade --install demo4 /charts/demo-1.2.3.tgz --namespace apps4 --create-namespace --set greeting=four",
+    );
+    let (succeeded, log) = common::run_job(&client, NS, &job, 90).await;
+    assert!(succeeded, "{log}");
+
+    let release = helm::release::current_release(client.clone(), "talos", "apps4", "demo4")
+        .await
+        .expect("the Helm 4 record reads")
+        .expect("a release");
+    assert_eq!(
+        (
+            release.revision,
+            release.status.as_str(),
+            release.chart_version.as_str()
+        ),
+        (1, "deployed", "1.2.3")
+    );
+    assert_eq!(
+        release.values_sha256,
+        helm::release::values_digest(Some(&json!({"greeting": "four"})))
+    );
+    // Helm 4 installs by server-side apply, as field manager `helm`.
+    let config = Api::<ConfigMap>::namespaced(client.clone(), "apps4")
+        .get("demo4-config")
+        .await
+        .expect("rendered");
+    let managers: Vec<(String, String)> = config
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            (
+                m.manager.unwrap_or_default(),
+                m.operation.unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(
+        managers.contains(&("helm".to_owned(), "Apply".to_owned())),
+        "{managers:?}"
     );
 }
