@@ -25,6 +25,7 @@ pub mod engine;
 pub mod flux;
 pub mod helm;
 pub mod kube_proxy;
+pub mod ownership;
 pub mod pods;
 pub mod readiness;
 pub mod talos;

@@ -24,6 +24,9 @@
 //! - `migrating_cilium`: the Cilium migration guide replayed: a Cilium installed by Helm with
 //!   non-Talos values, moved from a `helm_release` state; the plan names each value path
 //!   (secrets as `(sensitive)`), the running values kept, the next plan empty.
+//! - `managed_by`: a release Argo CD (3's tracking annotation, the instance label), Flux's
+//!   helm-controller, a Flux Kustomization or the Flux Operator took over is never upgraded, even
+//!   by `apply -refresh=false`, and the plan names the tool.
 //! - `concurrent`: two applies at once from two roots: different targets converge side by side;
 //!   one target is serialized by its Lease.
 //! - `chaos`: seeded random faults during repeated applies; state stays truthful, applies converge
@@ -48,6 +51,7 @@ mod functions;
 mod helm_release_resource;
 mod import_and_removed;
 mod lifecycle;
+mod managed_by;
 mod migrating_cilium;
 mod provider_retry;
 mod release;

@@ -1,36 +1,21 @@
-//! When Flux owns an object (so the bootstrap must never touch it again), and the pure readiness
+//! When Flux (or another GitOps tool) owns an object, so the bootstrap must never touch it again,
+//! as [`crate::cluster::ownership`] decides, and the pure readiness
 //! conditions the waits classify: CRD `Established`, FluxInstance `Ready` / `Stalled`.
 
 use serde_json::Value as Json;
 
-/// Labels kustomize-controller and helm-controller put on what they apply.
-pub const OBJECT_OWNER_LABELS: [&str; 2] = [
-    "kustomize.toolkit.fluxcd.io/name",
-    "helm.toolkit.fluxcd.io/name",
-];
-/// Namespaces are also taken over by the operator's FluxInstance and ResourceSet.
-pub const NAMESPACE_OWNER_LABELS: [&str; 4] = [
-    "kustomize.toolkit.fluxcd.io/name",
-    "helm.toolkit.fluxcd.io/name",
-    "resourceset.fluxcd.controlplane.io/name",
-    "fluxcd.controlplane.io/name",
-];
+use crate::cluster::ownership::manager_of_object;
 
-fn has_any_label(object: &Json, keys: &[&str]) -> bool {
-    object
-        .pointer("/metadata/labels")
-        .and_then(Json::as_object)
-        .is_some_and(|labels| keys.iter().any(|k| labels.contains_key(*k)))
-}
-
-/// True when kustomize-controller or helm-controller has adopted the object.
+/// True when a GitOps tool has adopted the object: Flux's helm-controller or
+/// kustomize-controller, or Argo CD ([`crate::cluster::ownership`]).
 pub fn adopted_by_flux(object: &Json) -> bool {
-    has_any_label(object, &OBJECT_OWNER_LABELS)
+    manager_of_object(object).is_some_and(|m| m.adopts_objects())
 }
 
-/// True when Flux (or the operator) has adopted the namespace.
+/// True when Flux (the operator's FluxInstance or a ResourceSet included) or Argo CD has
+/// adopted the namespace.
 pub fn namespace_adopted_by_flux(namespace: &Json) -> bool {
-    has_any_label(namespace, &NAMESPACE_OWNER_LABELS)
+    manager_of_object(namespace).is_some()
 }
 
 /// The object's `status.conditions` (none before it has a status).

@@ -12,11 +12,13 @@ use super::rollout::*;
 use crate::cluster::ClusterError;
 use crate::cluster::Kube;
 
-/// A workload as observed: its rollout and its labels (which say who manages it).
+/// A workload as observed: its rollout, and its labels and annotations (which say who manages
+/// it, see [`crate::cluster::ownership`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Observed {
     pub rollout: Rollout,
     pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
 }
 
 async fn get_one<K, F>(
@@ -41,6 +43,7 @@ where
         .map(|o| Observed {
             rollout: judge(&o),
             labels: o.meta().labels.clone().unwrap_or_default(),
+            annotations: o.meta().annotations.clone().unwrap_or_default(),
         })
         .unwrap_or_default())
 }
@@ -83,6 +86,7 @@ pub async fn observe_namespace(
             Observed {
                 rollout,
                 labels: meta.labels.clone().unwrap_or_default(),
+                annotations: meta.annotations.clone().unwrap_or_default(),
             },
         )
     };

@@ -244,7 +244,7 @@ impl Runner<'_> {
             values_sha256: Some(&wanted),
             content_digest: None,
         };
-        Ok(decide(Some(&current.status), Some(&installed), &desired) == Decision::Unchanged)
+        Ok(decide(Some(&current.status), Some(&installed), &desired, None) == Decision::Unchanged)
     }
 
     /// CRD, FluxInstance (until Flux adopts it), and the Ready wait when it was applied.

@@ -1,9 +1,11 @@
 //! The install decision, pure: given what the cluster has (the release record's status) and what
 //! was and is wanted (version, values hash, chart content), whether an apply refuses, repairs,
-//! upgrades or leaves the release as it is. Every resource that installs a chart decides here:
-//! `talosboot_cilium`, `talosboot_helm_release` and the Flux bootstrap's operator.
+//! upgrades or leaves the release as it is, or leaves it to the GitOps tool that took it over.
+//! Every resource that installs a chart decides here: `talosboot_cilium`, `talosboot_helm_release`
+//! and the Flux bootstrap's operator.
 
 use crate::cluster::helm::release::ReleaseStatus;
+use crate::cluster::ownership::Manager;
 
 /// What an apply does about a release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +19,9 @@ pub enum Decision {
     Upgrade,
     /// Deployed from this version with these values and chart content: no Job runs.
     Unchanged,
+    /// Another tool manages the release now (its workloads carry that tool's marks, read fresh
+    /// at apply): no Job runs whatever changed, the configuration is only recorded.
+    LeaveToManager,
 }
 
 /// What identifies an install: an upgrade to the same fingerprint changes nothing.
@@ -38,13 +43,17 @@ pub fn same_version(a: &str, b: &str) -> bool {
 
 /// The decision. `current` is the status of the release record (an uninstalled one counts as
 /// none); `prior` what the last apply installed (`None` on a create); `desired` what this apply
-/// installs.
+/// installs; `manager` the tool whose marks the release's workloads carry.
 pub fn decide(
     current: Option<&ReleaseStatus>,
     prior: Option<&Fingerprint>,
     desired: &Fingerprint,
+    manager: Option<&Manager>,
 ) -> Decision {
     let current = current.filter(|s| **s != ReleaseStatus::Uninstalled);
+    if prior.is_some() && current.is_some() && manager.is_some() {
+        return Decision::LeaveToManager;
+    }
     let Some(prior) = prior else {
         return match current {
             Some(s) if s.is_live() => Decision::Refuse,
@@ -100,9 +109,54 @@ mod tests {
         ];
         for (status, expected) in table {
             assert_eq!(
-                decide(status.as_ref(), None, &WANTED),
+                decide(status.as_ref(), None, &WANTED, None),
                 *expected,
                 "{status:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_release_another_tool_manages_is_left_to_it_whatever_changed() {
+        let argo = Manager::ArgoCd {
+            application: "cilium".into(),
+        };
+        let changed = with("1.18.5", "h2", None);
+        let table: &[(&str, Option<ReleaseStatus>, Option<&Fingerprint>, Decision)] = &[
+            (
+                "an upgrade",
+                Some(Deployed),
+                Some(&changed),
+                Decision::LeaveToManager,
+            ),
+            (
+                "nothing changed",
+                Some(Deployed),
+                Some(&WANTED),
+                Decision::LeaveToManager,
+            ),
+            (
+                "a failed release",
+                Some(Failed),
+                Some(&changed),
+                Decision::LeaveToManager,
+            ),
+            // A create never takes a release over, managed or not.
+            ("a create", Some(Deployed), None, Decision::Refuse),
+            // Nothing left to manage: the release is gone, so it is installed again.
+            ("gone", None, Some(&changed), Decision::Upgrade),
+            (
+                "uninstalled",
+                Some(Uninstalled),
+                Some(&changed),
+                Decision::Upgrade,
+            ),
+        ];
+        for (why, status, prior, expected) in table {
+            assert_eq!(
+                decide(status.as_ref(), *prior, &WANTED, Some(&argo)),
+                *expected,
+                "{why}"
             );
         }
     }
@@ -137,7 +191,7 @@ mod tests {
         ];
         for (why, status, prior, expected) in table {
             assert_eq!(
-                decide(status.as_ref(), Some(prior), &WANTED),
+                decide(status.as_ref(), Some(prior), &WANTED, None),
                 *expected,
                 "{why}"
             );
@@ -147,7 +201,7 @@ mod tests {
     #[test]
     fn chart_content_counts_only_where_the_prior_install_recorded_it() {
         let desired = with("1.0.0", "h1", Some("d2"));
-        let decided = |prior: Fingerprint| decide(Some(&Deployed), Some(&prior), &desired);
+        let decided = |prior: Fingerprint| decide(Some(&Deployed), Some(&prior), &desired, None);
         assert_eq!(decided(with("1.0.0", "h1", Some("d1"))), Decision::Upgrade);
         assert_eq!(
             decided(with("1.0.0", "h1", Some("d2"))),
@@ -164,7 +218,7 @@ mod tests {
             content_digest: None,
         };
         assert_eq!(
-            decide(Some(&Deployed), Some(&none), &none),
+            decide(Some(&Deployed), Some(&none), &none, None),
             Decision::Unchanged
         );
     }

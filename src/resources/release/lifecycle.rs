@@ -184,7 +184,7 @@ pub fn refresh_as<K: ChartResource>(
     };
     state.common_mut().record(&fields);
     state.record(o);
-    private.owner = o.gitops_owner();
+    private.owner = o.manager().map(|m| m.to_string());
     let unhealthy = o.unhealthy();
     if release.status == ReleaseStatus::Deployed && state.common().wait() && !unhealthy.is_empty() {
         diagnostics.warning(
@@ -291,11 +291,47 @@ pub async fn install<K: ChartResource>(
         .release
         .as_ref()
         .filter(|r| r.status != ReleaseStatus::Uninstalled);
+    let manager = observed.manager();
     let decision = decide(
         current.map(|r| &r.status),
         prior.map(fingerprint).as_ref(),
         &fingerprint(&desired),
+        manager.as_ref(),
     );
+    // The plan knew the manager when its refresh read it (private state carries it here): it
+    // planned no upgrade, and this apply records the configuration only.
+    let plan_knew_manager = private.owner.is_some();
+    if let (Decision::LeaveToManager, Some(prior), Some(manager)) = (decision, prior, manager) {
+        let detail = format!(
+            "{manager} manages release {} (its workloads carry that tool's marks): no change was made in the cluster. Change the release through {manager}, or remove this resource from the configuration (with `removed {{ lifecycle {{ destroy = false }} }}`).",
+            desired.common().id()
+        );
+        private.owner = Some(manager.to_string());
+        // Decided on this fresh read: a plan made without a refresh (`-refresh=false`) or
+        // before the tool took over promised an upgrade, which is refused, keeping the state
+        // that is true; the next plan (with a refresh) records the configuration without one.
+        if !plan_knew_manager && fingerprint(&desired) != fingerprint(prior) {
+            diagnostics.error(
+                "Release managed by GitOps",
+                format!("{detail} The plan asked for a Helm upgrade, which talosboot does not run on a release another tool manages; run `plan` again (with a refresh) to record the configuration only."),
+            );
+            return Applied {
+                state: Some(prior.clone()),
+                diagnostics,
+            };
+        }
+        diagnostics.warning(
+            "Release managed by GitOps",
+            format!("{detail} The configuration is recorded only."),
+        );
+        let mut recorded = desired;
+        recorded.common_mut().keep_computed(prior.common());
+        recorded.keep_computed(prior);
+        return Applied {
+            state: Some(recorded),
+            diagnostics,
+        };
+    }
     match (decision, current) {
         (Decision::Refuse, Some(existing)) => {
             diagnostics.error(

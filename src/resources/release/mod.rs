@@ -26,6 +26,7 @@ pub use kind::{ChartResource, PreflightAt};
 pub use lifecycle::{Applied, destroy, install, observe, refresh, refresh_as};
 
 use crate::cluster::helm::release::HelmRelease;
+use crate::cluster::ownership::{Manager, manager_of};
 use crate::cluster::readiness::{self, WorkloadRef};
 use crate::framework::Diagnostics;
 
@@ -64,21 +65,12 @@ pub struct Observed {
     pub nodes_ready: Option<bool>,
 }
 
-/// Labels that say a GitOps tool manages an object.
-const GITOPS_LABELS: &[(&str, &str)] = &[
-    ("helm.toolkit.fluxcd.io/name", "Flux HelmRelease"),
-    ("kustomize.toolkit.fluxcd.io/name", "Flux Kustomization"),
-    ("argocd.argoproj.io/instance", "Argo CD Application"),
-];
-
 impl Observed {
     /// The GitOps tool that manages the release's workloads, if any.
-    pub fn gitops_owner(&self) -> Option<String> {
-        self.workloads.iter().find_map(|(_, o)| {
-            GITOPS_LABELS.iter().find_map(|(label, tool)| {
-                o.labels.get(*label).map(|name| format!("{tool} {name:?}"))
-            })
-        })
+    pub fn manager(&self) -> Option<Manager> {
+        self.workloads
+            .iter()
+            .find_map(|(_, o)| manager_of(&o.labels, &o.annotations))
     }
 
     /// `kind/name: ready/desired` of workloads that are not rolled out.

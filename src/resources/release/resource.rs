@@ -183,20 +183,6 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             .ok()
             .map(|v| private.salted(&values_digest(Some(&v))));
         desired.common_mut().values_sha256 = hash;
-        if let (Some(owner), Some(prior)) = (&private.owner, &prior) {
-            diagnostics.warning(
-                "Release managed by GitOps",
-                format!("{owner} owns the release: no change was made in the cluster; the configuration is recorded only."),
-            );
-            desired.common_mut().keep_computed(prior.common());
-            desired.keep_computed(prior);
-            let new_state = encode_state(&desired, &mut diagnostics);
-            return ApplyResponse {
-                new_state,
-                diagnostics,
-                private: Some(private.encode()),
-            };
-        }
         let applied = install(&clients, desired, prior.as_ref(), &mut private, &ctx.cancel).await;
         diagnostics.extend(applied.diagnostics);
         let new_state = match applied.state {
