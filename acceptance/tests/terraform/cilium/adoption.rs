@@ -12,7 +12,7 @@ use crate::harness::TestCluster;
 
 use super::*;
 
-async fn uids(client: &kube::Client) -> BTreeMap<String, String> {
+pub(super) async fn uids(client: &kube::Client) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let ds = Api::<DaemonSet>::namespaced(client.clone(), NS)
         .get("cilium")
