@@ -3,7 +3,9 @@
 //! the node), `adopt_existing` (the plan names the inventory ConfigMap and the annotation; the
 //! apply takes Cilium's entries out and removes the annotation), the inline manifest removed from
 //! the machine config, and `talosctl upgrade-k8s` with its default prune: Cilium keeps running
-//! (same uids, agents Ready, nodes Ready), the release is deployed, the next plan is empty.
+//! (same uids, agents Ready, nodes Ready), the release is deployed, the next plan is empty. On
+//! 1.14 a node also re-records Cilium before the removal (a reboot while the machine config still
+//! lists it): the plan warns and the `kubectl patch` it gives takes the entries out again.
 //! The negative control adopts with a plain `helm upgrade --take-ownership` and removes the
 //! annotation from the DaemonSet by hand: the same prune deletes Cilium, annotated or not.
 
@@ -88,7 +90,72 @@ async fn upgrade_k8s_without_the_inline_manifest(
         .expect("upgrade-k8s' manifest sync")
 }
 
-async fn the_guide_survives_the_prune(version: TalosVersion) {
+/// A control plane reboots before the inline manifest left the machine config: the node records
+/// Cilium's existing objects again; the plan warns, and the command it gives takes them out.
+async fn rebooted_before_the_removal(cluster: &TestCluster, ws: &crate::harness::Workspace) {
+    let client = cluster.client().await;
+    let (version, recorded) = manifests::read_machine_config(&client)
+        .await
+        .expect("the machine config record");
+    manifests::node_apply(&client, version, &recorded)
+        .await
+        .expect("the node's manifest run");
+    assert!(
+        inventory(&client)
+            .await
+            .contains("kube-system_cilium_apps_DaemonSet"),
+        "the node recorded the existing objects again"
+    );
+    let plan = ws.ok(&["plan", "-no-color"]);
+    let said = plan.flat();
+    let start = "kubectl -n kube-system patch configmap talos-bootstrap-manifests-inventory --type=json -p '";
+    assert!(
+        said.contains("Talos' manifest inventory lists objects of this release")
+            && said.contains("DaemonSet.apps kube-system/cilium")
+            && said.contains(start),
+        "{}",
+        plan.text()
+    );
+    let json = said[said.find(start).expect("command") + start.len()..]
+        .split('\'')
+        .next()
+        .expect("the patch")
+        .to_owned();
+    let kubectl = std::env::var_os("TALOSBOOT_KUBECTL")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join(".work/kubectl/usr/bin/kubectl")
+        });
+    let out = std::process::Command::new(kubectl)
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig_path.display()
+        ))
+        .args([
+            "-n",
+            INVENTORY_NAMESPACE,
+            "patch",
+            "configmap",
+            INVENTORY_NAME,
+            "--type=json",
+            "-p",
+            &json,
+        ])
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        inventory(&client).await.is_empty(),
+        "the plan's command took them out"
+    );
+}
+
+async fn the_guide_survives_the_prune(version: TalosVersion, reboot_before_removal: bool) {
     let Some(cluster) = inline_cilium(version).await else {
         return; // needs a cluster whose Cilium came from inline manifests
     };
@@ -135,6 +202,9 @@ async fn the_guide_survives_the_prune(version: TalosVersion) {
     let ds = daemonset(&client).await.expect("adopted");
     assert_eq!(owning_inventory(&ds), None, "Talos' annotation removed");
     assert_eq!(uids(&client).await, before, "adoption keeps every object");
+    if reboot_before_removal {
+        rebooted_before_the_removal(&cluster, &ws).await;
+    }
 
     // The inline manifest leaves the machine config; the next Kubernetes upgrade prunes.
     let report = upgrade_k8s_without_the_inline_manifest(&client).await;
@@ -148,12 +218,12 @@ async fn the_guide_survives_the_prune(version: TalosVersion) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn talos_1_13_adopted_inline_cilium_survives_upgrade_k8s_prune() {
-    the_guide_survives_the_prune(TalosVersion::V1_13).await;
+    the_guide_survives_the_prune(TalosVersion::V1_13, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn talos_1_14_adopted_inline_cilium_survives_upgrade_k8s_prune() {
-    the_guide_survives_the_prune(TalosVersion::V1_14).await;
+    the_guide_survives_the_prune(TalosVersion::V1_14, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
