@@ -147,6 +147,7 @@ const CLUSTER_SUBSYSTEMS: &[(&str, &[&str])] = &[
     ("helm", &["client", "endpoint", "engine"]),
     ("talos", &[]),
     ("flux", &["client", "helm"]),
+    ("talos_inventory", &["client", "helm"]),
 ];
 
 /// The module path of a source file under `src/` (`cluster/engine/job.rs` is

@@ -8,6 +8,9 @@
 //! - `failures`: SYS_MODULE restored (capabilities diagnosis, tainted); a broken upgrade; the
 //!   Service IP forced (i/o timeout diagnosis); a stuck `pending-install` release repaired.
 //! - `adoption`: inline manifests adopted keeping every uid; import; `moved` from `helm_release`.
+//! - `talos_prune`: the inline-manifest adoption on Talos 1.13 and 1.14 survives `upgrade-k8s`'
+//!   prune (the plan names the inventory edit, the apply makes it); without talosboot's step
+//!   (a plain `helm --take-ownership`, the annotation removed by hand) the same prune deletes Cilium.
 //! - `interruptions`: a Lease held by another client; API faults and a dropped watch; a hung
 //!   installer (deadline diagnosis); an interrupt during apply.
 //!
@@ -18,6 +21,7 @@ mod adoption;
 mod failures;
 mod install;
 mod interruptions;
+mod talos_prune;
 mod values;
 
 use std::collections::BTreeMap;

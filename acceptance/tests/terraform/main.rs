@@ -21,6 +21,8 @@
 //!   `cilium-envoy` fails the apply and warns on refresh, naming it; Hubble relay waited for).
 //! - `cilium_kube_proxy`: `kube_proxy_replacement` on clusters with and without kube-proxy (the
 //!   warning, the error at plan and before any Job, the Service-IP diagnosis).
+//! - `cilium::talos_prune`: the guide's inline-manifest adoption on Talos 1.13 and 1.14 replayed to
+//!   `talosctl upgrade-k8s`' prune: Cilium survives; the negative control loses it.
 //! - `migrating_cilium`: the Cilium migration guide replayed: a Cilium installed by Helm with
 //!   non-Talos values, moved from a `helm_release` state; the plan names each value path
 //!   (secrets as `(sensitive)`), the running values kept, the next plan empty.

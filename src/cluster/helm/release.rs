@@ -39,6 +39,52 @@ pub struct HelmRelease {
     /// `(apiVersion, kind)` of every object of the manifest and the hooks, sorted, once each:
     /// what an upgrade may delete and an uninstall deletes.
     pub kinds: Vec<(String, String)>,
+    /// Every object of the manifest (not the hooks): what the release owns.
+    pub objects: Vec<ManifestObject>,
+}
+
+/// An object of a release's manifest, as the manifest names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestObject {
+    pub api_version: String,
+    pub kind: String,
+    /// `None`: not in the manifest (the release namespace for a namespaced kind).
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// The objects of a manifest (multi-document YAML as Helm stores it); documents that do not parse
+/// or lack `apiVersion`, `kind` or `metadata.name` are skipped, as for [`manifest_workloads`].
+pub fn manifest_objects(manifest: &str) -> Vec<ManifestObject> {
+    let mut out = Vec::new();
+    for doc in manifest.split("\n---") {
+        let doc = doc.trim_start_matches("---");
+        if doc.trim().is_empty() {
+            continue;
+        }
+        let Ok(value) = serde_saphyr::from_str::<serde_json::Value>(doc) else {
+            continue;
+        };
+        let text = |v: Option<&serde_json::Value>| {
+            v.and_then(serde_json::Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        let metadata = value.get("metadata");
+        if let (Some(api_version), Some(kind), Some(name)) = (
+            text(value.get("apiVersion")),
+            text(value.get("kind")),
+            text(metadata.and_then(|m| m.get("name"))),
+        ) {
+            out.push(ManifestObject {
+                api_version,
+                kind,
+                namespace: text(metadata.and_then(|m| m.get("namespace"))),
+                name,
+            });
+        }
+    }
+    out
 }
 
 /// A workload in a release's manifest.
@@ -250,6 +296,7 @@ pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeErr
                 .collect::<Vec<_>>()
                 .join("\n---\n"),
         ),
+        objects: manifest_objects(&record.manifest),
     })
 }
 

@@ -202,6 +202,7 @@ mod tests {
                 },
             ],
             kinds: Vec::new(),
+            objects: Vec::new(),
         };
         let r = c.readiness(Some(&release));
         assert_eq!(r.workloads.len(), 2);

@@ -1,5 +1,6 @@
-//! Taking over a running Cilium: inline manifests adopted in place (every uid kept), import, and
-//! `moved` from a `helm_release` state without touching the cluster.
+//! Taking over a running Cilium: inline manifests adopted in place on Talos 1.12 (every uid kept,
+//! no manifest inventory to edit), import, and `moved` from a `helm_release` state without
+//! touching the cluster.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,7 @@ use crate::harness::TestCluster;
 
 use super::*;
 
-async fn uids(client: &kube::Client) -> BTreeMap<String, String> {
+pub(super) async fn uids(client: &kube::Client) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let ds = Api::<DaemonSet>::namespaced(client.clone(), NS)
         .get("cilium")
@@ -53,8 +54,10 @@ async fn uids(client: &kube::Client) -> BTreeMap<String, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn inline_manifest_cilium_is_adopted_in_place() {
+    // Talos 1.12: no manifest inventory (1.13 and 1.14 are in `talos_prune`).
     let cluster = TestCluster::start_with(talos_sim::talos::TalosConfig {
         inline_cilium: Some("1.18.4".into()),
+        talos_version: talos_sim::talos::TalosVersion::V1_12,
         ..Default::default()
     })
     .await;
@@ -80,7 +83,12 @@ async fn inline_manifest_cilium_is_adopted_in_place() {
         "main.tf",
         &root(&cluster, &cilium("  adopt_existing = true")),
     );
-    ws.apply();
+    let applied = ws.apply();
+    assert!(
+        !applied.flat().contains("manifest inventory"),
+        "nothing to say about an inventory Talos 1.12 does not keep: {}",
+        applied.text()
+    );
     assert_eq!(uids(&client).await, before, "adoption keeps every object");
     assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
     let ds = Api::<DaemonSet>::namespaced(client.clone(), NS)
