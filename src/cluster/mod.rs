@@ -16,8 +16,11 @@
 //! - [`helm`] → [`client`], [`endpoint`], [`engine`]: chart installs run on the engine, release
 //!   records, values, the render-derived RBAC, release status;
 //! - [`talos`] → (nothing): Cilium's values for Talos;
+//! - [`cilium`] → [`client`]: Cilium's chart versions (removed value keys, the node-port features
+//!   that need the kube-proxy replacement, the Gateway API CRDs) and the CRD check;
 //! - [`flux`] → [`client`], [`helm`]: the Flux bootstrap's native steps.
 
+pub mod cilium;
 pub mod client;
 pub mod diagnosis;
 pub mod endpoint;
