@@ -1,7 +1,7 @@
 # Cilium on a fresh Talos cluster (no CNI yet): the chart is installed by a bootstrap Job on the host
 # network over KubePrism, with the Talos values, and applied once the cluster's API is up.
 resource "talosboot_cilium" "this" {
-  version = "1.18.4"
+  version = "1.20.2"
 
   # The Talos values for a cluster with `cluster.proxy.disabled: true` (the default); `false` on a
   # cluster that runs kube-proxy (Talos' own default). Checked against the cluster at plan.

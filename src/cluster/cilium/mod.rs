@@ -4,7 +4,7 @@
 //! API CRDs each version's operator needs), and [`gateway_api`] (whether the cluster has those
 //! CRDs: one read of each, judged by the table).
 //!
-//! The facts, with their upstream sources, are in `docs/guides/cilium-versions.md`.
+//! The facts, with their upstream sources, are in `docs/guides/versions.md`.
 
 pub mod gateway_api;
 pub mod versions;

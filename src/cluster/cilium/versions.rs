@@ -11,7 +11,7 @@
 //!
 //! Sources (upstream `Documentation/operations/upgrade.rst` "1.19 Upgrade Notes", the Gateway
 //! API installation page of each minor, the 1.20 release notes as users quote them) are listed
-//! in `docs/guides/cilium-versions.md`.
+//! in `docs/guides/versions.md`.
 
 use std::fmt;
 
