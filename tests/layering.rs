@@ -146,6 +146,7 @@ const CLUSTER_SUBSYSTEMS: &[(&str, &[&str])] = &[
     ("readiness", &["client", "diagnosis", "kube_proxy", "pods"]),
     ("helm", &["client", "endpoint", "engine"]),
     ("talos", &[]),
+    ("cilium", &["client"]),
     ("flux", &["client", "helm"]),
     ("talos_inventory", &["client", "helm"]),
 ];

@@ -34,7 +34,7 @@ locals {
 }
 
 resource "talosboot_cilium" "this" {
-  version      = "1.18.4"
+  version      = "1.20.2"
   api_endpoint = local.kubeprism
   values       = [file("${path.module}/cilium/values.yaml")]
   timeout      = "15m"
@@ -46,7 +46,7 @@ resource "talosboot_flux_bootstrap" "flux" {
   gitops_resources = {
     instance_yaml = file("${path.module}/flux/flux-instance.yaml")
     operator_chart = {
-      version     = "0.33.0"
+      version     = "0.59.0" # installs Flux 2.9 (0.53.0 or later)
       values_yaml = file("${path.module}/flux/flux-operator-values.yaml")
     }
   }

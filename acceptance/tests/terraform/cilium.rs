@@ -38,6 +38,9 @@ use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
 
 pub(crate) const NS: &str = "kube-system";
 
+/// The current Cilium chart, which the tests of a fresh install use.
+pub(crate) const CURRENT: &str = "1.20.2";
+
 pub(crate) const MANAGED: &str = "app.kubernetes.io/managed-by=talosboot";
 
 pub(crate) fn root(cluster: &TestCluster, body: &str) -> String {
@@ -48,7 +51,7 @@ pub(crate) fn root(cluster: &TestCluster, body: &str) -> String {
 }
 
 pub(crate) fn cilium(extra: &str) -> String {
-    format!("resource \"talosboot_cilium\" \"this\" {{\n  version = \"1.18.4\"\n{extra}\n}}\n")
+    format!("resource \"talosboot_cilium\" \"this\" {{\n  version = \"{CURRENT}\"\n{extra}\n}}\n")
 }
 
 pub(crate) fn workspace(cluster: &TestCluster, body: &str) -> Workspace {

@@ -113,7 +113,7 @@ async fn a_refresh_after_cilium_envoy_breaks_warns_naming_it() {
     let plan = ws.run(&["plan", "-no-color", "-detailed-exitcode"]);
     let text = plan.flat();
     assert!(
-        text.contains("Cilium 1.18.4 (kube-system/cilium) is not healthy"),
+        text.contains("Cilium 1.20.2 (kube-system/cilium) is not healthy"),
         "{text}"
     );
     assert!(

@@ -345,7 +345,7 @@ fn snippet_root(dir: &Path) -> Workspace {
         context.push_str(REQUIRED_PROVIDERS);
     }
     if text.contains("talosboot_cilium.this") && !text.contains("resource \"talosboot_cilium\"") {
-        context.push_str("resource \"talosboot_cilium\" \"this\" {\n  version = \"1.18.4\"\n}\n");
+        context.push_str("resource \"talosboot_cilium\" \"this\" {\n  version = \"1.20.2\"\n}\n");
     }
     let ws = Workspace::new(&text);
     ws.write("context.tf", &context);
@@ -724,7 +724,7 @@ fn guides_have_registry_front_matter_and_formatted_hcl() {
 /// Placeholder declarations for resources a docs block refers to without declaring them: type,
 /// and the body of a minimal valid block of that type.
 const PLACEHOLDER_RESOURCES: &[(&str, &str)] = &[
-    ("talosboot_cilium", "  version = \"1.18.4\"\n"),
+    ("talosboot_cilium", "  version = \"1.20.2\"\n"),
     (
         "talosboot_helm_release",
         "  name  = \"placeholder\"\n  chart = \"placeholder\"\n",

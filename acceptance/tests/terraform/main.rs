@@ -23,6 +23,10 @@
 //!   warning, the error at plan and before any Job, the Service-IP diagnosis).
 //! - `cilium::talos_prune`: the guide's inline-manifest adoption on Talos 1.13 and 1.14 replayed to
 //!   `talosctl upgrade-k8s`' prune: Cilium survives; the negative control loses it.
+//! - `cilium_versions`: chart versions: Cilium 1.20.2 with Gateway API refused at plan and before
+//!   any Job while its CRDs are missing (named), installed once they exist; a removed value key
+//!   warned with its replacement; node-port features without the replacement on 1.19 refused; a
+//!   Flux Operator chart too old for Flux 2.9 refused naming the minimum chart.
 //! - `migrating_cilium`: the Cilium migration guide replayed: a Cilium installed by Helm with
 //!   non-Talos values, moved from a `helm_release` state; the plan names each value path
 //!   (secrets as `(sensitive)`), the running values kept, the next plan empty.
@@ -43,6 +47,7 @@ mod checks;
 mod cilium;
 mod cilium_components;
 mod cilium_kube_proxy;
+mod cilium_versions;
 mod concurrent;
 mod examples;
 mod flux_bootstrap;

@@ -24,7 +24,7 @@ pub fn schema() -> Schema {
                 Attribute::computed("id", Type::String, "`<namespace>/<name>`."),
                 Attribute::optional_computed("name", Type::String, "Release name. Default `cilium`. Changing it replaces the release.").requires_replace().default(DEFAULT_NAME),
                 Attribute::optional_computed("namespace", Type::String, "Release namespace. Default `kube-system`. Changing it replaces the release.").requires_replace().default(DEFAULT_NAMESPACE),
-                Attribute::required("version", Type::String, "Chart version, e.g. `1.18.4`. Required: a floating version would change Cilium with the image.").updates(),
+                Attribute::required("version", Type::String, "Chart version, e.g. `1.20.2`. Required: a floating version would change Cilium with the image.").updates(),
                 Attribute::optional_computed("repository", Type::String, "Chart repository URL or OCI registry path. Default `https://helm.cilium.io`.").default(DEFAULT_REPOSITORY).updates(),
                 Attribute::optional_computed("chart", Type::String, "Chart name in the repository. Default `cilium`.").default(DEFAULT_CHART).updates(),
                 Attribute::optional("values", Type::list(Type::String), "Values documents (YAML), merged in order over the Talos defaults; later ones win. The user always wins over `talos_defaults`.").updates(),

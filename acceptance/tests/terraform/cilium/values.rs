@@ -25,7 +25,7 @@ async fn values_changed_out_of_band_show_as_an_update_and_apply_converges() {
             "--repo",
             "https://helm.cilium.io",
             "--version",
-            "1.18.4",
+            crate::cilium::CURRENT,
             "-n",
             NS,
             "--set",
@@ -173,7 +173,7 @@ async fn edits_that_change_nothing_in_the_release_are_bookkeeping() {
     let before = release_history(&client, "cilium").await;
     // The other spelling of the version, adoption switched on, the values written out as a
     // `set` that yields what the release already has (the Talos default `ipam.mode`).
-    let edited = "resource \"talosboot_cilium\" \"this\" {\n  version        = \"v1.18.4\"\n  adopt_existing = true\n  set            = [{ name = \"ipam.mode\", value = \"kubernetes\" }]\n}\n";
+    let edited = "resource \"talosboot_cilium\" \"this\" {\n  version        = \"v1.20.2\"\n  adopt_existing = true\n  set            = [{ name = \"ipam.mode\", value = \"kubernetes\" }]\n}\n";
     ws.write("main.tf", &root(&cluster, edited));
     let plan = ws.ok(&["plan", "-no-color"]);
     assert!(
@@ -201,7 +201,7 @@ fn timeout_takes_seconds_and_go_durations_on_every_resource() {
 provider "talosboot" {{}}
 
 resource "talosboot_cilium" "this" {{
-  version = "1.18.4"
+  version = "1.20.2"
   timeout = {timeout}
 }}
 
