@@ -639,7 +639,7 @@ fn flat(text: &str) -> String {
         .join(" ")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async chaos_never_leaves_a_lying_state_and_converges);
 async fn chaos_never_leaves_a_lying_state_and_converges() {
     let cluster = TestCluster::start().await;
     let Some(faults) = cluster.faults() else {

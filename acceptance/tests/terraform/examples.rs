@@ -130,7 +130,7 @@ fn provider_schema() -> serde_json::Value {
     ));
     ws.init();
     let json = ws.ok(&["providers", "schema", "-json"]).json();
-    json["provider_schemas"]["registry.opentofu.org/talosboot/talosboot"].clone()
+    json["provider_schemas"][ws.cli().provider_address()].clone()
 }
 
 fn type_names(schema: &serde_json::Value, key: &str) -> Vec<String> {
@@ -180,7 +180,7 @@ fn declared_sources(text: &str) -> Vec<String> {
 }
 
 /// Puts the stand-in for every stubbed provider `text` declares into the workspace's mirror (under
-/// the registry host OpenTofu resolves) and rewrites the CLI configuration to include them; fails
+/// the registry host of the workspace's CLI) and rewrites the CLI configuration to include them; fails
 /// on a declared provider that is neither installed nor stubbed.
 fn install_declared_providers(ws: &Workspace, text: &str) {
     let mut include: Vec<String> = INSTALLED
@@ -204,7 +204,8 @@ fn install_declared_providers(ws: &Workspace, text: &str) {
         };
         let kind = source.split('/').nth(1).unwrap_or_default();
         let dir = ws.path().join(format!(
-            "mirror/registry.opentofu.org/{source}/{version}/linux_amd64"
+            "mirror/{}/{source}/{version}/linux_amd64",
+            ws.cli().registry_host()
         ));
         std::fs::create_dir_all(&dir).expect("mirror dir");
         let wrapper = dir.join(format!("terraform-provider-{kind}_v{version}"));
@@ -220,7 +221,7 @@ fn install_declared_providers(ws: &Workspace, text: &str) {
         .expect("write stub wrapper");
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        include.push(format!("\"registry.opentofu.org/{source}\""));
+        include.push(format!("\"{}/{source}\"", ws.cli().registry_host()));
     }
     ws.write(
         "cli.tfrc",
@@ -232,7 +233,7 @@ fn install_declared_providers(ws: &Workspace, text: &str) {
     );
 }
 
-#[test]
+on_both_clis!(every_example_is_formatted_and_checked);
 fn every_example_is_formatted_and_checked() {
     let ws = Workspace::new("");
     let dir = examples();
@@ -272,7 +273,7 @@ fn every_example_is_formatted_and_checked() {
     }
 }
 
-#[test]
+on_both_clis!(registry_examples_exist_for_every_type);
 fn registry_examples_exist_for_every_type() {
     let schema = provider_schema();
     let resources = type_names(&schema, "resource_schemas");
@@ -367,7 +368,7 @@ fn snippet_root(dir: &Path) -> Workspace {
     ws
 }
 
-#[test]
+on_both_clis!(registry_examples_validate);
 fn registry_examples_validate() {
     for dir in snippet_dirs() {
         let ws = snippet_root(&dir);
@@ -481,9 +482,9 @@ fn replace_in_code(text: &str, from: &str, to: &str) -> String {
     out
 }
 
+on_both_clis!(every_root_inits_and_validates_as_copied);
 /// Every root, copied whole as a user would copy it, passes `init` and `validate` with only
 /// talosboot and the providers it declares (stand-ins for those that cannot be installed here).
-#[test]
 fn every_root_inits_and_validates_as_copied() {
     let roots = root_names();
     assert!(roots.len() >= 3, "{roots:?}");
@@ -543,7 +544,7 @@ fn plan(ws: &Workspace) -> TfOutput {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async quickstart_root_plans);
 async fn quickstart_root_plans() {
     let Some(ws) = root_workspace("quickstart", planned_skip("quickstart")) else {
         return;
@@ -563,7 +564,7 @@ async fn quickstart_root_plans() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async talos_cilium_flux_root_plans_without_secrets_in_the_plan);
 async fn talos_cilium_flux_root_plans_without_secrets_in_the_plan() {
     // talos.tf (siderolabs/talos) cannot be planned here: the kubeconfig it would produce is given
     // in place of `talos_cluster_kubeconfig.this`.
@@ -612,7 +613,7 @@ async fn talos_cilium_flux_root_plans_without_secrets_in_the_plan() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async argocd_after_cilium_root_plans);
 async fn argocd_after_cilium_root_plans() {
     let Some(ws) = root_workspace("argocd-after-cilium", planned_skip("argocd-after-cilium"))
     else {
@@ -676,7 +677,7 @@ fn doc_pages() -> Vec<PathBuf> {
     files(&repo_root().join("docs"), ".md")
 }
 
-#[test]
+on_both_clis!(guides_have_registry_front_matter_and_formatted_hcl);
 fn guides_have_registry_front_matter_and_formatted_hcl() {
     let guides = files(&repo_root().join("docs/guides"), ".md");
     assert!(guides.len() >= 7, "{guides:?}");
@@ -905,9 +906,9 @@ fn doc_block_root(block: &str) -> DocBlock {
     DocBlock::Root(ws)
 }
 
+on_both_clis!(every_docs_hcl_block_validates);
 /// Every HCL block of `docs/` is validated against the schema: `tofu init` and `tofu validate` of
 /// a root made of the block and placeholders for what it refers to ([`doc_block_root`]).
-#[test]
 fn every_docs_hcl_block_validates() {
     let mut validated = 0;
     let mut failures = Vec::new();

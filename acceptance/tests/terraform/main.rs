@@ -58,7 +58,7 @@ mod write_only;
 use std::io::Write;
 
 use base64::Engine;
-use harness::{Cli, REQUIRED_PROVIDERS, TestCluster, Workspace};
+use harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
@@ -71,12 +71,12 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{:x}{:x}", std::process::id(), nanos)
 }
 
-on_both_clis!(install_and_schema);
-fn install_and_schema(cli: Cli) {
-    let ws = Workspace::with_cli(
-        cli,
-        &format!("{REQUIRED_PROVIDERS}\nprovider \"talosboot\" {{}}\n"),
-    );
+on_both_clis!(install_and_schema, floor);
+fn install_and_schema() {
+    let ws = Workspace::new(&format!(
+        "{REQUIRED_PROVIDERS}\nprovider \"talosboot\" {{}}\n"
+    ));
+    let cli = ws.cli();
     let init = ws.init();
     assert!(
         init.stdout.contains("talosboot/talosboot v0.1.0"),
@@ -103,13 +103,11 @@ fn install_and_schema(cli: Cli) {
     assert_eq!(ds["status"]["description_kind"], "markdown");
 }
 
-on_both_clis!(plan_without_cluster);
-fn plan_without_cluster(cli: Cli) {
+on_both_clis!(plan_without_cluster, floor);
+fn plan_without_cluster() {
     // The kubeconfig comes from a resource that does not exist yet, as with talos_cluster_kubeconfig.
-    let ws = Workspace::with_cli(
-        cli,
-        &format!(
-            r#"{REQUIRED_PROVIDERS}
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
 resource "null_resource" "cluster" {{}}
 
 provider "talosboot" {{
@@ -128,8 +126,7 @@ output "cilium_status" {{
   value = data.talosboot_helm_release.cilium.status
 }}
 "#
-        ),
-    );
+    ));
     ws.init();
     let plan = ws.run(&["plan", "-no-color", "-input=false"]);
     assert!(
@@ -145,7 +142,7 @@ output "cilium_status" {{
     );
 }
 
-#[test]
+on_both_clis!(validation);
 fn validation() {
     // Terraform stops at provider errors, so the provider block and the data source are checked apart.
     let provider = Workspace::new(&format!(
@@ -239,8 +236,8 @@ fn release_secret(
     }
 }
 
-on_both_clis!(async helm_release);
-async fn helm_release(cli: Cli) {
+on_both_clis!(async helm_release, floor);
+async fn helm_release() {
     let cluster = TestCluster::shared().await;
     let client = cluster.client().await;
     let namespace = unique("tb-helm");
@@ -278,10 +275,8 @@ async fn helm_release(cli: Cli) {
             .expect("seed release record");
     }
 
-    let ws = Workspace::with_cli(
-        cli,
-        &format!(
-            r#"{REQUIRED_PROVIDERS}
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
 {provider}
 data "talosboot_helm_release" "cilium" {{
   name      = "cilium"
@@ -299,9 +294,8 @@ output "chart"    {{ value = "${{data.talosboot_helm_release.cilium.chart}}-${{d
 output "absent"   {{ value = data.talosboot_helm_release.absent.exists }}
 output "hash"     {{ value = data.talosboot_helm_release.cilium.values_sha256 }}
 "#,
-            provider = cluster.provider_block()
-        ),
-    );
+        provider = cluster.provider_block()
+    ));
     ws.init();
     let apply = ws.ok(&["apply", "-auto-approve", "-no-color", "-input=false"]);
     let outputs: serde_json::Value =
@@ -342,7 +336,7 @@ output "hash"     {{ value = data.talosboot_helm_release.cilium.values_sha256 }}
 
 // Terraform runs as a blocking child process while the simulator serves from this runtime:
 // enough workers that one blocked thread never starves the server, whatever the core count.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async connection_errors);
 async fn connection_errors() {
     // A port nothing listens on: the error names the endpoint and "connection refused".
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -311,7 +311,7 @@ async fn scan_cluster(client: &kube::Client, markers: &Markers, f: &mut Findings
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async marker_secrets_appear_nowhere_a_user_or_attacker_can_read);
 async fn marker_secrets_appear_nowhere_a_user_or_attacker_can_read() {
     let cluster = TestCluster::start().await;
     if !cluster.nodes_are_emulated() {
@@ -452,7 +452,7 @@ async fn marker_secrets_appear_nowhere_a_user_or_attacker_can_read() {
     assert!(f.0.is_empty(), "marker secrets found:\n{}", f.0.join("\n"));
 }
 
-#[test]
+on_both_clis!(base64_forms_find_a_marker_at_any_alignment);
 fn base64_forms_find_a_marker_at_any_alignment() {
     let b64 = base64::engine::general_purpose::STANDARD;
     let marker = "TbMarkerSetSensitiveabc123Zq";
