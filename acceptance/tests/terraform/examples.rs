@@ -27,14 +27,32 @@ use std::sync::OnceLock;
 
 use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace, repo_root};
 
-/// References to resources of other providers, and the variable that stands in for each.
+/// References to resources of other providers, and the variable that stands in for each (an
+/// ephemeral variable for an ephemeral resource: [`stand_in_declaration`]). A longer reference
+/// goes before one it contains.
 const STAND_INS: &[(&str, &str)] = &[
+    (
+        "ephemeral.talos_cluster_kubeconfig.this",
+        "ephemeral_talos_cluster_kubeconfig",
+    ),
     ("talos_cluster_kubeconfig.this", "talos_cluster_kubeconfig"),
     (
         "data.bitwarden_secret.flux_deploy_key",
         "bitwarden_secret_flux_deploy_key",
     ),
 ];
+
+/// The declaration of the variable `var` standing in for `reference`: ephemeral when the
+/// reference is an ephemeral resource's, as its value is (it may then only flow where
+/// ephemeral values may, e.g. a provider block).
+fn stand_in_declaration(reference: &str, var: &str) -> String {
+    let ephemeral = if reference.starts_with("ephemeral.") {
+        "  ephemeral = true\n"
+    } else {
+        ""
+    };
+    format!("variable \"{var}\" {{\n  type = any\n{ephemeral}}}\n")
+}
 
 /// Third-party providers that cannot be installed here, stood in for by the schema-only stub:
 /// source, version the schema was transcribed from, schema file under `tests/stub-provider/schemas`.
@@ -247,8 +265,9 @@ fn every_example_is_formatted_and_checked() {
     ]);
     assert!(
         out.success,
-        "`tofu fmt` would change these examples (run `tofu fmt -recursive examples`):\n{}",
-        out.text()
+        "`{cli} fmt` would change these examples (run `{cli} fmt -recursive examples`):\n{}",
+        out.text(),
+        cli = ws.cli().name()
     );
     // Every directory with HCL in it is a snippet or a root (and every root is validated whole),
     // so a new example cannot be missed.
@@ -339,7 +358,7 @@ fn snippet_root(dir: &Path) -> Workspace {
     for (reference, var) in STAND_INS {
         if text.contains(reference) {
             text = text.replace(reference, &format!("var.{var}"));
-            context.push_str(&format!("variable \"{var}\" {{\n  type = any\n}}\n"));
+            context.push_str(&stand_in_declaration(reference, var));
         }
     }
     if !text.contains("required_providers") {
@@ -419,7 +438,7 @@ fn root_workspace(name: &str, skip: &[&str]) -> Option<Workspace> {
                     let replaced = replace_in_code(&content, reference, &format!("var.{var}"));
                     if replaced != content {
                         content = replaced;
-                        let declaration = format!("variable \"{var}\" {{\n  type = any\n}}\n");
+                        let declaration = stand_in_declaration(reference, var);
                         if !stand_ins.contains(&declaration) {
                             stand_ins.push_str(&declaration);
                         }
@@ -506,13 +525,15 @@ fn every_root_inits_and_validates_as_copied() {
         let init = ws.run(&["init", "-no-color", "-input=false"]);
         assert!(
             init.success,
-            "examples/{name} does not pass `tofu init` as it is:\n{}",
+            "examples/{name} does not pass `{} init` as it is:\n{}",
+            ws.cli().name(),
             init.text()
         );
         let out = ws.run(&["validate", "-no-color"]);
         assert!(
             out.success,
-            "examples/{name} does not pass `tofu validate` as it is:\n{}",
+            "examples/{name} does not pass `{} validate` as it is:\n{}",
+            ws.cli().name(),
             out.text()
         );
     }
@@ -567,7 +588,7 @@ async fn quickstart_root_plans() {
 on_both_clis!(async talos_cilium_flux_root_plans_without_secrets_in_the_plan);
 async fn talos_cilium_flux_root_plans_without_secrets_in_the_plan() {
     // talos.tf (siderolabs/talos) cannot be planned here: the kubeconfig it would produce is given
-    // in place of `talos_cluster_kubeconfig.this`.
+    // in place of `ephemeral.talos_cluster_kubeconfig.this`, by an ephemeral variable.
     let Some(ws) = root_workspace("talos-cilium-flux", planned_skip("talos-cilium-flux")) else {
         return;
     };
@@ -575,7 +596,7 @@ async fn talos_cilium_flux_root_plans_without_secrets_in_the_plan() {
     let kubeconfig = read(&cluster.kubeconfig_path);
     ws.write(
         "stand_ins.auto.tfvars.json",
-        &serde_json::json!({ "talos_cluster_kubeconfig": { "kubeconfig_raw": kubeconfig } })
+        &serde_json::json!({ "ephemeral_talos_cluster_kubeconfig": { "kubeconfig_raw": kubeconfig } })
             .to_string(),
     );
     let github_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nexample-github-key-must-not-leak\n-----END OPENSSH PRIVATE KEY-----\n";
@@ -717,7 +738,8 @@ fn guides_have_registry_front_matter_and_formatted_hcl() {
     ]);
     assert!(
         out.success,
-        "HCL in docs/ is not valid or not formatted as `tofu fmt` writes it:\n{}",
+        "HCL in docs/ is not valid or not formatted as `{} fmt` writes it:\n{}",
+        ws.cli().name(),
         out.text()
     );
 }
@@ -812,6 +834,11 @@ fn doc_block_root(block: &str) -> DocBlock {
         if reference.starts_with("data.") && text.contains(reference) {
             text = text.replace(reference, &format!("var.{var}"));
         }
+        // An ephemeral resource's value is ephemeral: so is its stand-in.
+        if reference.starts_with("ephemeral.") && text.contains(reference) {
+            text = text.replace(reference, &format!("var.{var}"));
+            context.push_str(&stand_in_declaration(reference, var));
+        }
     }
     let declared = |kind: &str, name: &str| -> bool {
         match kind {
@@ -831,7 +858,7 @@ fn doc_block_root(block: &str) -> DocBlock {
     };
     let mut providers = vec!["talosboot", "null"];
     for (kind, name) in references(&text) {
-        if declared(&kind, &name) {
+        if declared(&kind, &name) || context.contains(&format!("variable \"{name}\"")) {
             continue;
         }
         match kind.as_str() {

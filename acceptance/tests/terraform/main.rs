@@ -1,19 +1,24 @@
 //! Acceptance tests: real CLIs drive the built provider, installed from a filesystem mirror,
-//! against the embedded Talos cluster (the real control plane) (or a real one, see `harness`). OpenTofu runs every test;
-//! Terraform 1.0.3, the oldest supported client, runs the compatibility subset (tests defined with
-//! `on_both_clis!`, named `<test>::opentofu` and `<test>::terraform_1_0_3`).
+//! against the embedded Talos cluster (the real control plane) (or a real one, see `harness`).
+//! Every test that drives a CLI runs on OpenTofu 1.12.6 and on Terraform 1.16.4 (declared with
+//! `on_both_clis!`, named `<test>::opentofu` and `<test>::terraform`); where the two CLIs differ by
+//! design, the test names the difference and asserts what each does. Terraform 1.0.3, the protocol
+//! floor, runs the tests marked (floor) (`<test>::terraform_1_0_3`).
 //!
 //! Index:
-//! - `install_and_schema` (both): init writes the lock file; `providers schema -json` shows our schema.
-//! - `plan_without_cluster` (both): provider settings unknown at plan (fed from another resource) → plan works.
+//! - `install_and_schema` (floor): init writes the lock file; `providers schema -json` shows our schema.
+//! - `plan_without_cluster` (floor): provider settings unknown at plan (fed from another resource) → plan works.
 //! - `validation`: bad configuration fails at validate/plan with the attribute's source line.
-//! - `helm_release` (both): the data source reads a Helm release record; values never reach state.
+//! - `helm_release` (floor): the data source reads a Helm release record; values never reach state.
 //! - `connection_errors`: unreachable endpoint / wrong CA produce errors that name the cause.
 //! - `provider_retry`: `api_retry_timeout`: a refresh against an API that does not answer logs the
 //!   wait and its budget, and stops there.
-//! - `lifecycle` (both): a managed resource is created, updated and destroyed.
-//! - `write_only`: a write-only value reaches the provider and no state, plan or log; 1.0.3 refuses it.
-//! - `unknown_provider_config`: provider settings unknown at plan still plan and apply in one run.
+//! - `lifecycle` (floor): a managed resource is created, updated and destroyed.
+//! - `write_only`: a write-only value reaches the provider and no state, plan or log; Terraform 1.0.3 refuses it.
+//! - `unknown_provider_config` (floor): provider settings unknown at plan still plan and apply in one run.
+//! - `ephemeral_kubeconfig`: the provider configured from an ephemeral kubeconfig (as
+//!   `ephemeral "talos_cluster_kubeconfig"` gives it): a saved plan applied, the next plan empty,
+//!   the credential in no state or plan file.
 //! - `checks`: `check` blocks and preconditions reading `data.talosboot_helm_release`.
 //! - `import_and_removed`: `import` blocks (and generated config), `removed` without destroy.
 //! - `functions`: `provider::talosboot::cilium_talos_values` and `cilium_talos_values_with_kube_proxy`.
@@ -31,7 +36,7 @@
 //! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
 //! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module).
 //! - `examples`: every HCL file under `examples/` is formatted, validated, and the full roots planned.
-//! - `release` (both): `scripts/release` output installs from a packed filesystem mirror; lock hash.
+//! - `release` (floor): `scripts/release` output installs from a packed filesystem mirror; lock hash.
 
 #[macro_use]
 mod harness;
@@ -42,6 +47,7 @@ mod cilium;
 mod cilium_components;
 mod cilium_kube_proxy;
 mod concurrent;
+mod ephemeral_kubeconfig;
 mod examples;
 mod flux_bootstrap;
 mod functions;

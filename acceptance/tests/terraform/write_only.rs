@@ -23,7 +23,7 @@ fn sha256_hex(text: &str) -> String {
 
 /// Every file inside a saved plan (a zip), concatenated: python3 is already required by the
 /// install script, and the acceptance crate has no zip dependency.
-fn plan_file_contents(ws: &Workspace, name: &str) -> String {
+pub(crate) fn plan_file_contents(ws: &Workspace, name: &str) -> String {
     let out = Command::new("python3")
         .args([
             "-c",
