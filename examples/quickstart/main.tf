@@ -11,7 +11,7 @@ terraform {
 
 variable "kubeconfig_path" {
   type        = string
-  description = "Path to the cluster's kubeconfig (e.g. `tofu output -raw talos_kubeconfig > kubeconfig`)."
+  description = "Path to the cluster's kubeconfig (e.g. written by `talosctl -n <control-plane IP> kubeconfig kubeconfig`)."
 }
 
 variable "deploy_key" {

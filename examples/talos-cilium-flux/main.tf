@@ -2,9 +2,10 @@
 # it is the CNI and the Service dataplane, then the Flux Operator and the FluxInstance, after which
 # Flux owns the cluster from Git. Both run their installers pre-CNI: host network and KubePrism.
 
-# The kubeconfig of the cluster talos.tf creates, unknown at the first plan.
+# The kubeconfig of the cluster talos.tf creates: ephemeral (in no state or plan file), unknown at
+# the first plan.
 provider "talosboot" {
-  kubeconfig_raw = talos_cluster_kubeconfig.this.kubeconfig_raw
+  kubeconfig_raw = ephemeral.talos_cluster_kubeconfig.this.kubeconfig_raw
 }
 
 locals {

@@ -34,7 +34,7 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
 
-use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
+use crate::harness::{Cli, REQUIRED_PROVIDERS, TestCluster, Workspace};
 
 pub(crate) const NS: &str = "kube-system";
 
@@ -205,6 +205,7 @@ pub(crate) async fn helm_by_hand(client: &kube::Client, args: &[&str]) {
 /// from the state of a one-resource root (so its envelope is the CLI's own), with the root's
 /// `values` and `set_sensitive`.
 pub(crate) fn helm_release_state(
+    cli: Cli,
     tfstate: &str,
     values: serde_json::Value,
     set_sensitive: serde_json::Value,
@@ -213,7 +214,10 @@ pub(crate) fn helm_release_state(
     let resource = &mut s["resources"][0];
     resource["type"] = json!("helm_release");
     resource["name"] = json!("cilium");
-    resource["provider"] = json!("provider[\"registry.opentofu.org/hashicorp/helm\"]");
+    resource["provider"] = json!(format!(
+        "provider[\"{}/hashicorp/helm\"]",
+        cli.registry_host()
+    ));
     let instance = &mut resource["instances"][0];
     instance["schema_version"] = json!(2);
     instance
@@ -237,14 +241,15 @@ pub(crate) fn stand_in_helm_provider(ws: &Workspace) {
     let stand_in = crate::harness::repo_root().join(
         ".tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4",
     );
+    let host = ws.cli().registry_host();
     let dir = ws
         .path()
-        .join("mirror/registry.opentofu.org/hashicorp/helm/3.0.2/linux_amd64");
+        .join(format!("mirror/{host}/hashicorp/helm/3.0.2/linux_amd64"));
     std::fs::create_dir_all(&dir).expect("mirror dir");
     std::fs::copy(&stand_in, dir.join("terraform-provider-helm_v3.0.2")).expect("stand-in");
     let rc = ws.read("cli.tfrc").replacen(
         "include = [",
-        "include = [\"registry.opentofu.org/hashicorp/helm\", ",
+        &format!("include = [\"{host}/hashicorp/helm\", "),
         1,
     );
     ws.write("cli.tfrc", &rc);

@@ -52,7 +52,7 @@ pub(super) async fn uids(client: &kube::Client) -> BTreeMap<String, String> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async inline_manifest_cilium_is_adopted_in_place);
 async fn inline_manifest_cilium_is_adopted_in_place() {
     // Talos 1.12: no manifest inventory (1.13 and 1.14 are in `talos_prune`).
     let cluster = TestCluster::start_with(talos_sim::talos::TalosConfig {
@@ -105,7 +105,7 @@ async fn inline_manifest_cilium_is_adopted_in_place() {
     assert!(!ws.plan_has_changes());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async an_imported_release_plans_empty_when_the_configuration_matches);
 async fn an_imported_release_plans_empty_when_the_configuration_matches() {
     let cluster = TestCluster::start().await;
     let first = workspace(&cluster, &cilium(""));
@@ -136,7 +136,7 @@ async fn an_imported_release_plans_empty_when_the_configuration_matches() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_helm_release_moves_to_talosboot_cilium_without_touching_the_cluster);
 async fn a_helm_release_moves_to_talosboot_cilium_without_touching_the_cluster() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -146,7 +146,7 @@ async fn a_helm_release_moves_to_talosboot_cilium_without_touching_the_cluster()
     // The state a helm_release root has today.
     ws.write(
         "terraform.tfstate",
-        &helm_release_state(&ws.state_text(), json!([]), json!([])),
+        &helm_release_state(ws.cli(), &ws.state_text(), json!([]), json!([])),
     );
     stand_in_helm_provider(&ws);
     ws.write(
