@@ -119,13 +119,19 @@ impl IdentitySchema {
                 (ForImport::Required, _, _) => diagnostics.error_at(
                     at,
                     "Missing identity attribute",
-                    format!("Importing by identity needs `{}`: {}", a.name, a.description),
+                    format!(
+                        "Importing by identity needs `{}`: {}",
+                        a.name, a.description
+                    ),
                 ),
                 (ForImport::Optional, IdentitySource::Fixed(fixed), Some(v)) if v != fixed => {
                     diagnostics.error_at(
                         at,
                         "Invalid identity attribute",
-                        format!("`{}` is always {fixed:?} for this resource, not {v:?}.", a.name),
+                        format!(
+                            "`{}` is always {fixed:?} for this resource, not {v:?}.",
+                            a.name
+                        ),
                     )
                 }
                 (ForImport::Optional, _, _) => {}
@@ -292,8 +298,17 @@ mod tests {
             identity(&[("namespace", "flux-system"), ("name", "flux")])
         );
         assert_eq!(release().of_state(&Value::Null), Value::Null);
-        let planned = Value::object([("namespace", Value::unknown()), ("name", Value::string("a"))]);
-        assert!(release().of_state(&planned).attr("namespace").unwrap().is_unknown());
+        let planned = Value::object([
+            ("namespace", Value::unknown()),
+            ("name", Value::string("a")),
+        ]);
+        assert!(
+            release()
+                .of_state(&planned)
+                .attr("namespace")
+                .unwrap()
+                .is_unknown()
+        );
     }
 
     #[test]
@@ -319,7 +334,10 @@ mod tests {
             Some(AttributePath::attr("identity").then_attr("name"))
         );
         let wrong = flux()
-            .import_id(&identity(&[("namespace", "flux-system"), ("name", "other")]))
+            .import_id(&identity(&[
+                ("namespace", "flux-system"),
+                ("name", "other"),
+            ]))
             .unwrap_err();
         assert!(wrong.iter().any(|d| d.detail.contains("always \"flux\"")));
     }
@@ -336,10 +354,14 @@ mod tests {
     fn stored_identities_upgrade_at_the_current_version_only() {
         let json = br#"{"namespace":"apps","name":"a"}"#;
         assert_eq!(
-            release().upgrade("talosboot_helm_release", 0, json).unwrap(),
+            release()
+                .upgrade("talosboot_helm_release", 0, json)
+                .unwrap(),
             identity(&[("namespace", "apps"), ("name", "a")])
         );
-        let newer = release().upgrade("talosboot_helm_release", 1, json).unwrap_err();
+        let newer = release()
+            .upgrade("talosboot_helm_release", 1, json)
+            .unwrap_err();
         assert!(newer.detail.contains("Upgrade the provider"));
     }
 

@@ -385,8 +385,7 @@ pub(super) async fn import_resource_state(
     let mut imported_resources = Vec::new();
     if !diags.has_errors() {
         for (imported, identity) in resp.imported.into_iter().zip(identities) {
-            if let Some(state) = encode_or_push(&imported.state, ty, "imported state", &mut diags)
-            {
+            if let Some(state) = encode_or_push(&imported.state, ty, "imported state", &mut diags) {
                 let identity = encode_identity(dispatcher, &req.type_name, identity, &mut diags);
                 imported_resources.push(pb::import_resource_state::ImportedResource {
                     type_name: req.type_name.clone(),
@@ -675,7 +674,9 @@ pub(super) async fn delete_state(
 }
 
 /// ReadStateBytes: one chunk of diagnostics alone.
-pub(super) fn read_state_bytes(req: &pb::read_state_bytes::Request) -> pb::read_state_bytes::Response {
+pub(super) fn read_state_bytes(
+    req: &pb::read_state_bytes::Request,
+) -> pb::read_state_bytes::Response {
     pb::read_state_bytes::Response {
         diagnostics: no_state_store(&req.type_name),
         ..Default::default()

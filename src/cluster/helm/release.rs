@@ -447,7 +447,7 @@ pub async fn list_releases(
         .await
         .map_err(|e| ClusterError::from_kube(e, endpoint))?;
     // (namespace, name) -> (newest revision, its status label)
-    let mut newest = std::collections::BTreeMap::<ReleaseRef, (i64, String)>::new();
+    let mut newest = std::collections::BTreeMap::<ReleaseRef, (i64, ReleaseStatus)>::new();
     for record in &records.items {
         let labels = &record.metadata.labels;
         let (Some(namespace), Some(name), Some(revision)) = (
@@ -460,8 +460,8 @@ pub async fn list_releases(
         let status = labels
             .as_ref()
             .and_then(|l| l.get("status"))
-            .cloned()
-            .unwrap_or_default();
+            .map(|s| ReleaseStatus::from(s.as_str()))
+            .unwrap_or(ReleaseStatus::Other(String::new()));
         let entry = newest
             .entry(ReleaseRef { namespace, name })
             .or_insert((revision, status.clone()));
@@ -471,7 +471,7 @@ pub async fn list_releases(
     }
     Ok(newest
         .into_iter()
-        .filter(|(_, (_, status))| ReleaseStatus::from(status.as_str()) != ReleaseStatus::Uninstalled)
+        .filter(|(_, (_, status))| *status != ReleaseStatus::Uninstalled)
         .map(|(release, _)| release)
         .collect())
 }

@@ -95,8 +95,11 @@ impl Dispatcher {
         let new = self.identity_of(type_name, &resp.new_state)?;
         let planned_known = !is_unset(planned_identity) && planned_identity.is_wholly_known();
         if planned_known && *planned_identity != new && !resp.diagnostics.has_errors() {
-            resp.diagnostics
-                .push(unexpected_change(IdentityCheck::Apply, planned_identity, &new));
+            resp.diagnostics.push(unexpected_change(
+                IdentityCheck::Apply,
+                planned_identity,
+                &new,
+            ));
         }
         Some(new)
     }

@@ -32,8 +32,7 @@ use crate::values::{AttributePath, Type, Value};
 /// The `repository` of a generated block when the resource has no default: a Helm record does not
 /// keep where its chart came from. Not a URL, so plan refuses it at `repository` until the user
 /// fills in the one line.
-pub const REPOSITORY_TO_FILL_IN: &str =
-    "FILL IN the chart repository (https://... or oci://...): a Helm release record does not keep it";
+pub const REPOSITORY_TO_FILL_IN: &str = "FILL IN the chart repository (https://... or oci://...): a Helm release record does not keep it";
 
 /// Which list shows a release, by its chart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +63,10 @@ impl<K: ChartResource> ListResource for ReleaseList<K> {
         Schema::new(
             0,
             Block::new(
-                &format!("Lists the Helm releases of a cluster that `{}` can adopt, with their identities; `terraform query -generate-config-out=FILE` writes a block per release with its chart, version and user-supplied values (credentials left out, by path), plus an import block by identity.", K::TYPE_NAME),
+                &format!(
+                    "Lists the Helm releases of a cluster that `{}` can adopt, with their identities; `terraform query -generate-config-out=FILE` writes a block per release with its chart, version and user-supplied values (credentials left out, by path), plus an import block by identity.",
+                    K::TYPE_NAME
+                ),
                 vec![Attribute::optional(
                     "namespace",
                     Type::String,
@@ -96,7 +98,10 @@ impl<K: ChartResource> ListResource for ReleaseList<K> {
         let releases = match list_releases(kube.client.clone(), &kube.endpoint, namespace).await {
             Ok(r) => r,
             Err(e) => {
-                diagnostics.push(crate::resources::cluster_diagnostic("list Helm releases", &e));
+                diagnostics.push(crate::resources::cluster_diagnostic(
+                    "list Helm releases",
+                    &e,
+                ));
                 return ListResponse::from(diagnostics);
             }
         };
@@ -110,7 +115,10 @@ impl<K: ChartResource> ListResource for ReleaseList<K> {
             match listed::<K>(&kube, &release).await {
                 Ok(Some((Listing::Here, listed))) => results.push(listed),
                 Ok(Some((Listing::Elsewhere(list), _))) => {
-                    elsewhere.push(format!("{}/{} (`list \"{list}\"`)", release.namespace, release.name));
+                    elsewhere.push(format!(
+                        "{}/{} (`list \"{list}\"`)",
+                        release.namespace, release.name
+                    ));
                 }
                 Ok(None) => {}
                 Err(d) => diagnostics.push(d),
@@ -149,10 +157,15 @@ async fn listed<K: ChartResource>(
     let Some(mut state) = refresh(state, &observed, &mut Private::fresh(), &mut ignored) else {
         return Ok(None);
     };
-    let recorded = current_values(kube.client.clone(), &kube.endpoint, &release.namespace, &release.name)
-        .await
-        .map_err(|e| crate::resources::cluster_diagnostic(&what, &e))?
-        .unwrap_or_default();
+    let recorded = current_values(
+        kube.client.clone(),
+        &kube.endpoint,
+        &release.namespace,
+        &release.name,
+    )
+    .await
+    .map_err(|e| crate::resources::cluster_diagnostic(&what, &e))?
+    .unwrap_or_default();
     let marked = SensitivePaths::new(recorded.sensitive_paths.iter().map(String::as_str));
     let (kept, left_out) = without_credentials(&recorded.values, &marked);
     let common = state.common_mut();
@@ -178,8 +191,8 @@ async fn listed<K: ChartResource>(
         "{}/{} ({} {}, revision {})",
         release.namespace, release.name, found.chart, found.chart_version, found.revision
     );
-    let state = encode(&state, &K::schema().value_type())
-        .map_err(|e| e.diagnostic("listed release"))?;
+    let state =
+        encode(&state, &K::schema().value_type()).map_err(|e| e.diagnostic("listed release"))?;
     Ok(Some((
         listing,
         Listed {
@@ -191,7 +204,10 @@ async fn listed<K: ChartResource>(
 
 /// The user-supplied values as one YAML document, headed by a comment naming the paths left out
 /// (they are in `set_wo`); `None` when there are none.
-fn values_document(kept: &serde_json::Value, left_out: &[super::values_diff::LeftOut]) -> Option<Vec<String>> {
+fn values_document(
+    kept: &serde_json::Value,
+    left_out: &[super::values_diff::LeftOut],
+) -> Option<Vec<String>> {
     let empty = kept.as_object().is_none_or(|m| m.is_empty());
     if empty && left_out.is_empty() {
         return None;

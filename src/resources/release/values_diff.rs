@@ -167,8 +167,8 @@ fn strip(
     marked: &SensitivePaths,
     left_out: &mut Vec<LeftOut>,
 ) -> Option<Json> {
-    let secret_here = marked.contains(path)
-        || matches!(path.last(), Some(Step::Key(k)) if names_a_credential(k));
+    let secret_here =
+        marked.contains(path) || matches!(path.last(), Some(Step::Key(k)) if names_a_credential(k));
     match value {
         Json::Object(map) => {
             let mut kept = serde_json::Map::new();
@@ -448,7 +448,10 @@ mod tests {
                 "existingSecret": ""
             })
         );
-        let paths: Vec<(&str, bool)> = left_out.iter().map(|l| (l.path.as_str(), l.string)).collect();
+        let paths: Vec<(&str, bool)> = left_out
+            .iter()
+            .map(|l| (l.path.as_str(), l.string))
+            .collect();
         assert_eq!(
             paths,
             [
