@@ -466,6 +466,63 @@ pub(super) async fn newest_record(
         .max_by_key(|(revision, _)| *revision))
 }
 
+/// A release [`list_releases`] found.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ReleaseRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Every release in `namespace` (every namespace when `None`) whose newest record is not
+/// `uninstalled` (kept by `helm uninstall --keep-history`), sorted by namespace and name, found
+/// from record metadata only (the labels `owner=helm`, `name`, `version`, `status` that Helm 3
+/// and 4 write on every `helm.sh/release.v1` Secret).
+///
+/// # Errors
+/// The API refused or could not be reached.
+pub async fn list_releases(
+    client: kube::Client,
+    endpoint: &str,
+    namespace: Option<&str>,
+) -> Result<Vec<ReleaseRef>, ClusterError> {
+    let secrets: Api<Secret> = match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    };
+    let records = secrets
+        .list_metadata(&ListParams::default().labels("owner=helm"))
+        .await
+        .map_err(|e| ClusterError::from_kube(e, endpoint))?;
+    // (namespace, name) -> (newest revision, its status label)
+    let mut newest = std::collections::BTreeMap::<ReleaseRef, (i64, ReleaseStatus)>::new();
+    for record in &records.items {
+        let labels = &record.metadata.labels;
+        let (Some(namespace), Some(name), Some(revision)) = (
+            record.metadata.namespace.clone(),
+            labels.as_ref().and_then(|l| l.get("name")).cloned(),
+            revision_of(labels),
+        ) else {
+            continue;
+        };
+        let status = labels
+            .as_ref()
+            .and_then(|l| l.get("status"))
+            .map(|s| ReleaseStatus::from(s.as_str()))
+            .unwrap_or(ReleaseStatus::Other(String::new()));
+        let entry = newest
+            .entry(ReleaseRef { namespace, name })
+            .or_insert((revision, status.clone()));
+        if revision > entry.0 {
+            *entry = (revision, status);
+        }
+    }
+    Ok(newest
+        .into_iter()
+        .filter(|(_, (_, status))| *status != ReleaseStatus::Uninstalled)
+        .map(|(release, _)| release)
+        .collect())
+}
+
 fn revision_of(labels: &Option<std::collections::BTreeMap<String, String>>) -> Option<i64> {
     labels.as_ref()?.get("version")?.parse().ok()
 }

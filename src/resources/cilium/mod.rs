@@ -40,6 +40,12 @@ impl ChartResource for Cilium {
     const VALUE_INPUTS: &'static [&'static str] = plan::VALUE_INPUTS;
     const KEEP_VALUES_HINT: &'static str = " With `talos_defaults = true` (the default) the Talos values are merged under yours: to install exactly the values that run now, set `talos_defaults = false` and put what `helm get values` shows into `values`.";
 
+    /// A Cilium release installed outside talosboot runs exactly its recorded values: no Talos
+    /// values merged under them.
+    fn adopted(&mut self) {
+        self.talos_defaults = Some(false);
+    }
+
     fn schema() -> Schema {
         schema::schema()
     }
