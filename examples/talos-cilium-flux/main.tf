@@ -2,9 +2,10 @@
 # it is the CNI and the Service dataplane, then the Flux Operator and the FluxInstance, after which
 # Flux owns the cluster from Git. Both run their installers pre-CNI: host network and KubePrism.
 
-# The kubeconfig of the cluster talos.tf creates, unknown at the first plan.
+# The kubeconfig of the cluster talos.tf creates: ephemeral (in no state or plan file), unknown at
+# the first plan.
 provider "talosboot" {
-  kubeconfig_raw = talos_cluster_kubeconfig.this.kubeconfig_raw
+  kubeconfig_raw = ephemeral.talos_cluster_kubeconfig.this.kubeconfig_raw
 }
 
 locals {
@@ -34,7 +35,7 @@ locals {
 }
 
 resource "talosboot_cilium" "this" {
-  version      = "1.18.4"
+  version      = "1.20.2"
   api_endpoint = local.kubeprism
   values       = [file("${path.module}/cilium/values.yaml")]
   timeout      = "15m"
@@ -46,7 +47,7 @@ resource "talosboot_flux_bootstrap" "flux" {
   gitops_resources = {
     instance_yaml = file("${path.module}/flux/flux-instance.yaml")
     operator_chart = {
-      version     = "0.33.0"
+      version     = "0.59.0" # installs Flux 2.9 (0.53.0 or later)
       values_yaml = file("${path.module}/flux/flux-operator-values.yaml")
     }
   }

@@ -1,6 +1,6 @@
 # The Talos part of the root: machine secrets, the control-plane and worker configurations (no CNI,
-# kube-proxy disabled: Cilium is both), bootstrap, the wait for the nodes, and the kubeconfig that
-# main.tf wires into the talosboot provider block.
+# kube-proxy disabled: Cilium is both), bootstrap, the wait for the nodes, and the ephemeral
+# kubeconfig that main.tf wires into the talosboot provider block.
 
 variable "cluster_name" {
   type    = string
@@ -98,15 +98,13 @@ data "talos_cluster_health" "booted" {
   depends_on             = [talos_machine_bootstrap.this, talos_machine_configuration_apply.worker]
 }
 
-# Known only after the first apply: talosboot connects lazily, so the first plan works with the
-# provider settings still unknown.
-resource "talos_cluster_kubeconfig" "this" {
-  client_configuration = talos_machine_secrets.this.client_configuration
-  node                 = var.controlplane_nodes[0]
-  depends_on           = [data.talos_cluster_health.booted]
-}
-
-output "talos_kubeconfig" {
-  value     = talos_cluster_kubeconfig.this.kubeconfig_raw
-  sensitive = true
+# The admin kubeconfig, made from the machine secrets on every run and never stored in state or
+# plan files (an ephemeral resource, siderolabs/talos 0.11+; Terraform 1.10+ / OpenTofu 1.11+). It
+# is opened after the nodes are booted (depends_on), so the first plan has it unknown: talosboot
+# connects lazily, so that plan works with the provider settings still unknown.
+ephemeral "talos_cluster_kubeconfig" "this" {
+  cluster_name    = var.cluster_name
+  endpoint        = var.cluster_endpoint
+  machine_secrets = talos_machine_secrets.this.machine_secrets
+  depends_on      = [data.talos_cluster_health.booted]
 }

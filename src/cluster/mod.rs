@@ -16,8 +16,13 @@
 //! - [`helm`] → [`client`], [`endpoint`], [`engine`]: chart installs run on the engine, release
 //!   records, values, the render-derived RBAC, release status;
 //! - [`talos`] → (nothing): Cilium's values for Talos;
-//! - [`flux`] → [`client`], [`helm`]: the Flux bootstrap's native steps.
+//! - [`cilium`] → [`client`]: Cilium's chart versions (removed value keys, the node-port features
+//!   that need the kube-proxy replacement, the Gateway API CRDs) and the CRD check;
+//! - [`flux`] → [`client`], [`helm`]: the Flux bootstrap's native steps;
+//! - [`talos_inventory`] → [`client`], [`helm`]: Talos 1.13+'s bootstrap-manifest inventory, and
+//!   taking an adopting release's objects out of it (so `talosctl upgrade-k8s` does not prune them).
 
+pub mod cilium;
 pub mod client;
 pub mod diagnosis;
 pub mod endpoint;
@@ -29,6 +34,7 @@ pub mod ownership;
 pub mod pods;
 pub mod readiness;
 pub mod talos;
+pub mod talos_inventory;
 
 pub use client::{
     CONNECT_TIMEOUT, ClusterError, ClusterHandle, ConfigSource, Kube, ProviderConfig, READ_TIMEOUT,

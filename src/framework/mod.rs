@@ -4,6 +4,7 @@
 mod diagnostics;
 pub mod dispatcher;
 pub mod function;
+pub mod identity;
 pub mod model;
 pub mod plan;
 pub mod private;
@@ -14,7 +15,9 @@ mod walks;
 
 pub use diagnostics::{Diagnostic, Diagnostics, Severity};
 pub use dispatcher::Dispatcher;
+pub use dispatcher::{ListOutcome, ListedObject};
 pub use function::{Arguments, Function, FunctionError, Parameter, Signature};
+pub use identity::{ForImport, IdentityAttribute, IdentitySchema, IdentitySource};
 pub use resource::*;
 pub use schema::{Attribute, AttributeType, Block, NestedBlock, Nesting, Schema};
 pub use walks::{

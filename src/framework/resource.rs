@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use super::{Diagnostics, Schema};
+use super::{Diagnostics, IdentitySchema, Schema};
 use crate::values::Value;
 
 /// What ConfigureProvider produced, carried opaquely to every operation (the framework's
@@ -230,6 +230,21 @@ pub trait Resource: Send + Sync + 'static {
     /// Config values may be unknown here; skip checks on unknowns.
     fn validate(&self, _config: &Value, _diagnostics: &mut Diagnostics) {}
 
+    /// The resource's identity, declared like its schema; `None`: the resource has none. The
+    /// dispatcher derives every identity from the state and checks it never changes.
+    fn identity(&self) -> Option<IdentitySchema> {
+        None
+    }
+
+    /// GenerateResourceConfig (`-generate-config-out`): a configuration that, applied, keeps
+    /// the object `state` describes. Default: the state without its computed-only attributes.
+    fn generate_config(&self, state: &Value) -> GeneratedConfig {
+        GeneratedConfig {
+            config: super::plan::config_of_state(&self.schema().block, state),
+            diagnostics: Diagnostics::new(),
+        }
+    }
+
     async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse;
     async fn apply(&self, ctx: &Ctx, req: ApplyRequest) -> ApplyResponse;
     async fn read(&self, ctx: &Ctx, req: ReadRequest) -> ReadResponse;
@@ -270,6 +285,13 @@ pub trait Resource: Send + Sync + 'static {
     }
 }
 
+/// What GenerateResourceConfig answers.
+#[derive(Default)]
+pub struct GeneratedConfig {
+    pub config: Value,
+    pub diagnostics: Diagnostics,
+}
+
 #[derive(Default)]
 pub struct DataReadResponse {
     pub state: Value,
@@ -282,4 +304,46 @@ pub trait DataSource: Send + Sync + 'static {
     fn schema(&self) -> Schema;
     fn validate(&self, _config: &Value, _diagnostics: &mut Diagnostics) {}
     async fn read(&self, ctx: &Ctx, config: Value) -> DataReadResponse;
+}
+
+/// What a `list` block of `terraform query` asks (protocol 6.10).
+pub struct ListRequest {
+    /// The `config` block of the `list` block (an object of the list schema; its attributes null
+    /// when the block is absent).
+    pub config: Value,
+    /// Whether each result should carry the object as a full state (Terraform asks for it to
+    /// generate configuration).
+    pub include_resource_object: bool,
+    /// The most results wanted.
+    pub limit: i64,
+}
+
+/// One object a list found.
+pub struct Listed {
+    /// What a user reads to recognise it.
+    pub display_name: String,
+    /// The object as a state of the managed resource type the list lists: its identity is derived
+    /// from it, and it is sent when asked for.
+    pub state: Value,
+}
+
+#[derive(Default)]
+pub struct ListResponse {
+    pub results: Vec<Listed>,
+    pub diagnostics: Diagnostics,
+}
+
+from_diagnostics!(ListResponse);
+
+/// A list resource: the `list "<type>"` block of `terraform query`, listing the remote objects a
+/// managed resource type of the same name could manage. The type must have an identity.
+#[async_trait]
+pub trait ListResource: Send + Sync + 'static {
+    /// The managed resource type it lists, e.g. `talosboot_helm_release`.
+    fn type_name(&self) -> &'static str;
+    /// The schema of the `config` block.
+    fn schema(&self) -> Schema;
+    /// Checks without I/O (values may be unknown: skip those).
+    fn validate(&self, _config: &Value, _diagnostics: &mut Diagnostics) {}
+    async fn list(&self, ctx: &Ctx, req: ListRequest) -> ListResponse;
 }

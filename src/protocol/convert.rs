@@ -3,8 +3,8 @@
 
 use super::proto as pb;
 use crate::framework::{
-    Attribute, AttributeType, Block, ClientCapabilities, Diagnostic, Diagnostics, NestedBlock,
-    Nesting, Schema, Severity,
+    Attribute, AttributeType, Block, ClientCapabilities, Diagnostic, Diagnostics, ForImport,
+    IdentitySchema, NestedBlock, Nesting, Schema, Severity,
 };
 use crate::values::{AttributePath, PathStep, Type, Value, from_json, from_msgpack, to_msgpack};
 
@@ -103,6 +103,7 @@ fn block(b: &Block, version: i64) -> pb::schema::Block {
         description: b.description.clone(),
         description_kind: pb::StringKind::Markdown as i32,
         deprecated: b.deprecated,
+        ..Default::default()
     }
 }
 
@@ -160,7 +161,35 @@ fn attribute(a: &Attribute) -> pb::schema::Attribute {
         description_kind: pb::StringKind::Markdown as i32,
         deprecated: a.deprecated.is_some(),
         write_only: a.write_only,
+        // 6.11 clients show this instead of a generic warning; older ones read the description.
+        deprecation_message: a.deprecated.clone().unwrap_or_default(),
     }
+}
+
+/// A resource's identity schema (GetResourceIdentitySchemas).
+pub fn identity_schema(schema: &IdentitySchema) -> pb::ResourceIdentitySchema {
+    use pb::resource_identity_schema::IdentityAttribute;
+    pb::ResourceIdentitySchema {
+        version: schema.version,
+        identity_attributes: schema
+            .attributes
+            .iter()
+            .map(|a| IdentityAttribute {
+                name: a.name.to_owned(),
+                r#type: Type::String.to_json_bytes(),
+                required_for_import: a.for_import == ForImport::Required,
+                optional_for_import: a.for_import == ForImport::Optional,
+                description: a.description.to_owned(),
+            })
+            .collect(),
+    }
+}
+
+/// Identity data as the protocol carries it, or why it cannot be encoded.
+pub fn identity_data(identity: &Value, ty: &Type) -> Result<pb::ResourceIdentityData, Diagnostic> {
+    encode(identity, ty, "identity").map(|v| pb::ResourceIdentityData {
+        identity_data: Some(v),
+    })
 }
 
 #[cfg(test)]
@@ -172,6 +201,7 @@ mod tests {
         let caps = capabilities_of(Some(pb::ClientCapabilities {
             deferral_allowed: true,
             write_only_attributes_allowed: false,
+            ..Default::default()
         }));
         assert!(caps.deferral_allowed && !caps.write_only_attributes_allowed);
         assert_eq!(capabilities_of(None), ClientCapabilities::default());

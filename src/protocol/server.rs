@@ -40,7 +40,7 @@ macro_rules! from_diagnostics {
 /// handlers under `answers` always answer, those under `may_end_early` may end with diagnostics
 /// alone.
 macro_rules! provider_service {
-    (answers: $($rpc:ident),* ; may_end_early: $($early:ident),* $(,)?) => {
+    (answers: $($rpc:ident),* ; may_end_early: $($early:ident),* ; streams: { $($streams:tt)* }) => {
         from_diagnostics!($($early),*);
 
         #[tonic::async_trait]
@@ -63,8 +63,16 @@ macro_rules! provider_service {
                     Ok(Response::new(answer.unwrap_or_else(FromDiagnostics::from_diagnostics)))
                 }
             )*
+            $($streams)*
         }
     };
+}
+
+/// A server stream of the given messages, in order.
+type Stream<T> = std::pin::Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send>>;
+
+fn stream_of<T: Send + 'static>(items: Vec<T>) -> Response<Stream<T>> {
+    Response::new(Box::pin(futures::stream::iter(items.into_iter().map(Ok))))
 }
 
 provider_service! {
@@ -79,6 +87,13 @@ provider_service! {
         close_ephemeral_resource,
         get_functions,
         call_function,
+        configure_state_store,
+        lock_state,
+        unlock_state,
+        get_states,
+        delete_state,
+        plan_action,
+        validate_action_config,
         stop_provider;
     may_end_early:
         validate_provider_config,
@@ -92,4 +107,55 @@ provider_service! {
         import_resource_state,
         move_resource_state,
         read_data_source,
+        generate_resource_config,
+        validate_list_resource_config;
+    streams: {
+        // The one RPC whose messages are not named after it.
+        async fn validate_state_store_config(
+            &self,
+            request: Request<pb::validate_state_store::Request>,
+        ) -> Result<Response<pb::validate_state_store::Response>, Status> {
+            let answer =
+                handlers::validate_state_store_config(&self.dispatcher, request.into_inner()).await;
+            Ok(Response::new(answer))
+        }
+
+        type ListResourceStream = Stream<pb::list_resource::Event>;
+        async fn list_resource(
+            &self,
+            request: Request<pb::list_resource::Request>,
+        ) -> Result<Response<Self::ListResourceStream>, Status> {
+            let events = handlers::list_resource(&self.dispatcher, request.into_inner()).await;
+            Ok(stream_of(events))
+        }
+
+        type ReadStateBytesStream = Stream<pb::read_state_bytes::Response>;
+        async fn read_state_bytes(
+            &self,
+            request: Request<pb::read_state_bytes::Request>,
+        ) -> Result<Response<Self::ReadStateBytesStream>, Status> {
+            Ok(stream_of(vec![handlers::read_state_bytes(request.get_ref())]))
+        }
+
+        async fn write_state_bytes(
+            &self,
+            request: Request<tonic::Streaming<pb::write_state_bytes::RequestChunk>>,
+        ) -> Result<Response<pb::write_state_bytes::Response>, Status> {
+            let mut chunks = request.into_inner();
+            let first = chunks.message().await?;
+            let type_name = first
+                .and_then(|c| c.meta)
+                .map(|m| m.type_name)
+                .unwrap_or_default();
+            Ok(Response::new(handlers::write_state_bytes(&type_name)))
+        }
+
+        type InvokeActionStream = Stream<pb::invoke_action::Event>;
+        async fn invoke_action(
+            &self,
+            request: Request<pb::invoke_action::Request>,
+        ) -> Result<Response<Self::InvokeActionStream>, Status> {
+            Ok(stream_of(vec![handlers::invoke_action(request.get_ref())]))
+        }
+    }
 }

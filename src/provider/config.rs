@@ -26,9 +26,9 @@ pub fn schema() -> Schema {
     Schema::new(
         0,
         Block::new(
-            "Connects to the Kubernetes API of a Talos cluster. Set **one** of `kubeconfig_raw`, `config_path` (or the `KUBE_CONFIG_PATH` environment variable), or `host` with credentials. Values may come from resources that do not exist yet (e.g. `talos_cluster_kubeconfig`): the provider only connects when an operation needs the cluster, so `plan` works before the cluster is reachable.",
+            "Connects to the Kubernetes API of a Talos cluster. Set **one** of `kubeconfig_raw`, `config_path` (or the `KUBE_CONFIG_PATH` environment variable), or `host` with credentials. Values may be ephemeral (e.g. `ephemeral.talos_cluster_kubeconfig.this.kubeconfig_raw`, which no state or plan file holds) and may come from resources that do not exist yet: the provider only connects when an operation needs the cluster, so `plan` works before the cluster is reachable.",
             vec![
-                Attribute::optional(RAW, Type::String, "A whole kubeconfig document, e.g. `talos_cluster_kubeconfig.this.kubeconfig_raw`.").sensitive(),
+                Attribute::optional(RAW, Type::String, "A whole kubeconfig document, e.g. `ephemeral.talos_cluster_kubeconfig.this.kubeconfig_raw` (ephemeral: in no state or plan file) or `talos_cluster_kubeconfig.this.kubeconfig_raw`.").sensitive(),
                 Attribute::optional(PATH, Type::String, "Path to a kubeconfig file. Defaults to the first path in `KUBE_CONFIG_PATH` when no other connection setting is given."),
                 Attribute::optional(CONTEXT, Type::String, "Context to use from the kubeconfig (`kubeconfig_raw` or `config_path`). Defaults to its current context."),
                 Attribute::optional(HOST, Type::String, "API server URL, e.g. `https://10.0.0.10:6443`."),

@@ -63,6 +63,7 @@ pub fn dispatcher(shutdown: CancellationToken, include_test_resources: bool) -> 
         shutdown,
     )
     .with_functions(functions::functions())
+    .with_list_resources(resources::list_resources())
 }
 
 /// The provider's gRPC routes, as the plugin runtime serves them.

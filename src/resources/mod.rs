@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::cluster::{ClusterError, ClusterHandle};
-use crate::framework::{Ctx, DataSource, Diagnostic, Resource};
+use crate::framework::{Ctx, DataSource, Diagnostic, ListResource, Resource};
 
 pub mod choice;
 pub mod cilium;
@@ -40,6 +40,16 @@ pub fn resources(include_test_resources: bool) -> Vec<Arc<dyn Resource>> {
     #[cfg(not(any(debug_assertions, feature = "test-object")))]
     let _ = include_test_resources;
     out
+}
+
+/// The list resources of `terraform query`: one per chart resource (Terraform writes generated
+/// blocks of the list's own type, so Cilium releases are listed as `talosboot_cilium`).
+pub fn list_resources() -> Vec<Arc<dyn ListResource>> {
+    use crate::resources::release::list::ReleaseList;
+    vec![
+        Arc::new(ReleaseList::<cilium::model::Cilium>::default()),
+        Arc::new(ReleaseList::<helm_release::HelmReleaseModel>::default()),
+    ]
 }
 
 pub fn data_sources() -> Vec<Arc<dyn DataSource>> {

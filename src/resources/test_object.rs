@@ -1,7 +1,8 @@
 //! `talosboot_test_object` (debug builds and the `test-object` feature): a resource with no remote
 //! side, registered only when `TALOSBOOT_ENABLE_TEST_RESOURCES=1`. It exercises every
 //! managed-resource path of the framework (plan with requires-replace and private state, apply
-//! incl. a failure after create, read, import, state upgrade from version 0, write-only values)
+//! incl. a failure after create, read, import, state upgrade from version 0, write-only values,
+//! identity, and an identity that changes, which the framework must report)
 //! without needing a cluster.
 
 use async_trait::async_trait;
@@ -17,6 +18,9 @@ pub struct TestObject;
 const FAIL_AFTER_CREATE: &str = "fail-after-create";
 const FAIL_DESTROY: &str = "fail-destroy";
 const NO_STATE_AFTER_UPDATE: &str = "no-state-after-update";
+/// Makes read and update answer with another `name` than the object has: a provider bug the
+/// identity check must report.
+const RENAME: &str = "rename";
 
 #[async_trait]
 impl Resource for TestObject {
@@ -57,6 +61,13 @@ impl Resource for TestObject {
                 ],
             ),
         )
+    }
+
+    fn identity(&self) -> Option<IdentitySchema> {
+        Some(IdentitySchema::new(
+            0,
+            vec![IdentityAttribute::required("name", "The object's name.")],
+        ))
     }
 
     fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
@@ -103,6 +114,9 @@ impl Resource for TestObject {
             return ApplyResponse::default();
         }
         let mut state = req.planned_state;
+        if !req.prior_state.is_null() && misbehave(&state, RENAME) {
+            renamed(&mut state);
+        }
         let name = state.attr("name").cloned().unwrap_or_default();
         let revision = match req.prior_state.attr("revision").and_then(Value::as_i64) {
             Some(r) if state.attr("revision").is_some_and(Value::is_unknown) => r + 1,
@@ -132,8 +146,12 @@ impl Resource for TestObject {
 
     // --- read -----------------------------------------------------------------------------------
     async fn read(&self, _ctx: &Ctx, req: ReadRequest) -> ReadResponse {
+        let mut new_state = req.current_state;
+        if new_state.attr("value").and_then(Value::as_str) == Some(RENAME) {
+            renamed(&mut new_state);
+        }
         ReadResponse {
-            new_state: req.current_state,
+            new_state,
             ..Default::default()
         }
     }
@@ -187,6 +205,18 @@ impl Resource for TestObject {
                 UpgradeResponse::from(diagnostics)
             }
         }
+    }
+}
+
+/// `name` with `-renamed` appended (the [`RENAME`] misbehaviour).
+fn renamed(state: &mut Value) {
+    let name = state
+        .attr("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let name = Value::string(format!("{name}-renamed"));
+    if let Some(attrs) = state.attrs_mut() {
+        attrs.insert("name".into(), name);
     }
 }
 

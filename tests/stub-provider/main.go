@@ -53,9 +53,10 @@ type jsonSchema struct {
 }
 
 type jsonProvider struct {
-	Provider          jsonSchema            `json:"provider"`
-	ResourceSchemas   map[string]jsonSchema `json:"resource_schemas"`
-	DataSourceSchemas map[string]jsonSchema `json:"data_source_schemas"`
+	Provider                 jsonSchema            `json:"provider"`
+	ResourceSchemas          map[string]jsonSchema `json:"resource_schemas"`
+	DataSourceSchemas        map[string]jsonSchema `json:"data_source_schemas"`
+	EphemeralResourceSchemas map[string]jsonSchema `json:"ephemeral_resource_schemas"`
 }
 
 func ctyType(raw json.RawMessage) (tftypes.Type, error) {
@@ -322,6 +323,13 @@ func load(path string) (*tfprotov6.GetProviderSchemaResponse, error) {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		resp.DataSourceSchemas[name] = &tfprotov6.Schema{Block: b}
+	}
+	for name, s := range p.EphemeralResourceSchemas {
+		b, err := block(s.Block)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		resp.EphemeralResourceSchemas[name] = &tfprotov6.Schema{Block: b}
 	}
 	return resp, nil
 }

@@ -18,6 +18,7 @@ use super::control_plane::{self, ControlPlane, ControlPlaneOptions};
 use super::fault_proxy::{FaultProxy, FaultProxyConfig};
 use super::kubelet::Kubelet;
 use super::kubelet_logs::{KubeletLogServer, LogStore};
+use super::manifests::{self, InlineManifest, TalosVersion};
 use super::netns::{NetNs, Relay};
 use super::network::{self, Vantage};
 use super::nodes::{self, NodeInfo, Role};
@@ -40,8 +41,11 @@ pub struct TalosConfig {
     pub pod_security: bool,
     pub controller_manager_flags: Vec<String>,
     /// Cilium of this chart version installed as Talos' inline manifests do it
-    /// (`cluster.inlineManifests` from `helm template`): its objects, no Helm release.
+    /// (`cluster.inlineManifests` from `helm template`): its objects, no Helm release; applied
+    /// as [`talos_version`](Self::talos_version) applies manifests (see [`super::manifests`]).
     pub inline_cilium: Option<String>,
+    /// The Talos version whose manifest handling the node layer follows (1.13+: the inventory).
+    pub talos_version: TalosVersion,
 }
 
 impl Default for TalosConfig {
@@ -55,6 +59,7 @@ impl Default for TalosConfig {
             pod_security: true,
             controller_manager_flags: Vec::new(),
             inline_cilium: None,
+            talos_version: TalosVersion::default(),
         }
     }
 }
@@ -707,8 +712,8 @@ impl TalosCluster {
     }
 
     /// Cilium as Talos' inline-manifest method installs it: `helm template` with the values the
-    /// Talos docs give, applied by the machine (server-side apply, field manager `talos`), with
-    /// no Helm release record.
+    /// Talos docs give, as the inline manifest `cilium`, applied as the node of
+    /// [`TalosConfig::talos_version`] applies it ([`manifests::boot`]), with no Helm release record.
     async fn apply_inline_cilium(&self, package: &Path) -> anyhow::Result<()> {
         let dir = self.plane.dir.path().join("inline-cilium");
         std::fs::create_dir_all(&dir)?;
@@ -730,24 +735,17 @@ impl TalosCluster {
             "helm template of the inline Cilium failed: {}",
             String::from_utf8_lossy(&rendered.stderr)
         );
-        let manifests = dir.join("cilium.yaml");
-        std::fs::write(&manifests, &rendered.stdout)?;
-        let kubeconfig = dir.join("admin.kubeconfig");
-        self.plane.write_kubeconfig(&kubeconfig)?;
-        let kubectl = self.shared.kubectl.clone().ok_or_else(|| {
-            anyhow::anyhow!("inline manifests need kubectl (acceptance/scripts/install-kubectl.sh)")
-        })?;
-        let applied = tokio::process::Command::new(kubectl)
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .args(["apply", "--server-side", "--field-manager=talos", "-f"])
-            .arg(&manifests)
-            .output()
-            .await?;
-        anyhow::ensure!(
-            applied.status.success(),
-            "applying the inline Cilium failed: {}",
-            String::from_utf8_lossy(&applied.stderr)
-        );
+        let cilium = InlineManifest {
+            name: "cilium".into(),
+            contents: String::from_utf8(rendered.stdout)?,
+        };
+        manifests::boot(
+            &self.plane.client().await?,
+            self.config.talos_version,
+            &[cilium],
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("applying the inline Cilium failed: {e}"))?;
         Ok(())
     }
 

@@ -13,6 +13,7 @@ pub mod emulated;
 pub mod fault_proxy;
 pub mod kubelet;
 pub mod kubelet_logs;
+pub mod manifests;
 pub mod netns;
 pub mod network;
 pub mod nodes;
@@ -24,4 +25,5 @@ pub mod shared;
 pub mod tools;
 
 pub use cluster::{TalosCluster, TalosConfig};
+pub use manifests::TalosVersion;
 pub use shared::shared_cluster;

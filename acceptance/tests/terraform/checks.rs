@@ -8,7 +8,7 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
 
 // The CLI runs as a blocking child process while the simulator serves from this runtime.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async check_blocks_and_preconditions_read_helm_releases);
 async fn check_blocks_and_preconditions_read_helm_releases() {
     let cluster = TestCluster::shared().await;
     let client = cluster.client().await;

@@ -8,6 +8,9 @@
 //! - `failures`: SYS_MODULE restored (capabilities diagnosis, tainted); a broken upgrade; the
 //!   Service IP forced (i/o timeout diagnosis); a stuck `pending-install` release repaired.
 //! - `adoption`: inline manifests adopted keeping every uid; import; `moved` from `helm_release`.
+//! - `talos_prune`: the inline-manifest adoption on Talos 1.13 and 1.14 survives `upgrade-k8s`'
+//!   prune (the plan names the inventory edit, the apply makes it); without talosboot's step
+//!   (a plain `helm --take-ownership`, the annotation removed by hand) the same prune deletes Cilium.
 //! - `interruptions`: a Lease held by another client; API faults and a dropped watch; a hung
 //!   installer (deadline diagnosis); an interrupt during apply.
 //!
@@ -18,6 +21,7 @@ mod adoption;
 mod failures;
 mod install;
 mod interruptions;
+mod talos_prune;
 mod values;
 
 use std::collections::BTreeMap;
@@ -30,9 +34,12 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
 
-use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
+use crate::harness::{Cli, REQUIRED_PROVIDERS, TestCluster, Workspace};
 
 pub(crate) const NS: &str = "kube-system";
+
+/// The current Cilium chart, which the tests of a fresh install use.
+pub(crate) const CURRENT: &str = "1.20.2";
 
 pub(crate) const MANAGED: &str = "app.kubernetes.io/managed-by=talosboot";
 
@@ -44,7 +51,7 @@ pub(crate) fn root(cluster: &TestCluster, body: &str) -> String {
 }
 
 pub(crate) fn cilium(extra: &str) -> String {
-    format!("resource \"talosboot_cilium\" \"this\" {{\n  version = \"1.18.4\"\n{extra}\n}}\n")
+    format!("resource \"talosboot_cilium\" \"this\" {{\n  version = \"{CURRENT}\"\n{extra}\n}}\n")
 }
 
 pub(crate) fn workspace(cluster: &TestCluster, body: &str) -> Workspace {
@@ -198,6 +205,7 @@ pub(crate) async fn helm_by_hand(client: &kube::Client, args: &[&str]) {
 /// from the state of a one-resource root (so its envelope is the CLI's own), with the root's
 /// `values` and `set_sensitive`.
 pub(crate) fn helm_release_state(
+    cli: Cli,
     tfstate: &str,
     values: serde_json::Value,
     set_sensitive: serde_json::Value,
@@ -206,7 +214,10 @@ pub(crate) fn helm_release_state(
     let resource = &mut s["resources"][0];
     resource["type"] = json!("helm_release");
     resource["name"] = json!("cilium");
-    resource["provider"] = json!("provider[\"registry.opentofu.org/hashicorp/helm\"]");
+    resource["provider"] = json!(format!(
+        "provider[\"{}/hashicorp/helm\"]",
+        cli.registry_host()
+    ));
     let instance = &mut resource["instances"][0];
     instance["schema_version"] = json!(2);
     instance
@@ -230,14 +241,15 @@ pub(crate) fn stand_in_helm_provider(ws: &Workspace) {
     let stand_in = crate::harness::repo_root().join(
         ".tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4",
     );
+    let host = ws.cli().registry_host();
     let dir = ws
         .path()
-        .join("mirror/registry.opentofu.org/hashicorp/helm/3.0.2/linux_amd64");
+        .join(format!("mirror/{host}/hashicorp/helm/3.0.2/linux_amd64"));
     std::fs::create_dir_all(&dir).expect("mirror dir");
     std::fs::copy(&stand_in, dir.join("terraform-provider-helm_v3.0.2")).expect("stand-in");
     let rc = ws.read("cli.tfrc").replacen(
         "include = [",
-        "include = [\"registry.opentofu.org/hashicorp/helm\", ",
+        &format!("include = [\"{host}/hashicorp/helm\", "),
         1,
     );
     ws.write("cli.tfrc", &rc);

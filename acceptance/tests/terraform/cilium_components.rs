@@ -37,7 +37,7 @@ async fn wait_daemonset_broken(client: &kube::Client, name: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_broken_cilium_envoy_fails_the_apply_naming_it_and_taints);
 async fn a_broken_cilium_envoy_fails_the_apply_naming_it_and_taints() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -91,7 +91,7 @@ async fn a_broken_cilium_envoy_fails_the_apply_naming_it_and_taints() {
     assert_no_leftovers(&client).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_refresh_after_cilium_envoy_breaks_warns_naming_it);
 async fn a_refresh_after_cilium_envoy_breaks_warns_naming_it() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -113,7 +113,7 @@ async fn a_refresh_after_cilium_envoy_breaks_warns_naming_it() {
     let plan = ws.run(&["plan", "-no-color", "-detailed-exitcode"]);
     let text = plan.flat();
     assert!(
-        text.contains("Cilium 1.18.4 (kube-system/cilium) is not healthy"),
+        text.contains("Cilium 1.20.2 (kube-system/cilium) is not healthy"),
         "{text}"
     );
     assert!(
@@ -140,7 +140,7 @@ async fn a_refresh_after_cilium_envoy_breaks_warns_naming_it() {
     assert_eq!(components["cilium"]["rolled_out"], true, "{components}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async hubble_relay_enabled_is_waited_for_and_reported);
 async fn hubble_relay_enabled_is_waited_for_and_reported() {
     let cluster = TestCluster::start().await;
     let relay = |image: &str| {

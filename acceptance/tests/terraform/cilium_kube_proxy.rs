@@ -36,7 +36,7 @@ async fn bootstrap_jobs(client: &kube::Client) -> usize {
         .len()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async kube_proxy_with_replacement_on_is_warned_at_plan_and_apply);
 async fn kube_proxy_with_replacement_on_is_warned_at_plan_and_apply() {
     let cluster = with_kube_proxy().await;
     if !cluster.nodes_are_emulated() {
@@ -57,7 +57,7 @@ async fn kube_proxy_with_replacement_on_is_warned_at_plan_and_apply() {
     assert!(applied.flat().contains(BOTH), "{}", applied.text());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async replacement_off_with_kube_proxy_installs_talos_values_for_kube_proxy);
 async fn replacement_off_with_kube_proxy_installs_talos_values_for_kube_proxy() {
     let cluster = with_kube_proxy().await;
     if !cluster.nodes_are_emulated() {
@@ -94,7 +94,7 @@ async fn replacement_off_with_kube_proxy_installs_talos_values_for_kube_proxy() 
     assert!(!ws.plan_has_changes());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async replacement_off_without_kube_proxy_is_an_error_at_plan_naming_the_input);
 async fn replacement_off_without_kube_proxy_is_an_error_at_plan_naming_the_input() {
     let cluster = TestCluster::shared().await;
     if !cluster.nodes_are_emulated() {
@@ -122,7 +122,7 @@ async fn replacement_off_without_kube_proxy_is_an_error_at_plan_naming_the_input
     assert_eq!(current_status(&client).await, None, "nothing was installed");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async replacement_off_is_refused_at_apply_before_any_job_once_kube_proxy_is_gone);
 async fn replacement_off_is_refused_at_apply_before_any_job_once_kube_proxy_is_gone() {
     let cluster = with_kube_proxy().await;
     let Some(faults) = cluster.faults() else {
@@ -159,7 +159,7 @@ async fn replacement_off_is_refused_at_apply_before_any_job_once_kube_proxy_is_g
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async the_plan_time_check_is_skipped_when_the_cluster_cannot_be_reached);
 async fn the_plan_time_check_is_skipped_when_the_cluster_cannot_be_reached() {
     let cluster = TestCluster::shared().await;
     let kubeconfig = std::fs::read_to_string(&cluster.kubeconfig_path).expect("kubeconfig");
@@ -199,7 +199,7 @@ fn with_server(kubeconfig: &str, server: &str) -> String {
         .join("\n")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_service_ip_timeout_with_kube_proxy_deployed_has_another_cause);
 async fn a_service_ip_timeout_with_kube_proxy_deployed_has_another_cause() {
     let cluster = with_kube_proxy().await;
     if !cluster.nodes_are_emulated() {

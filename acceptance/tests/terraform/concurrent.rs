@@ -93,7 +93,7 @@ async fn talosboot_leases(client: &kube::Client) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async cilium_and_argocd_from_two_roots_at_once_both_converge);
 async fn cilium_and_argocd_from_two_roots_at_once_both_converge() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -120,7 +120,7 @@ async fn cilium_and_argocd_from_two_roots_at_once_both_converge() {
     assert_eq!(talosboot_leases(&client).await, Vec::<String>::new());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async two_roots_on_one_release_are_serialized_by_its_lease);
 async fn two_roots_on_one_release_are_serialized_by_its_lease() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;

@@ -27,14 +27,32 @@ use std::sync::OnceLock;
 
 use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace, repo_root};
 
-/// References to resources of other providers, and the variable that stands in for each.
+/// References to resources of other providers, and the variable that stands in for each (an
+/// ephemeral variable for an ephemeral resource: [`stand_in_declaration`]). A longer reference
+/// goes before one it contains.
 const STAND_INS: &[(&str, &str)] = &[
+    (
+        "ephemeral.talos_cluster_kubeconfig.this",
+        "ephemeral_talos_cluster_kubeconfig",
+    ),
     ("talos_cluster_kubeconfig.this", "talos_cluster_kubeconfig"),
     (
         "data.bitwarden_secret.flux_deploy_key",
         "bitwarden_secret_flux_deploy_key",
     ),
 ];
+
+/// The declaration of the variable `var` standing in for `reference`: ephemeral when the
+/// reference is an ephemeral resource's, as its value is (it may then only flow where
+/// ephemeral values may, e.g. a provider block).
+fn stand_in_declaration(reference: &str, var: &str) -> String {
+    let ephemeral = if reference.starts_with("ephemeral.") {
+        "  ephemeral = true\n"
+    } else {
+        ""
+    };
+    format!("variable \"{var}\" {{\n  type = any\n{ephemeral}}}\n")
+}
 
 /// Third-party providers that cannot be installed here, stood in for by the schema-only stub:
 /// source, version the schema was transcribed from, schema file under `tests/stub-provider/schemas`.
@@ -130,7 +148,7 @@ fn provider_schema() -> serde_json::Value {
     ));
     ws.init();
     let json = ws.ok(&["providers", "schema", "-json"]).json();
-    json["provider_schemas"]["registry.opentofu.org/talosboot/talosboot"].clone()
+    json["provider_schemas"][ws.cli().provider_address()].clone()
 }
 
 fn type_names(schema: &serde_json::Value, key: &str) -> Vec<String> {
@@ -180,7 +198,7 @@ fn declared_sources(text: &str) -> Vec<String> {
 }
 
 /// Puts the stand-in for every stubbed provider `text` declares into the workspace's mirror (under
-/// the registry host OpenTofu resolves) and rewrites the CLI configuration to include them; fails
+/// the registry host of the workspace's CLI) and rewrites the CLI configuration to include them; fails
 /// on a declared provider that is neither installed nor stubbed.
 fn install_declared_providers(ws: &Workspace, text: &str) {
     let mut include: Vec<String> = INSTALLED
@@ -204,7 +222,8 @@ fn install_declared_providers(ws: &Workspace, text: &str) {
         };
         let kind = source.split('/').nth(1).unwrap_or_default();
         let dir = ws.path().join(format!(
-            "mirror/registry.opentofu.org/{source}/{version}/linux_amd64"
+            "mirror/{}/{source}/{version}/linux_amd64",
+            ws.cli().registry_host()
         ));
         std::fs::create_dir_all(&dir).expect("mirror dir");
         let wrapper = dir.join(format!("terraform-provider-{kind}_v{version}"));
@@ -220,7 +239,7 @@ fn install_declared_providers(ws: &Workspace, text: &str) {
         .expect("write stub wrapper");
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        include.push(format!("\"registry.opentofu.org/{source}\""));
+        include.push(format!("\"{}/{source}\"", ws.cli().registry_host()));
     }
     ws.write(
         "cli.tfrc",
@@ -232,7 +251,7 @@ fn install_declared_providers(ws: &Workspace, text: &str) {
     );
 }
 
-#[test]
+on_both_clis!(every_example_is_formatted_and_checked);
 fn every_example_is_formatted_and_checked() {
     let ws = Workspace::new("");
     let dir = examples();
@@ -246,8 +265,9 @@ fn every_example_is_formatted_and_checked() {
     ]);
     assert!(
         out.success,
-        "`tofu fmt` would change these examples (run `tofu fmt -recursive examples`):\n{}",
-        out.text()
+        "`{cli} fmt` would change these examples (run `{cli} fmt -recursive examples`):\n{}",
+        out.text(),
+        cli = ws.cli().name()
     );
     // Every directory with HCL in it is a snippet or a root (and every root is validated whole),
     // so a new example cannot be missed.
@@ -272,7 +292,7 @@ fn every_example_is_formatted_and_checked() {
     }
 }
 
-#[test]
+on_both_clis!(registry_examples_exist_for_every_type);
 fn registry_examples_exist_for_every_type() {
     let schema = provider_schema();
     let resources = type_names(&schema, "resource_schemas");
@@ -338,14 +358,14 @@ fn snippet_root(dir: &Path) -> Workspace {
     for (reference, var) in STAND_INS {
         if text.contains(reference) {
             text = text.replace(reference, &format!("var.{var}"));
-            context.push_str(&format!("variable \"{var}\" {{\n  type = any\n}}\n"));
+            context.push_str(&stand_in_declaration(reference, var));
         }
     }
     if !text.contains("required_providers") {
         context.push_str(REQUIRED_PROVIDERS);
     }
     if text.contains("talosboot_cilium.this") && !text.contains("resource \"talosboot_cilium\"") {
-        context.push_str("resource \"talosboot_cilium\" \"this\" {\n  version = \"1.18.4\"\n}\n");
+        context.push_str("resource \"talosboot_cilium\" \"this\" {\n  version = \"1.20.2\"\n}\n");
     }
     let ws = Workspace::new(&text);
     ws.write("context.tf", &context);
@@ -367,7 +387,7 @@ fn snippet_root(dir: &Path) -> Workspace {
     ws
 }
 
-#[test]
+on_both_clis!(registry_examples_validate);
 fn registry_examples_validate() {
     for dir in snippet_dirs() {
         let ws = snippet_root(&dir);
@@ -418,7 +438,7 @@ fn root_workspace(name: &str, skip: &[&str]) -> Option<Workspace> {
                     let replaced = replace_in_code(&content, reference, &format!("var.{var}"));
                     if replaced != content {
                         content = replaced;
-                        let declaration = format!("variable \"{var}\" {{\n  type = any\n}}\n");
+                        let declaration = stand_in_declaration(reference, var);
                         if !stand_ins.contains(&declaration) {
                             stand_ins.push_str(&declaration);
                         }
@@ -481,9 +501,9 @@ fn replace_in_code(text: &str, from: &str, to: &str) -> String {
     out
 }
 
+on_both_clis!(every_root_inits_and_validates_as_copied);
 /// Every root, copied whole as a user would copy it, passes `init` and `validate` with only
 /// talosboot and the providers it declares (stand-ins for those that cannot be installed here).
-#[test]
 fn every_root_inits_and_validates_as_copied() {
     let roots = root_names();
     assert!(roots.len() >= 3, "{roots:?}");
@@ -505,13 +525,15 @@ fn every_root_inits_and_validates_as_copied() {
         let init = ws.run(&["init", "-no-color", "-input=false"]);
         assert!(
             init.success,
-            "examples/{name} does not pass `tofu init` as it is:\n{}",
+            "examples/{name} does not pass `{} init` as it is:\n{}",
+            ws.cli().name(),
             init.text()
         );
         let out = ws.run(&["validate", "-no-color"]);
         assert!(
             out.success,
-            "examples/{name} does not pass `tofu validate` as it is:\n{}",
+            "examples/{name} does not pass `{} validate` as it is:\n{}",
+            ws.cli().name(),
             out.text()
         );
     }
@@ -543,7 +565,7 @@ fn plan(ws: &Workspace) -> TfOutput {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async quickstart_root_plans);
 async fn quickstart_root_plans() {
     let Some(ws) = root_workspace("quickstart", planned_skip("quickstart")) else {
         return;
@@ -563,10 +585,10 @@ async fn quickstart_root_plans() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async talos_cilium_flux_root_plans_without_secrets_in_the_plan);
 async fn talos_cilium_flux_root_plans_without_secrets_in_the_plan() {
     // talos.tf (siderolabs/talos) cannot be planned here: the kubeconfig it would produce is given
-    // in place of `talos_cluster_kubeconfig.this`.
+    // in place of `ephemeral.talos_cluster_kubeconfig.this`, by an ephemeral variable.
     let Some(ws) = root_workspace("talos-cilium-flux", planned_skip("talos-cilium-flux")) else {
         return;
     };
@@ -574,7 +596,7 @@ async fn talos_cilium_flux_root_plans_without_secrets_in_the_plan() {
     let kubeconfig = read(&cluster.kubeconfig_path);
     ws.write(
         "stand_ins.auto.tfvars.json",
-        &serde_json::json!({ "talos_cluster_kubeconfig": { "kubeconfig_raw": kubeconfig } })
+        &serde_json::json!({ "ephemeral_talos_cluster_kubeconfig": { "kubeconfig_raw": kubeconfig } })
             .to_string(),
     );
     let github_key = "-----BEGIN OPENSSH PRIVATE KEY-----\nexample-github-key-must-not-leak\n-----END OPENSSH PRIVATE KEY-----\n";
@@ -612,7 +634,7 @@ async fn talos_cilium_flux_root_plans_without_secrets_in_the_plan() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async argocd_after_cilium_root_plans);
 async fn argocd_after_cilium_root_plans() {
     let Some(ws) = root_workspace("argocd-after-cilium", planned_skip("argocd-after-cilium"))
     else {
@@ -676,7 +698,7 @@ fn doc_pages() -> Vec<PathBuf> {
     files(&repo_root().join("docs"), ".md")
 }
 
-#[test]
+on_both_clis!(guides_have_registry_front_matter_and_formatted_hcl);
 fn guides_have_registry_front_matter_and_formatted_hcl() {
     let guides = files(&repo_root().join("docs/guides"), ".md");
     assert!(guides.len() >= 7, "{guides:?}");
@@ -716,7 +738,8 @@ fn guides_have_registry_front_matter_and_formatted_hcl() {
     ]);
     assert!(
         out.success,
-        "HCL in docs/ is not valid or not formatted as `tofu fmt` writes it:\n{}",
+        "HCL in docs/ is not valid or not formatted as `{} fmt` writes it:\n{}",
+        ws.cli().name(),
         out.text()
     );
 }
@@ -724,7 +747,7 @@ fn guides_have_registry_front_matter_and_formatted_hcl() {
 /// Placeholder declarations for resources a docs block refers to without declaring them: type,
 /// and the body of a minimal valid block of that type.
 const PLACEHOLDER_RESOURCES: &[(&str, &str)] = &[
-    ("talosboot_cilium", "  version = \"1.18.4\"\n"),
+    ("talosboot_cilium", "  version = \"1.20.2\"\n"),
     (
         "talosboot_helm_release",
         "  name  = \"placeholder\"\n  chart = \"placeholder\"\n",
@@ -811,6 +834,11 @@ fn doc_block_root(block: &str) -> DocBlock {
         if reference.starts_with("data.") && text.contains(reference) {
             text = text.replace(reference, &format!("var.{var}"));
         }
+        // An ephemeral resource's value is ephemeral: so is its stand-in.
+        if reference.starts_with("ephemeral.") && text.contains(reference) {
+            text = text.replace(reference, &format!("var.{var}"));
+            context.push_str(&stand_in_declaration(reference, var));
+        }
     }
     let declared = |kind: &str, name: &str| -> bool {
         match kind {
@@ -830,7 +858,7 @@ fn doc_block_root(block: &str) -> DocBlock {
     };
     let mut providers = vec!["talosboot", "null"];
     for (kind, name) in references(&text) {
-        if declared(&kind, &name) {
+        if declared(&kind, &name) || context.contains(&format!("variable \"{name}\"")) {
             continue;
         }
         match kind.as_str() {
@@ -905,9 +933,9 @@ fn doc_block_root(block: &str) -> DocBlock {
     DocBlock::Root(ws)
 }
 
+on_both_clis!(every_docs_hcl_block_validates);
 /// Every HCL block of `docs/` is validated against the schema: `tofu init` and `tofu validate` of
 /// a root made of the block and placeholders for what it refers to ([`doc_block_root`]).
-#[test]
 fn every_docs_hcl_block_validates() {
     let mut validated = 0;
     let mut failures = Vec::new();

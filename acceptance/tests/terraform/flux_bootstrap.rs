@@ -288,7 +288,7 @@ pub(super) fn assert_plans(ws: &Workspace, needle: &str) -> TfOutput {
     plan
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async bootstrap_repairs_drift_and_never_fights_flux);
 async fn bootstrap_repairs_drift_and_never_fights_flux() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -449,7 +449,7 @@ async fn bootstrap_repairs_drift_and_never_fights_flux() {
     );
 }
 
-#[test]
+on_both_clis!(bad_inputs_are_rejected_at_plan_with_paths);
 fn bad_inputs_are_rejected_at_plan_with_paths() {
     let provider = "provider \"talosboot\" {}\n";
     let cases = [
@@ -530,7 +530,7 @@ fn bad_inputs_are_rejected_at_plan_with_paths() {
     );
 }
 
-#[test]
+on_both_clis!(plan_needs_no_cluster);
 fn plan_needs_no_cluster() {
     let provider = r#"resource "null_resource" "cluster" {}
 provider "talosboot" {
@@ -554,7 +554,7 @@ provider "talosboot" {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async uninstall_policy_removes_flux);
 async fn uninstall_policy_removes_flux() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -587,10 +587,10 @@ async fn uninstall_policy_removes_flux() {
     );
 }
 
+on_both_clis!(async a_module_namespace_without_the_pod_security_label_is_labelled_before_any_job);
 /// The module made its bootstrap namespace without the Pod Security label: the plan says apply
 /// labels it, apply does so before its host-network Job (on Talos' `baseline` the Job would be
 /// refused), and the bootstrap completes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_module_namespace_without_the_pod_security_label_is_labelled_before_any_job() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -637,9 +637,9 @@ async fn a_module_namespace_without_the_pod_security_label_is_labelled_before_an
     assert!(!ws.plan_has_changes(), "the next plan is empty");
 }
 
+on_both_clis!(async an_operator_values_change_names_each_value_path_in_the_plan);
 /// A change of `operator_chart.values_yaml` upgrades the running operator: the plan names each
 /// value path, from the running value to the planned one, not only that the input changed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_operator_values_change_names_each_value_path_in_the_plan() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;

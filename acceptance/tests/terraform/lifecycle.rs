@@ -2,7 +2,7 @@
 //! both CLIs: `talosboot_test_object` (`TALOSBOOT_ENABLE_TEST_RESOURCES=1`) has no remote side,
 //! so this pins the protocol, not a cluster.
 
-use crate::harness::{Cli, REQUIRED_PROVIDERS, Workspace};
+use crate::harness::{REQUIRED_PROVIDERS, Workspace};
 
 fn config(name: &str, value: &str) -> String {
     format!(
@@ -30,9 +30,9 @@ fn state_attributes(ws: &Workspace) -> serde_json::Value {
     resource["instances"][0]["attributes"].clone()
 }
 
-on_both_clis!(create_update_replace_destroy);
-fn create_update_replace_destroy(cli: Cli) {
-    let ws = Workspace::with_cli(cli, &config("first", "a")).with_test_resources();
+on_both_clis!(create_update_replace_destroy, floor);
+fn create_update_replace_destroy() {
+    let ws = Workspace::new(&config("first", "a")).with_test_resources();
     ws.init();
     let create = ws.apply();
     assert!(

@@ -1,19 +1,24 @@
 //! Acceptance tests: real CLIs drive the built provider, installed from a filesystem mirror,
-//! against the embedded Talos cluster (the real control plane) (or a real one, see `harness`). OpenTofu runs every test;
-//! Terraform 1.0.3, the oldest supported client, runs the compatibility subset (tests defined with
-//! `on_both_clis!`, named `<test>::opentofu` and `<test>::terraform_1_0_3`).
+//! against the embedded Talos cluster (the real control plane) (or a real one, see `harness`).
+//! Every test that drives a CLI runs on OpenTofu 1.12.6 and on Terraform 1.16.4 (declared with
+//! `on_both_clis!`, named `<test>::opentofu` and `<test>::terraform`); where the two CLIs differ by
+//! design, the test names the difference and asserts what each does. Terraform 1.0.3, the protocol
+//! floor, runs the tests marked (floor) (`<test>::terraform_1_0_3`).
 //!
 //! Index:
-//! - `install_and_schema` (both): init writes the lock file; `providers schema -json` shows our schema.
-//! - `plan_without_cluster` (both): provider settings unknown at plan (fed from another resource) → plan works.
+//! - `install_and_schema` (floor): init writes the lock file; `providers schema -json` shows our schema.
+//! - `plan_without_cluster` (floor): provider settings unknown at plan (fed from another resource) → plan works.
 //! - `validation`: bad configuration fails at validate/plan with the attribute's source line.
-//! - `helm_release` (both): the data source reads a Helm release record; values never reach state.
+//! - `helm_release` (floor): the data source reads a Helm release record; values never reach state.
 //! - `connection_errors`: unreachable endpoint / wrong CA produce errors that name the cause.
 //! - `provider_retry`: `api_retry_timeout`: a refresh against an API that does not answer logs the
 //!   wait and its budget, and stops there.
-//! - `lifecycle` (both): a managed resource is created, updated and destroyed.
-//! - `write_only`: a write-only value reaches the provider and no state, plan or log; 1.0.3 refuses it.
-//! - `unknown_provider_config`: provider settings unknown at plan still plan and apply in one run.
+//! - `lifecycle` (floor): a managed resource is created, updated and destroyed.
+//! - `write_only`: a write-only value reaches the provider and no state, plan or log; Terraform 1.0.3 refuses it.
+//! - `unknown_provider_config` (floor): provider settings unknown at plan still plan and apply in one run.
+//! - `ephemeral_kubeconfig`: the provider configured from an ephemeral kubeconfig (as
+//!   `ephemeral "talos_cluster_kubeconfig"` gives it): a saved plan applied, the next plan empty,
+//!   the credential in no state or plan file.
 //! - `checks`: `check` blocks and preconditions reading `data.talosboot_helm_release`.
 //! - `import_and_removed`: `import` blocks (and generated config), `removed` without destroy.
 //! - `functions`: `provider::talosboot::cilium_talos_values` and `cilium_talos_values_with_kube_proxy`.
@@ -21,6 +26,12 @@
 //!   `cilium-envoy` fails the apply and warns on refresh, naming it; Hubble relay waited for).
 //! - `cilium_kube_proxy`: `kube_proxy_replacement` on clusters with and without kube-proxy (the
 //!   warning, the error at plan and before any Job, the Service-IP diagnosis).
+//! - `cilium::talos_prune`: the guide's inline-manifest adoption on Talos 1.13 and 1.14 replayed to
+//!   `talosctl upgrade-k8s`' prune: Cilium survives; the negative control loses it.
+//! - `cilium_versions`: chart versions: Cilium 1.20.2 with Gateway API refused at plan and before
+//!   any Job while its CRDs are missing (named), installed once they exist; a removed value key
+//!   warned with its replacement; node-port features without the replacement on 1.19 refused; a
+//!   Flux Operator chart too old for Flux 2.9 refused naming the minimum chart.
 //! - `migrating_cilium`: the Cilium migration guide replayed: a Cilium installed by Helm with
 //!   non-Talos values, moved from a `helm_release` state; the plan names each value path
 //!   (secrets as `(sensitive)`), the running values kept, the next plan empty.
@@ -34,7 +45,7 @@
 //! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
 //! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module).
 //! - `examples`: every HCL file under `examples/` is formatted, validated, and the full roots planned.
-//! - `release` (both): `scripts/release` output installs from a packed filesystem mirror; lock hash.
+//! - `release` (floor): `scripts/release` output installs from a packed filesystem mirror; lock hash.
 
 #[macro_use]
 mod harness;
@@ -44,7 +55,9 @@ mod checks;
 mod cilium;
 mod cilium_components;
 mod cilium_kube_proxy;
+mod cilium_versions;
 mod concurrent;
+mod ephemeral_kubeconfig;
 mod examples;
 mod flux_bootstrap;
 mod functions;
@@ -62,7 +75,7 @@ mod write_only;
 use std::io::Write;
 
 use base64::Engine;
-use harness::{Cli, REQUIRED_PROVIDERS, TestCluster, Workspace};
+use harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
@@ -75,12 +88,12 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{:x}{:x}", std::process::id(), nanos)
 }
 
-on_both_clis!(install_and_schema);
-fn install_and_schema(cli: Cli) {
-    let ws = Workspace::with_cli(
-        cli,
-        &format!("{REQUIRED_PROVIDERS}\nprovider \"talosboot\" {{}}\n"),
-    );
+on_both_clis!(install_and_schema, floor);
+fn install_and_schema() {
+    let ws = Workspace::new(&format!(
+        "{REQUIRED_PROVIDERS}\nprovider \"talosboot\" {{}}\n"
+    ));
+    let cli = ws.cli();
     let init = ws.init();
     assert!(
         init.stdout.contains("talosboot/talosboot v0.1.0"),
@@ -107,13 +120,11 @@ fn install_and_schema(cli: Cli) {
     assert_eq!(ds["status"]["description_kind"], "markdown");
 }
 
-on_both_clis!(plan_without_cluster);
-fn plan_without_cluster(cli: Cli) {
+on_both_clis!(plan_without_cluster, floor);
+fn plan_without_cluster() {
     // The kubeconfig comes from a resource that does not exist yet, as with talos_cluster_kubeconfig.
-    let ws = Workspace::with_cli(
-        cli,
-        &format!(
-            r#"{REQUIRED_PROVIDERS}
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
 resource "null_resource" "cluster" {{}}
 
 provider "talosboot" {{
@@ -132,8 +143,7 @@ output "cilium_status" {{
   value = data.talosboot_helm_release.cilium.status
 }}
 "#
-        ),
-    );
+    ));
     ws.init();
     let plan = ws.run(&["plan", "-no-color", "-input=false"]);
     assert!(
@@ -149,7 +159,7 @@ output "cilium_status" {{
     );
 }
 
-#[test]
+on_both_clis!(validation);
 fn validation() {
     // Terraform stops at provider errors, so the provider block and the data source are checked apart.
     let provider = Workspace::new(&format!(
@@ -243,8 +253,8 @@ fn release_secret(
     }
 }
 
-on_both_clis!(async helm_release);
-async fn helm_release(cli: Cli) {
+on_both_clis!(async helm_release, floor);
+async fn helm_release() {
     let cluster = TestCluster::shared().await;
     let client = cluster.client().await;
     let namespace = unique("tb-helm");
@@ -282,10 +292,8 @@ async fn helm_release(cli: Cli) {
             .expect("seed release record");
     }
 
-    let ws = Workspace::with_cli(
-        cli,
-        &format!(
-            r#"{REQUIRED_PROVIDERS}
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
 {provider}
 data "talosboot_helm_release" "cilium" {{
   name      = "cilium"
@@ -303,9 +311,8 @@ output "chart"    {{ value = "${{data.talosboot_helm_release.cilium.chart}}-${{d
 output "absent"   {{ value = data.talosboot_helm_release.absent.exists }}
 output "hash"     {{ value = data.talosboot_helm_release.cilium.values_sha256 }}
 "#,
-            provider = cluster.provider_block()
-        ),
-    );
+        provider = cluster.provider_block()
+    ));
     ws.init();
     let apply = ws.ok(&["apply", "-auto-approve", "-no-color", "-input=false"]);
     let outputs: serde_json::Value =
@@ -346,7 +353,7 @@ output "hash"     {{ value = data.talosboot_helm_release.cilium.values_sha256 }}
 
 // Terraform runs as a blocking child process while the simulator serves from this runtime:
 // enough workers that one blocked thread never starves the server, whatever the core count.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async connection_errors);
 async fn connection_errors() {
     // A port nothing listens on: the error names the endpoint and "connection refused".
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -79,7 +79,7 @@ output "app_version" {{
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async the_guide_moves_a_running_cilium_keeping_its_values_and_the_plan_names_each_change);
 async fn the_guide_moves_a_running_cilium_keeping_its_values_and_the_plan_names_each_change() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -94,6 +94,7 @@ async fn the_guide_moves_a_running_cilium_keeping_its_values_and_the_plan_names_
     ws.write(
         "terraform.tfstate",
         &helm_release_state(
+            ws.cli(),
             &ws.state_text(),
             json!([RUNNING_VALUES]),
             json!([{"name": SENSITIVE_PATH, "value": RUNNING_SECRET, "type": ""}]),

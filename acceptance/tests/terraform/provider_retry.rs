@@ -6,15 +6,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::harness::{REQUIRED_PROVIDERS, Workspace};
+use crate::harness::{Cli, REQUIRED_PROVIDERS, Workspace};
 
-/// A `talosboot_cilium` state (as a refresh reads it), made from a one-resource root's state.
-fn cilium_state(seed_state: &str) -> String {
+/// A `talosboot_cilium` state (as a refresh reads it), made from a one-resource root's state,
+/// for the provider address of `cli`.
+fn cilium_state(seed_state: &str, cli: Cli) -> String {
     let mut s: serde_json::Value = serde_json::from_str(seed_state).expect("state json");
     let resource = &mut s["resources"][0];
     resource["type"] = json!("talosboot_cilium");
     resource["name"] = json!("this");
-    resource["provider"] = json!("provider[\"registry.opentofu.org/talosboot/talosboot\"]");
+    resource["provider"] = json!(format!("provider[\"{}\"]", cli.provider_address()));
     let instance = &mut resource["instances"][0];
     instance["schema_version"] = json!(0);
     instance["attributes"] = json!({
@@ -24,7 +25,7 @@ fn cilium_state(seed_state: &str) -> String {
     s.to_string()
 }
 
-#[test]
+on_both_clis!(a_refresh_against_an_api_that_does_not_answer_says_so_and_stops_at_the_retry_timeout);
 fn a_refresh_against_an_api_that_does_not_answer_says_so_and_stops_at_the_retry_timeout() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
@@ -35,7 +36,10 @@ fn a_refresh_against_an_api_that_does_not_answer_says_so_and_stops_at_the_retry_
     .env("TF_LOG", "WARN");
     ws.init();
     ws.apply();
-    ws.write("terraform.tfstate", &cilium_state(&ws.state_text()));
+    ws.write(
+        "terraform.tfstate",
+        &cilium_state(&ws.state_text(), ws.cli()),
+    );
     ws.write(
         "main.tf",
         &format!(

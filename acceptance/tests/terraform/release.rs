@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use base64::Engine;
 
-use crate::harness::{Cli, PROVIDER_VERSION, Workspace, repo_root};
+use crate::harness::{PROVIDER_VERSION, Workspace, repo_root};
 
 const NAME: &str = "terraform-provider-talosboot";
 
@@ -148,15 +148,15 @@ fn check_release(dist: &Path, stderr: &str) {
     assert_eq!(other.status.code(), Some(2));
 }
 
-on_both_clis!(release_zip_installs_from_a_packed_mirror);
-fn release_zip_installs_from_a_packed_mirror(cli: Cli) {
+on_both_clis!(release_zip_installs_from_a_packed_mirror, floor);
+fn release_zip_installs_from_a_packed_mirror() {
+    let cli = crate::harness::cli();
     let (dist, _) = released();
     let zip = format!("{NAME}_{PROVIDER_VERSION}_linux_amd64.zip");
     let zip_sha = sha256_hex(&std::fs::read(dist.join(&zip)).expect("zip"));
 
     // The packed layout of a filesystem mirror: the zip as released, under the CLI's host.
-    let ws = Workspace::with_cli(
-        cli,
+    let ws = Workspace::new(
         r#"
 terraform {
   required_providers {

@@ -311,7 +311,7 @@ async fn scan_cluster(client: &kube::Client, markers: &Markers, f: &mut Findings
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async marker_secrets_appear_nowhere_a_user_or_attacker_can_read);
 async fn marker_secrets_appear_nowhere_a_user_or_attacker_can_read() {
     let cluster = TestCluster::start().await;
     if !cluster.nodes_are_emulated() {

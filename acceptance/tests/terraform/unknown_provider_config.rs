@@ -5,10 +5,10 @@
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
-use crate::harness::{Cli, REQUIRED_PROVIDERS, TestCluster, Workspace};
+use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
 
-on_both_clis!(async plans_and_applies_in_one_run);
-async fn plans_and_applies_in_one_run(cli: Cli) {
+on_both_clis!(async plans_and_applies_in_one_run, floor);
+async fn plans_and_applies_in_one_run() {
     let cluster = TestCluster::shared().await;
     let client = cluster.client().await;
     let namespace = super::unique("tb-unknown");
@@ -38,10 +38,8 @@ async fn plans_and_applies_in_one_run(cli: Cli) {
 
     // `kubeconfig_raw` is the file's content, but only once null_resource.cluster exists: its id
     // is unknown at plan, so the whole expression is.
-    let ws = Workspace::with_cli(
-        cli,
-        &format!(
-            r#"{REQUIRED_PROVIDERS}
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
 resource "null_resource" "cluster" {{}}
 
 provider "talosboot" {{
@@ -56,9 +54,8 @@ data "talosboot_helm_release" "cilium" {{
 
 output "status" {{ value = data.talosboot_helm_release.cilium.status }}
 "#,
-            kubeconfig = cluster.kubeconfig_path.display(),
-        ),
-    );
+        kubeconfig = cluster.kubeconfig_path.display(),
+    ));
     ws.init();
     let apply = ws.apply();
     assert!(

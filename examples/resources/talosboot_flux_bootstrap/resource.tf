@@ -6,7 +6,7 @@ resource "talosboot_flux_bootstrap" "flux_operator_bootstrap" {
   gitops_resources = {
     instance_yaml = file("${path.module}/flux/clusters/staging/flux-system/flux-instance.yaml")
     operator_chart = {
-      version     = "0.33.0"
+      version     = "0.59.0"
       values_yaml = file("${path.module}/flux/clusters/staging/flux-system/flux-operator-values.yaml")
     }
   }

@@ -8,8 +8,9 @@
 //! [`instance`] (namespaces, the CRD wait, the FluxInstance and its Ready wait), [`operator`] (its
 //! Deployment and the pod-network check), [`pod_security`] (the bootstrap namespace's level),
 //! [`pre_cni`] (whether any node has a CNI yet), [`poll`] (the wait loop every wait step uses),
-//! [`drift`] (what Read compares).
+//! [`drift`] (what Read compares), [`distribution`] (which operator chart can install which Flux).
 
+pub mod distribution;
 pub mod drift;
 pub mod instance;
 pub mod managed;

@@ -39,6 +39,52 @@ pub struct HelmRelease {
     /// `(apiVersion, kind)` of every object of the manifest and the hooks, sorted, once each:
     /// what an upgrade may delete and an uninstall deletes.
     pub kinds: Vec<(String, String)>,
+    /// Every object of the manifest (not the hooks): what the release owns.
+    pub objects: Vec<ManifestObject>,
+}
+
+/// An object of a release's manifest, as the manifest names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestObject {
+    pub api_version: String,
+    pub kind: String,
+    /// `None`: not in the manifest (the release namespace for a namespaced kind).
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// The objects of a manifest (multi-document YAML as Helm stores it); documents that do not parse
+/// or lack `apiVersion`, `kind` or `metadata.name` are skipped, as for [`manifest_workloads`].
+pub fn manifest_objects(manifest: &str) -> Vec<ManifestObject> {
+    let mut out = Vec::new();
+    for doc in manifest.split("\n---") {
+        let doc = doc.trim_start_matches("---");
+        if doc.trim().is_empty() {
+            continue;
+        }
+        let Ok(value) = serde_saphyr::from_str::<serde_json::Value>(doc) else {
+            continue;
+        };
+        let text = |v: Option<&serde_json::Value>| {
+            v.and_then(serde_json::Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        let metadata = value.get("metadata");
+        if let (Some(api_version), Some(kind), Some(name)) = (
+            text(value.get("apiVersion")),
+            text(value.get("kind")),
+            text(metadata.and_then(|m| m.get("name"))),
+        ) {
+            out.push(ManifestObject {
+                api_version,
+                kind,
+                namespace: text(metadata.and_then(|m| m.get("namespace"))),
+                name,
+            });
+        }
+    }
+    out
 }
 
 /// A workload in a release's manifest.
@@ -250,6 +296,7 @@ pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeErr
                 .collect::<Vec<_>>()
                 .join("\n---\n"),
         ),
+        objects: manifest_objects(&record.manifest),
     })
 }
 
@@ -417,6 +464,63 @@ pub(super) async fn newest_record(
         .iter()
         .filter_map(|m| Some((revision_of(&m.metadata.labels)?, m.metadata.name.clone()?)))
         .max_by_key(|(revision, _)| *revision))
+}
+
+/// A release [`list_releases`] found.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ReleaseRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Every release in `namespace` (every namespace when `None`) whose newest record is not
+/// `uninstalled` (kept by `helm uninstall --keep-history`), sorted by namespace and name, found
+/// from record metadata only (the labels `owner=helm`, `name`, `version`, `status` that Helm 3
+/// and 4 write on every `helm.sh/release.v1` Secret).
+///
+/// # Errors
+/// The API refused or could not be reached.
+pub async fn list_releases(
+    client: kube::Client,
+    endpoint: &str,
+    namespace: Option<&str>,
+) -> Result<Vec<ReleaseRef>, ClusterError> {
+    let secrets: Api<Secret> = match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    };
+    let records = secrets
+        .list_metadata(&ListParams::default().labels("owner=helm"))
+        .await
+        .map_err(|e| ClusterError::from_kube(e, endpoint))?;
+    // (namespace, name) -> (newest revision, its status label)
+    let mut newest = std::collections::BTreeMap::<ReleaseRef, (i64, ReleaseStatus)>::new();
+    for record in &records.items {
+        let labels = &record.metadata.labels;
+        let (Some(namespace), Some(name), Some(revision)) = (
+            record.metadata.namespace.clone(),
+            labels.as_ref().and_then(|l| l.get("name")).cloned(),
+            revision_of(labels),
+        ) else {
+            continue;
+        };
+        let status = labels
+            .as_ref()
+            .and_then(|l| l.get("status"))
+            .map(|s| ReleaseStatus::from(s.as_str()))
+            .unwrap_or(ReleaseStatus::Other(String::new()));
+        let entry = newest
+            .entry(ReleaseRef { namespace, name })
+            .or_insert((revision, status.clone()));
+        if revision > entry.0 {
+            *entry = (revision, status);
+        }
+    }
+    Ok(newest
+        .into_iter()
+        .filter(|(_, (_, status))| *status != ReleaseStatus::Uninstalled)
+        .map(|(release, _)| release)
+        .collect())
 }
 
 fn revision_of(labels: &Option<std::collections::BTreeMap<String, String>>) -> Option<i64> {

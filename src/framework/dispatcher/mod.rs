@@ -27,7 +27,7 @@ use super::resource::*;
 use super::walks::{
     deprecated_set, mark_unset_computed_unknown, null_write_only, requires_replace, write_only_set,
 };
-use super::{Diagnostics, Schema};
+use super::{Diagnostics, IdentitySchema, Schema};
 use crate::values::{JsonDecodeOptions, Type, Value, from_json_with};
 
 struct Registered<T: ?Sized> {
@@ -85,7 +85,11 @@ pub struct Dispatcher {
     provider_schema: Schema,
     provider_type: Type,
     resources: BTreeMap<String, Registered<dyn Resource>>,
+    /// The identity each resource declares (and the type of its values), by type name.
+    identities: BTreeMap<String, (IdentitySchema, Type)>,
     data_sources: BTreeMap<String, Registered<dyn DataSource>>,
+    /// List resources (`terraform query`), by the managed type they list.
+    list_resources: BTreeMap<String, Registered<dyn ListResource>>,
     configured: Mutex<Arc<Configured>>,
     stop: Mutex<CancellationToken>,
     shutdown: CancellationToken,
@@ -100,6 +104,14 @@ impl Dispatcher {
         data_sources: Vec<Arc<dyn DataSource>>,
         shutdown: CancellationToken,
     ) -> Self {
+        let identities = resources
+            .iter()
+            .filter_map(|r| {
+                let identity = r.identity()?;
+                let ty = identity.value_type();
+                Some((r.type_name().to_owned(), (identity, ty)))
+            })
+            .collect();
         let resources = by_type_name(resources, |r| r.type_name(), |r| r.schema());
         let data_sources = by_type_name(data_sources, |d| d.type_name(), |d| d.schema());
         let provider_schema = provider.schema();
@@ -109,7 +121,9 @@ impl Dispatcher {
             configured: Mutex::new(Arc::new(provider.unconfigured())),
             provider,
             resources,
+            identities,
             data_sources,
+            list_resources: BTreeMap::new(),
             stop: Mutex::new(shutdown.child_token()),
             shutdown,
             functions: BTreeMap::new(),
@@ -301,11 +315,14 @@ impl Dispatcher {
 }
 
 mod apply;
+mod identity;
+mod list;
 mod plan;
 mod read;
 mod state;
 mod validate;
 
+pub use list::{ListOutcome, ListedObject};
 pub(crate) use state::upgrade_same_version;
 use validate::{deprecation_warnings, locatable_paths};
 

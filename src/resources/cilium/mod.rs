@@ -1,9 +1,11 @@
 //! Resource `talosboot_cilium`: Cilium installed, adopted, upgraded, watched and repaired before any
 //! CNI exists, as Cilium's values and readiness on top of the shared chart-release lifecycle
 //! ([`crate::resources::release`]). Reads top-down: [`schema`], [`model`] (inputs, Talos values,
-//! checks), [`plan`], [`preflight`] (the kube-proxy check, at plan and before any Job),
+//! checks), [`plan`], [`preflight`] (the kube-proxy and Gateway API CRD checks, at plan and before
+//! any Job),
 //! [`readiness`] (what "ready" means for Cilium, the components in the state), [`moved`] (from
-//! `helm_release`), then what it is as a [`ChartResource`] (below).
+//! `helm_release`), [`versions`] (the values checked against the chart version), then what it is
+//! as a [`ChartResource`] (below).
 
 pub mod model;
 pub mod moved;
@@ -11,6 +13,7 @@ pub mod plan;
 pub mod preflight;
 pub mod readiness;
 pub mod schema;
+pub mod versions;
 
 use futures::future::BoxFuture;
 use serde_json::Value as Json;
@@ -36,6 +39,12 @@ impl ChartResource for Cilium {
     const TYPE_NAME: &'static str = schema::TYPE_NAME;
     const VALUE_INPUTS: &'static [&'static str] = plan::VALUE_INPUTS;
     const KEEP_VALUES_HINT: &'static str = " With `talos_defaults = true` (the default) the Talos values are merged under yours: to install exactly the values that run now, set `talos_defaults = false` and put what `helm get values` shows into `values`.";
+
+    /// A Cilium release installed outside talosboot runs exactly its recorded values: no Talos
+    /// values merged under them.
+    fn adopted(&mut self) {
+        self.talos_defaults = Some(false);
+    }
 
     fn schema() -> Schema {
         schema::schema()
@@ -82,7 +91,7 @@ impl ChartResource for Cilium {
         clients: &'a Kube,
         at: PreflightAt,
     ) -> BoxFuture<'a, Result<Diagnostics, ClusterError>> {
-        Box::pin(preflight::check_kube_proxy(self, clients, at))
+        Box::pin(preflight::check(self, clients, at))
     }
     fn validate(&self, diagnostics: &mut Diagnostics) {
         model::validate(self, diagnostics);

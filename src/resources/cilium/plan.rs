@@ -1,6 +1,6 @@
 //! Planning `talosboot_cilium` without the cluster, on top of the shared release plan
 //! ([`crate::resources::release::plan`]; the defaults and what an upgrade changes are declared on
-//! the schema): the inputs its values depend on, and the Service-IP warning.
+//! the schema): the inputs its values depend on, the Service-IP warning and the version checks.
 
 use super::model::Cilium;
 use crate::framework::PlanResponse;
@@ -17,11 +17,15 @@ pub const VALUE_INPUTS: &[&str] = &[
     "api_endpoint",
 ];
 
-/// What Cilium adds to the shared plan: a warning when its agents would need the Service IP.
+/// What Cilium adds to the shared plan: a warning when its agents would need the Service IP, and
+/// the values checked against the chart version ([`super::versions`]).
 pub fn plan(config: &Value, resp: &mut PlanResponse) {
     if let Some(warning) = service_host_warning(config, &resp.planned_state) {
         resp.diagnostics
             .warning("Cilium would need the Service IP before it exists", warning);
+    }
+    if let Some(cilium) = planned_with_known_values(config, &resp.planned_state) {
+        resp.diagnostics.extend(super::versions::check(&cilium));
     }
 }
 

@@ -1,13 +1,21 @@
-//! What the cluster must offer before Cilium installs: one Service dataplane. Talos runs
-//! kube-proxy unless the machine config disables it, and its Cilium guide has a variant for each
-//! case; `kube_proxy_replacement` picks the variant. Checked at plan when the cluster is
-//! reachable (never an error when it is not) and at apply before any Job runs: kube-proxy
-//! deployed with the replacement on is a warning (both would handle Services), no kube-proxy with
-//! the replacement off is an error (no Service IP would ever route).
+//! What the cluster must offer before Cilium installs, checked at plan when the cluster is
+//! reachable (never an error when it is not) and at apply before any Job runs ([`check`]):
+//! - one Service dataplane. Talos runs kube-proxy unless the machine config disables it
+//!   (`cluster.proxy.disabled: true`, or Talos 1.14's `KubeProxyConfig` document), and its Cilium
+//!   guide has a variant for each case; `kube_proxy_replacement` picks the variant. kube-proxy
+//!   deployed with the replacement on is a warning (both would handle Services), no kube-proxy
+//!   with the replacement off is an error (no Service IP would ever route);
+//! - with `gatewayAPI.enabled`, the Gateway API CRDs the chart version's operator needs
+//!   ([`crate::cluster::cilium::gateway_api`]): a missing one is an error naming it and the
+//!   Gateway API release to install (the operator would turn its Gateway controller off without
+//!   a word).
 
 use super::model::Cilium;
+use super::versions::{gateway_api_on, origin};
 use crate::cluster::ClusterError;
 use crate::cluster::Kube;
+use crate::cluster::cilium::gateway_api::{CrdGap, find_gaps};
+use crate::cluster::cilium::versions::{GatewayApiRelease, Minor, gateway_api_requirements};
 use crate::cluster::kube_proxy::{self, Mismatch, Patience};
 use crate::cluster::talos;
 use crate::framework::{Diagnostic, Diagnostics};
@@ -68,6 +76,89 @@ pub fn mismatch_diagnostic(mismatch: Mismatch, from_input: bool, at: PreflightAt
     d
 }
 
+/// Every check of the module docs, in order.
+///
+/// # Errors
+/// [`ClusterError`] when the cluster cannot be read (at plan the caller ignores it).
+pub async fn check(
+    cilium: &Cilium,
+    clients: &Kube,
+    at: PreflightAt,
+) -> Result<Diagnostics, ClusterError> {
+    let mut diagnostics = check_kube_proxy(cilium, clients, at).await?;
+    diagnostics.extend(check_gateway_api(cilium, clients, at).await?);
+    Ok(diagnostics)
+}
+
+/// The error for Gateway API CRDs the cluster lacks.
+pub fn gateway_api_diagnostic(
+    version: &str,
+    release: &GatewayApiRelease,
+    gaps: &[CrdGap],
+    at: PreflightAt,
+) -> Diagnostic {
+    let list = gaps
+        .iter()
+        .map(|g| format!("  - {}", g.describe()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    Diagnostic::error(
+        "Gateway API CRDs missing",
+        format!(
+            "`gatewayAPI.enabled` is true, and the operator of Cilium {version} needs the Gateway API {release} CRDs when it starts: without them it turns its Gateway controller off without an error, and no Gateway is ever programmed. The cluster lacks:\n{list}\nInstall the standard channel of Gateway API {release} first (`{command}`; clusters that still hold TLSRoute v1alpha2 objects: its experimental channel), then apply again.{nothing}",
+            release = release.release,
+            command = release.install_command(),
+            nothing = match at {
+                PreflightAt::Plan => "",
+                PreflightAt::Apply => " Nothing was installed: no Job ran.",
+            },
+        ),
+    )
+}
+
+/// With `gatewayAPI.enabled`, checks the CRDs the chart version needs (see the module docs).
+/// Credentials that may not read CRDs get a warning, not a refusal.
+///
+/// # Errors
+/// [`ClusterError`] when the cluster cannot be read.
+pub async fn check_gateway_api(
+    cilium: &Cilium,
+    clients: &Kube,
+    at: PreflightAt,
+) -> Result<Diagnostics, ClusterError> {
+    let mut diagnostics = Diagnostics::new();
+    let Ok(values) = cilium.merged_values() else {
+        return Ok(diagnostics);
+    };
+    let version = cilium.common.version.clone().unwrap_or_default();
+    let release = Minor::parse(&version).and_then(gateway_api_requirements);
+    let (true, Some(release)) = (gateway_api_on(&values), release) else {
+        return Ok(diagnostics);
+    };
+    let on = origin(cilium, "gatewayAPI.enabled");
+    let gaps = match find_gaps(clients, release).await {
+        Ok(gaps) => gaps,
+        Err(ClusterError::Rejected {
+            code: 403, message, ..
+        }) => {
+            diagnostics.warning(
+                "Gateway API CRDs not checked",
+                format!("The provider's credentials may not read CustomResourceDefinitions ({message}), so talosboot cannot tell whether the Gateway API {} CRDs Cilium {version} needs exist. Without them Cilium's operator turns its Gateway controller off without an error.", release.release),
+            );
+            return Ok(diagnostics);
+        }
+        Err(e) => return Err(e),
+    };
+    if !gaps.is_empty() {
+        let d = gateway_api_diagnostic(&version, release, &gaps, at);
+        diagnostics.push(match on {
+            Some(path) => d.at(path),
+            None => d,
+        });
+    }
+    Ok(diagnostics)
+}
+
 /// Looks kube-proxy up and judges the configuration's choice against it (see the module docs).
 ///
 /// # Errors
@@ -97,6 +188,32 @@ pub async fn check_kube_proxy(
 mod tests {
     use super::*;
     use crate::framework::Severity;
+
+    #[test]
+    fn missing_gateway_api_crds_are_named_with_the_release_to_install() {
+        use crate::cluster::cilium::gateway_api::Gap;
+        let release = gateway_api_requirements(Minor::new(1, 20)).expect("1.20");
+        let gaps = [CrdGap {
+            crd: release.crds[5],
+            gap: Gap::Missing,
+        }];
+        let d = gateway_api_diagnostic("1.20.2", release, &gaps, PreflightAt::Apply);
+        assert_eq!(d.severity, Severity::Error);
+        assert!(
+            d.detail.contains(
+                "BackendTLSPolicy (backendtlspolicies.gateway.networking.k8s.io): missing"
+            ),
+            "{}",
+            d.detail
+        );
+        assert!(d.detail.contains("Gateway API v1.6.1"), "{}", d.detail);
+        assert!(
+            d.detail.contains("/v1.6.1/standard-install.yaml"),
+            "{}",
+            d.detail
+        );
+        assert!(d.detail.contains("no Job ran"), "{}", d.detail);
+    }
 
     #[test]
     fn a_mismatch_names_the_input_that_decides_it() {

@@ -5,6 +5,7 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
+use crate::cluster::flux::distribution;
 use crate::cluster::flux::manifest::{Manifest, parse_documents, parse_documents_substituted};
 use crate::framework::Diagnostics;
 use crate::framework::model::Maybe;
@@ -271,6 +272,9 @@ impl Config {
             }
             None => None,
         };
+        if let Some(Ok(instance)) = &instance {
+            self.validate_operator_version(instance, diagnostics, &gitops);
+        }
         self.validate_prerequisites(diagnostics, &gitops);
         if let Some(repo) = &self.gitops_resources.operator_chart.repository {
             if let Err(message) = oci_reference(repo) {
@@ -280,6 +284,44 @@ impl Config {
         }
         self.validate_managed(diagnostics, namespace.as_deref());
         self.validate_settings(diagnostics, namespace.as_deref());
+    }
+
+    /// An operator chart that cannot install the Flux `spec.distribution.version` asks for
+    /// ([`distribution::check`]): the FluxInstance would never become Ready.
+    fn validate_operator_version(
+        &self,
+        instance: &Manifest,
+        diagnostics: &mut Diagnostics,
+        gitops: &AttributePath,
+    ) {
+        let Some(chart) = self.gitops_resources.operator_chart.version.as_deref() else {
+            return;
+        };
+        let Some(range) = instance
+            .object
+            .pointer("/spec/distribution/version")
+            .and_then(|v| v.as_str())
+        else {
+            return;
+        };
+        let Some(too_old) = distribution::check(range, chart) else {
+            return;
+        };
+        let minimum = match too_old.minimum_chart {
+            Some(v) => format!("Use operator chart {v} or later."),
+            None => format!(
+                "No operator chart up to {} embeds it: use a newer chart, or a range it covers.",
+                distribution::LAST_KNOWN_OPERATOR
+            ),
+        };
+        diagnostics.error_at(
+            gitops.clone().then_attr("operator_chart").then_attr("version"),
+            "Flux Operator chart too old for the FluxInstance",
+            format!(
+                "The FluxInstance asks for Flux {range:?} (`spec.distribution.version`), but operator chart {chart} can install Flux up to {} only (an operator installs the Flux versions embedded in its image): the FluxInstance would stay not Ready (`BuildFailed`, \"no match found for semver\"). {minimum}",
+                too_old.newest_flux
+            ),
+        );
     }
 
     fn validate_prerequisites(&self, diagnostics: &mut Diagnostics, gitops: &AttributePath) {
@@ -490,5 +532,54 @@ mod tests {
         );
         assert!(oci_reference("oci://ghcr.io/x/y").is_ok());
         assert!(oci_reference("https://charts.example.com").is_err());
+    }
+
+    #[test]
+    fn an_operator_chart_too_old_for_the_distribution_names_the_minimum_chart() {
+        let config = |range: &str, chart: Option<&str>| Config {
+            gitops_resources: GitopsResources {
+                instance_yaml: Maybe::Known(format!(
+                    "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\nspec:\n  distribution:\n    version: \"{range}\"\n    registry: ghcr.io/fluxcd\n"
+                )),
+                operator_chart: OperatorChart {
+                    version: chart.map(str::to_owned),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut d = Diagnostics::new();
+        config("2.9.x", Some("0.33.0")).validate(&mut d);
+        let errors: Vec<_> = d.iter().collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(
+            errors[0]
+                .attribute
+                .as_ref()
+                .map(|p| p.describe())
+                .as_deref(),
+            Some("gitops_resources.operator_chart.version")
+        );
+        assert!(
+            errors[0].detail.contains("chart 0.53.0 or later"),
+            "{}",
+            errors[0].detail
+        );
+        assert!(
+            errors[0].detail.contains("up to 2.7.3"),
+            "{}",
+            errors[0].detail
+        );
+        for fine in [
+            config("2.9.x", Some("0.59.0")),
+            config("2.9.x", Some("0.53.0")),
+            config("2.7.x", Some("0.33.0")),
+            config("2.9.x", None),
+        ] {
+            let mut d = Diagnostics::new();
+            fine.validate(&mut d);
+            assert!(d.is_empty(), "{:?}", d.iter().collect::<Vec<_>>());
+        }
     }
 }

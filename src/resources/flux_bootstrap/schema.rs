@@ -29,7 +29,7 @@ fn gitops_resources() -> Attribute {
         Attribute::required("name", Type::String, "Release name."),
         Attribute::required("repository", Type::String, "OCI chart path, e.g. `ghcr.io/org/charts/name`."),
         Attribute::required("namespace", Type::String, "Release namespace."),
-        Attribute::optional("version", Type::String, "Chart version; latest when unset."),
+        Attribute::optional("version", Type::String, "Chart version; latest when unset. An operator installs only the Flux versions embedded in its image (the chart has the operator's version): Flux 2.7 needs 0.30.0 or later, 2.8 needs 0.42.0, 2.9 needs 0.53.0; a chart too old for the FluxInstance's `spec.distribution.version` is a plan error. The chart enables its web UI (port 9080, no authentication) by default: set `web.enabled: false` in `values_yaml` when the operator runs on the host network."),
         Attribute::optional("create_namespace", Type::Bool, "Create the namespace (with `common_metadata`). Default `true`."),
         Attribute::optional("values_yaml", Type::String, "Chart values (YAML); `${var}` runtime variables are substituted."),
         adoption,
@@ -48,7 +48,7 @@ fn gitops_resources() -> Attribute {
         "The Flux Operator chart, installed in the pre-CNI bootstrap Job until its `flux-operator` Deployment carries a Flux label.",
         vec![
             Attribute::optional("repository", Type::String, "OCI chart path. Default `ghcr.io/controlplaneio-fluxcd/charts/flux-operator`."),
-            Attribute::optional("version", Type::String, "Chart version; latest when unset."),
+            Attribute::optional("version", Type::String, "Chart version; latest when unset. An operator installs only the Flux versions embedded in its image (the chart has the operator's version): Flux 2.7 needs 0.30.0 or later, 2.8 needs 0.42.0, 2.9 needs 0.53.0; a chart too old for the FluxInstance's `spec.distribution.version` is a plan error. The chart enables its web UI (port 9080, no authentication) by default: set `web.enabled: false` in `values_yaml` when the operator runs on the host network."),
             Attribute::optional("values_yaml", Type::String, "Chart values (YAML); `${var}` runtime variables are substituted."),
         ],
     );

@@ -31,6 +31,7 @@ use crate::cluster::helm::release::HelmRelease;
 use crate::cluster::readiness::{Kind, WorkloadRef};
 use crate::framework::{Diagnostics, MoveRequest, PlanResponse, Schema};
 use crate::resources::private::Private;
+use crate::resources::release::list::Listing;
 use crate::resources::release::moved::read_helm_state;
 use crate::resources::release::resource::ReleaseResource;
 use crate::resources::release::{ChartResource, Observed, Readiness, common_in_field};
@@ -43,6 +44,14 @@ pub type HelmReleaseResource = ReleaseResource<HelmReleaseModel>;
 impl ChartResource for HelmReleaseModel {
     const TYPE_NAME: &'static str = schema::TYPE_NAME;
     const VALUE_INPUTS: &'static [&'static str] = &["values", "set", "set_sensitive"];
+
+    /// Releases of the Cilium chart are `talosboot_cilium`'s to list and adopt.
+    fn listing(chart: &str) -> Listing {
+        match chart == crate::resources::cilium::model::DEFAULT_CHART {
+            true => Listing::Elsewhere(crate::resources::cilium::schema::TYPE_NAME),
+            false => Listing::Here,
+        }
+    }
 
     fn schema() -> Schema {
         schema::schema()
@@ -202,6 +211,7 @@ mod tests {
                 },
             ],
             kinds: Vec::new(),
+            objects: Vec::new(),
         };
         let r = c.readiness(Some(&release));
         assert_eq!(r.workloads.len(), 2);

@@ -128,6 +128,16 @@ pub trait ChartResource:
     /// Copies the resource's own computed attributes of `prior` (the shared ones are copied).
     fn keep_computed(&mut self, _prior: &Self) {}
 
+    /// Which list shows a release of `chart` (`terraform query`): this type's, by default.
+    fn listing(_chart: &str) -> super::list::Listing {
+        super::list::Listing::Here
+    }
+
+    /// Sets what a configuration generated for a release installed outside talosboot needs beside
+    /// its record's chart, version and values, so that applying it changes nothing (e.g. no
+    /// values merged under the user's).
+    fn adopted(&mut self) {}
+
     /// `moved` from another resource type; the default refuses with the alternative.
     fn moved(req: &MoveRequest, diagnostics: &mut Diagnostics) -> Option<(Self, Private)> {
         diagnostics.error(

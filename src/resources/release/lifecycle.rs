@@ -20,6 +20,7 @@ use crate::cluster::helm;
 use crate::cluster::helm::release::ReleaseStatus;
 use crate::cluster::helm::release_values;
 use crate::cluster::readiness::{self, WorkloadRef, all_nodes_ready, wait_ready};
+use crate::cluster::talos_inventory;
 use crate::framework::{Diagnostic, Diagnostics};
 use crate::resources::engine_report::{engine_diagnostic, not_ready_diagnostic};
 use crate::resources::private::Private;
@@ -412,6 +413,9 @@ pub async fn install<K: ChartResource>(
             }
         }
     }
+    if desired.common().adopt_existing == Some(true) {
+        release_from_talos(clients, desired.common(), &mut diagnostics).await;
+    }
     if desired.common().wait() {
         let release = match helm::install::release(
             clients,
@@ -473,6 +477,34 @@ pub async fn install<K: ChartResource>(
     }
     tracing::info!(release = %desired.common().id(), elapsed_ms = started.elapsed().as_millis() as u64, "release applied");
     Applied { state, diagnostics }
+}
+
+/// After an adoption: the release's objects out of Talos' manifest inventory (Talos 1.13+), so
+/// that removing the inline manifest from the machine config never lets `talosctl upgrade-k8s`
+/// prune them ([`talos_inventory::release_from_talos`]). Reported as warnings either way: the
+/// release is installed, and a failure here must not make the client replace (uninstall) it.
+async fn release_from_talos(clients: &Kube, c: &ReleaseCommon, diagnostics: &mut Diagnostics) {
+    let (namespace, name) = (c.release_namespace(), c.release_name());
+    let released = match helm::install::release(clients, namespace, name).await {
+        Ok(Some(release)) => {
+            talos_inventory::release_from_talos(clients, &release.objects, namespace)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        Ok(None) => return,
+        Err(e) => Err(e.to_string()),
+    };
+    match released {
+        Ok(released) if released.changed() => {
+            let (summary, detail) = talos_inventory::released_message(&c.id(), &released);
+            diagnostics.warning(summary, detail);
+        }
+        Ok(_) => {}
+        Err(e) => {
+            let (summary, detail) = talos_inventory::not_released_message(&c.id(), &e);
+            diagnostics.warning(summary, detail);
+        }
+    }
 }
 
 /// Destroy: uninstall, or forget with `deletion_policy = "keep"`.

@@ -6,14 +6,16 @@
 //! - [`plan`]: the shared plan; [`values_diff`]: which value paths an upgrade changes, pure;
 //!   [`decide`]: the install decision, pure;
 //! - [`lifecycle`]: observe, refresh, install, destroy against the cluster;
-//! - [`resource`]: the framework resource every [`ChartResource`] becomes; [`moved`]: from
-//!   hashicorp/helm's `helm_release`.
+//! - [`resource`]: the framework resource every [`ChartResource`] becomes, with its identity
+//!   (namespace and name); [`moved`]: from hashicorp/helm's `helm_release`; [`list`]: its list
+//!   resource (`terraform query`) and the configuration generated for a listed release.
 
 pub mod common;
 pub mod decide;
 pub mod inputs;
 pub mod kind;
 pub mod lifecycle;
+pub mod list;
 pub mod moved;
 pub mod plan;
 pub mod resource;

@@ -12,12 +12,13 @@ use crate::cluster::Kube;
 use crate::cluster::engine::EngineError;
 use crate::cluster::helm::release::values_digest;
 use crate::cluster::helm::release_values::{RecordedValues, current_values};
+use crate::cluster::talos_inventory;
 use crate::framework::model::{Unknowns, decode, encode};
 use crate::framework::plan::with_write_only;
 use crate::framework::*;
 use crate::resources::engine_report::engine_diagnostic;
 use crate::resources::private::Private;
-use crate::values::Value;
+use crate::values::{AttributePath, Value};
 use async_trait::async_trait;
 
 /// The framework resource of a [`ChartResource`].
@@ -75,6 +76,50 @@ async fn plan_preflight<K: ChartResource>(ctx: &Ctx, m: &K) -> Diagnostics {
     checked.ok().flatten().unwrap_or_default()
 }
 
+/// With `adopt_existing`, best-effort within [`PLAN_PREFLIGHT_BUDGET`]: on a cluster with Talos'
+/// manifest inventory (Talos 1.13+), what the apply will change in it before an adoption
+/// (`installs`), or the entries of an adopted release it (again) lists. Nothing when the cluster
+/// cannot be read, has no inventory, or the inventory lists nothing of the release.
+async fn plan_talos_inventory(ctx: &Ctx, planned: &Value, installs: bool) -> Diagnostics {
+    let mut diagnostics = Diagnostics::new();
+    let text = |attr| {
+        planned
+            .attr(attr)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let adopts = planned.attr("adopt_existing").and_then(Value::as_bool) == Some(true);
+    let (Some(namespace), Some(name), true) = (text("namespace"), text("name"), adopts) else {
+        return diagnostics;
+    };
+    let id = format!("{namespace}/{name}");
+    let cluster = crate::resources::cluster(ctx);
+    let found = tokio::time::timeout(PLAN_PREFLIGHT_BUDGET, async {
+        let kube = cluster.connect().await.ok()?;
+        let inventory = talos_inventory::read(&kube)
+            .await
+            .inspect_err(|e| tracing::debug!(error = %e, "plan-time inventory read skipped"))
+            .ok()??;
+        let release = crate::cluster::helm::install::release(&kube, &namespace, &name)
+            .await
+            .ok()?;
+        let adopted = release.filter(|r| !r.objects.is_empty());
+        Some(match adopted {
+            Some(r) => {
+                let matched = inventory.entries_of(&r.objects, &namespace);
+                (!matched.is_empty()).then(|| talos_inventory::still_listed(&id, &matched))
+            }
+            None => installs.then(|| talos_inventory::before_adoption(&id, inventory.keys.len())),
+        })
+    })
+    .await;
+    if let Ok(Some(Some((summary, detail)))) = found {
+        diagnostics
+            .push(Diagnostic::warning(summary, detail).at(AttributePath::attr("adopt_existing")));
+    }
+    diagnostics
+}
+
 /// The values the release of `prior` runs with, best-effort within [`PLAN_PREFLIGHT_BUDGET`]
 /// (`None` when the cluster cannot be read: the plan then says it could not list the paths).
 async fn plan_read_values(ctx: &Ctx, prior: &Value) -> Option<RecordedValues> {
@@ -113,6 +158,18 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         K::schema()
     }
 
+    /// The release's namespace and name, as `helm_release` (hashicorp/helm 3.0+) has it; the
+    /// import ID `<namespace>/<name>` is the same pair.
+    fn identity(&self) -> Option<IdentitySchema> {
+        Some(IdentitySchema::new(
+            0,
+            vec![
+                IdentityAttribute::required("namespace", "The namespace of the Helm release."),
+                IdentityAttribute::required("name", "The name of the Helm release."),
+            ],
+        ))
+    }
+
     fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
         if let Some(m) = decoded::<K>(config, "configuration", diagnostics) {
             super::validate(&m, diagnostics);
@@ -146,6 +203,10 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             if let Some(m) = K::planned_for_preflight(&resp.planned_state, &config) {
                 resp.diagnostics.extend(plan_preflight(ctx, &m).await);
             }
+        }
+        if !resp.diagnostics.has_errors() {
+            let found = plan_talos_inventory(ctx, &resp.planned_state, installs).await;
+            resp.diagnostics.extend(found);
         }
         resp
     }

@@ -62,6 +62,13 @@ impl SensitivePaths {
         SensitivePaths(names.into_iter().filter_map(parse_path).collect())
     }
 
+    /// Whether `path` is or is under a sensitive path.
+    fn contains(&self, path: &[Step]) -> bool {
+        self.0
+            .iter()
+            .any(|s| s.len() <= path.len() && s[..] == path[..s.len()])
+    }
+
     /// Whether `path` is, is under, or holds a sensitive path.
     fn covers(&self, path: &[Step]) -> bool {
         self.0.iter().any(|s| {
@@ -130,6 +137,95 @@ fn holds_credential(value: &Json) -> bool {
             .any(|(k, v)| names_a_credential(k) || holds_credential(v)),
         Json::Array(items) => items.iter().any(holds_credential),
         _ => false,
+    }
+}
+
+/// A value left out of generated configuration because it is, or may be, a credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    /// The value path as a `set` name.
+    pub path: String,
+    /// The value is a string (so it goes back with `type = "string"`).
+    pub string: bool,
+}
+
+/// `values` without what may be a credential, for generated configuration (`terraform query
+/// -generate-config-out`): every non-empty string or number at a path that is or is under one of
+/// `marked`, or under a key that names a credential (the rule the plan uses to hide values). What
+/// is left out is returned by path, never by value; booleans, nulls and empty values stay (they
+/// are no secret, and leaving them keeps the values the release runs with).
+pub fn without_credentials(values: &Json, marked: &SensitivePaths) -> (Json, Vec<LeftOut>) {
+    let mut left_out = Vec::new();
+    let kept = strip(values, &mut Vec::new(), marked, &mut left_out);
+    (kept.unwrap_or(Json::Null), left_out)
+}
+
+/// `value` at `path` with its credentials removed; `None` when nothing of it is kept.
+fn strip(
+    value: &Json,
+    path: &mut Vec<Step>,
+    marked: &SensitivePaths,
+    left_out: &mut Vec<LeftOut>,
+) -> Option<Json> {
+    let secret_here =
+        marked.contains(path) || matches!(path.last(), Some(Step::Key(k)) if names_a_credential(k));
+    match value {
+        Json::Object(map) => {
+            let mut kept = serde_json::Map::new();
+            for (k, v) in map {
+                path.push(Step::Key(k.clone()));
+                let child = match secret_here {
+                    // Everything under a credential key is secret; recurse to name each leaf.
+                    true => strip_all(v, path, left_out),
+                    false => strip(v, path, marked, left_out),
+                };
+                path.pop();
+                if let Some(child) = child {
+                    kept.insert(k.clone(), child);
+                }
+            }
+            (map.is_empty() || !kept.is_empty()).then_some(Json::Object(kept))
+        }
+        Json::Array(items) => {
+            let mut kept = Vec::new();
+            for (i, v) in items.iter().enumerate() {
+                path.push(Step::Index(i));
+                let child = match secret_here {
+                    true => strip_all(v, path, left_out),
+                    false => strip(v, path, marked, left_out),
+                };
+                path.pop();
+                // An element left out keeps its place (null), so the indexes of the others hold.
+                kept.push(child.unwrap_or(Json::Null));
+            }
+            Some(Json::Array(kept))
+        }
+        scalar if secret_here => strip_all(scalar, path, left_out),
+        scalar => Some(scalar.clone()),
+    }
+}
+
+/// `value` at `path`, all secret: every non-empty string or number is left out.
+fn strip_all(value: &Json, path: &mut Vec<Step>, left_out: &mut Vec<LeftOut>) -> Option<Json> {
+    match value {
+        Json::String(s) if !s.is_empty() => {
+            left_out.push(LeftOut {
+                path: render_path(path),
+                string: true,
+            });
+            None
+        }
+        Json::Number(_) => {
+            left_out.push(LeftOut {
+                path: render_path(path),
+                string: false,
+            });
+            None
+        }
+        Json::Object(_) | Json::Array(_) => {
+            strip(value, path, &SensitivePaths(vec![path.clone()]), left_out)
+        }
+        other => Some(other.clone()),
     }
 }
 
@@ -327,6 +423,50 @@ mod tests {
             changes(json!({}), json!({"password": "x"}), &[]),
             ["password: (unset) -> (sensitive)"]
         );
+    }
+
+    #[test]
+    fn credentials_are_left_out_of_generated_values_by_path() {
+        let values = json!({
+            "replicaCount": 2,
+            "auth": {"username": "app", "password": "hunter2", "enabled": true},
+            "apiToken": 1234,
+            "db": {"credentials": {"user": "u", "pass": "p"}},
+            "extra": [{"name": "a", "secretValue": "s"}],
+            "marked": {"value": "m", "other": "o"},
+            "existingSecret": ""
+        });
+        let marked = SensitivePaths::new(["marked.value"]);
+        let (kept, left_out) = without_credentials(&values, &marked);
+        assert_eq!(
+            kept,
+            json!({
+                "replicaCount": 2,
+                "auth": {"username": "app", "enabled": true},
+                "extra": [{"name": "a"}],
+                "marked": {"other": "o"},
+                "existingSecret": ""
+            })
+        );
+        let paths: Vec<(&str, bool)> = left_out
+            .iter()
+            .map(|l| (l.path.as_str(), l.string))
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                ("apiToken", false),
+                ("auth.password", true),
+                ("db.credentials.pass", true),
+                ("db.credentials.user", true),
+                ("extra[0].secretValue", true),
+                ("marked.value", true),
+            ]
+        );
+        let text = serde_json::to_string(&kept).unwrap();
+        for secret in ["hunter2", "1234", "\"u\"", "\"p\"", "\"s\"", "\"m\""] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
     }
 
     #[test]

@@ -35,7 +35,8 @@ false
 {{- end -}}
 {{- end -}}
 
-{{/* The Envoy image: an empty tag is the Envoy release shipped with the chart's minor. */}}
+{{/* The Envoy image: an empty tag is the Envoy release shipped with the chart's minor (1.19 and
+1.20 keep 1.18's: their Envoy tags were not read upstream, and nothing here depends on them). */}}
 {{- define "cilium.envoy.image" -}}
 {{- $image := .Values.envoy.image -}}
 {{- if $image.override -}}

@@ -19,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::catalog::sha256_hex;
 use super::*;
 
-const CILIUM_VERSIONS: [&str; 3] = ["1.16.3", "1.17.9", "1.18.4"];
+const CILIUM_VERSIONS: [&str; 5] = ["1.16.3", "1.17.9", "1.18.4", "1.19.7", "1.20.2"];
 
 /// What `helm template` is told the cluster runs, as the provider's render Job does (a release
 /// build of Helm 3.18 assumes v1.33.0 without it; see
@@ -216,7 +216,7 @@ async fn oci_registries_serve_a_consistent_manifest_config_and_layer_chain() {
         (
             "controlplaneio-fluxcd/charts/flux-operator",
             "flux-operator",
-            vec!["0.28.0", "0.33.0"],
+            vec!["0.28.0", "0.33.0", "0.59.0"],
             "v",
         ),
         (
@@ -992,11 +992,56 @@ async fn the_cilium_chart_renders_like_upstream_at_every_version() {
     );
 }
 
+/// Keys each minor has or dropped (upstream "1.19 Upgrade Notes" and 1.20's removed values):
+/// a key a version no longer has renders nothing, without an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cilium_chart_renders_only_the_value_keys_of_its_minor() {
+    let f = start().await;
+    let dir = f.dir.path().to_path_buf();
+    let values = json!({
+        "nodePort": {"enabled": true},
+        "hostPort": {"enabled": true},
+        "encryption": {"strictMode": {"enabled": true, "egress": {"enabled": true}}},
+        "gatewayAPI": {"enabled": true},
+    });
+    // (version, enable-node-port/-host-port, flat strict mode, egress strict mode)
+    let table = [
+        ("1.18.4", true, true, false),
+        ("1.19.7", false, true, true),
+        ("1.20.2", false, false, true),
+    ];
+    for (version, node_port, flat, egress) in table {
+        let tgz = f.server.package("cilium", version).unwrap().to_path_buf();
+        let o = render(&tgz, "cilium", "kube-system", &values, &dir)
+            .unwrap_or_else(|e| panic!("{version}: unknown or removed keys render: {e}"));
+        let cm = &get(&o, "ConfigMap", "cilium-config")["data"];
+        let has = |key: &str| cm.get(key).is_some_and(|v| v == "true");
+        assert_eq!(has("enable-node-port"), node_port, "{version}: {cm}");
+        assert_eq!(has("enable-host-port"), node_port, "{version}: {cm}");
+        assert_eq!(
+            has("enable-encryption-strict-mode"),
+            flat,
+            "{version}: {cm}"
+        );
+        assert_eq!(
+            has("enable-encryption-strict-mode-egress"),
+            egress,
+            "{version}: {cm}"
+        );
+        assert_eq!(cm["enable-gateway-api"], "true", "{version}");
+        let defaults = render(&tgz, "cilium", "kube-system", &json!({}), &dir).unwrap();
+        assert_eq!(
+            get(&defaults, "ConfigMap", "cilium-config")["data"]["enable-gateway-api"],
+            "false"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_flux_operator_argo_cd_podinfo_and_generic_charts_render_like_upstream() {
     let f = start().await;
     let dir = f.dir.path().to_path_buf();
-    for version in ["0.28.0", "0.33.0"] {
+    for version in ["0.28.0", "0.33.0", "0.59.0"] {
         let tgz = f
             .server
             .package("flux-operator", version)
@@ -1031,7 +1076,7 @@ async fn the_flux_operator_argo_cd_podinfo_and_generic_charts_render_like_upstre
         assert_eq!(svc["spec"]["type"], "ClusterIP");
         assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
         let web = svc["spec"]["ports"].as_array().unwrap().len() == 2;
-        assert_eq!(web, version == "0.33.0", "the web UI from 0.30 on");
+        assert_eq!(web, version != "0.28.0", "the web UI from 0.30 on");
         get(&o, "ServiceAccount", "flux-operator");
         assert_eq!(
             get(&o, "ClusterRoleBinding", "flux-operator")["roleRef"]["name"],

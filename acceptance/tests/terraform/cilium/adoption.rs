@@ -1,5 +1,6 @@
-//! Taking over a running Cilium: inline manifests adopted in place (every uid kept), import, and
-//! `moved` from a `helm_release` state without touching the cluster.
+//! Taking over a running Cilium: inline manifests adopted in place on Talos 1.12 (every uid kept,
+//! no manifest inventory to edit), import, and `moved` from a `helm_release` state without
+//! touching the cluster.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,7 @@ use crate::harness::TestCluster;
 
 use super::*;
 
-async fn uids(client: &kube::Client) -> BTreeMap<String, String> {
+pub(super) async fn uids(client: &kube::Client) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let ds = Api::<DaemonSet>::namespaced(client.clone(), NS)
         .get("cilium")
@@ -51,10 +52,12 @@ async fn uids(client: &kube::Client) -> BTreeMap<String, String> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async inline_manifest_cilium_is_adopted_in_place);
 async fn inline_manifest_cilium_is_adopted_in_place() {
+    // Talos 1.12: no manifest inventory (1.13 and 1.14 are in `talos_prune`).
     let cluster = TestCluster::start_with(talos_sim::talos::TalosConfig {
         inline_cilium: Some("1.18.4".into()),
+        talos_version: talos_sim::talos::TalosVersion::V1_12,
         ..Default::default()
     })
     .await;
@@ -80,7 +83,12 @@ async fn inline_manifest_cilium_is_adopted_in_place() {
         "main.tf",
         &root(&cluster, &cilium("  adopt_existing = true")),
     );
-    ws.apply();
+    let applied = ws.apply();
+    assert!(
+        !applied.flat().contains("manifest inventory"),
+        "nothing to say about an inventory Talos 1.12 does not keep: {}",
+        applied.text()
+    );
     assert_eq!(uids(&client).await, before, "adoption keeps every object");
     assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
     let ds = Api::<DaemonSet>::namespaced(client.clone(), NS)
@@ -97,7 +105,7 @@ async fn inline_manifest_cilium_is_adopted_in_place() {
     assert!(!ws.plan_has_changes());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async an_imported_release_plans_empty_when_the_configuration_matches);
 async fn an_imported_release_plans_empty_when_the_configuration_matches() {
     let cluster = TestCluster::start().await;
     let first = workspace(&cluster, &cilium(""));
@@ -128,7 +136,7 @@ async fn an_imported_release_plans_empty_when_the_configuration_matches() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_helm_release_moves_to_talosboot_cilium_without_touching_the_cluster);
 async fn a_helm_release_moves_to_talosboot_cilium_without_touching_the_cluster() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -138,7 +146,7 @@ async fn a_helm_release_moves_to_talosboot_cilium_without_touching_the_cluster()
     // The state a helm_release root has today.
     ws.write(
         "terraform.tfstate",
-        &helm_release_state(&ws.state_text(), json!([]), json!([])),
+        &helm_release_state(ws.cli(), &ws.state_text(), json!([]), json!([])),
     );
     stand_in_helm_provider(&ws);
     ws.write(

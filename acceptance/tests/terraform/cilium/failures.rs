@@ -14,7 +14,7 @@ use crate::harness::TestCluster;
 
 use super::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_user_value_restoring_sys_module_fails_with_the_capabilities_diagnosis_and_taints);
 async fn a_user_value_restoring_sys_module_fails_with_the_capabilities_diagnosis_and_taints() {
     let cluster = TestCluster::start().await;
     let ws = workspace(
@@ -47,7 +47,7 @@ async fn a_user_value_restoring_sys_module_fails_with_the_capabilities_diagnosis
     assert!(!ws.plan_has_changes());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_broken_upgrade_fails_until_fixed_and_the_fix_waits_for_its_own_pods);
 async fn a_broken_upgrade_fails_until_fixed_and_the_fix_waits_for_its_own_pods() {
     // The real controllers roll out as a real cluster does: the broken revision's agents are
     // still crashing when the fix's wait starts.
@@ -92,7 +92,7 @@ async fn a_broken_upgrade_fails_until_fixed_and_the_fix_waits_for_its_own_pods()
     assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async the_service_ip_before_the_cni_gets_the_io_timeout_diagnosis);
 async fn the_service_ip_before_the_cni_gets_the_io_timeout_diagnosis() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -153,7 +153,7 @@ async fn pending_install_record(client: &kube::Client) {
         .expect("create record");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_release_stuck_in_pending_install_is_repaired);
 async fn a_release_stuck_in_pending_install_is_repaired() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;

@@ -9,7 +9,7 @@ use crate::harness::TestCluster;
 
 use super::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async fresh_cluster_gets_cilium_ready_and_the_next_plan_is_empty);
 async fn fresh_cluster_gets_cilium_ready_and_the_next_plan_is_empty() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -43,7 +43,7 @@ async fn fresh_cluster_gets_cilium_ready_and_the_next_plan_is_empty() {
     assert!(!ws.plan_has_changes(), "second plan is empty");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async destroy_keeps_cilium_with_keep_and_uninstalls_by_default);
 async fn destroy_keeps_cilium_with_keep_and_uninstalls_by_default() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -77,7 +77,7 @@ async fn destroy_keeps_cilium_with_keep_and_uninstalls_by_default() {
     assert_no_leftovers(&client).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async least_privilege_installs_cilium_and_leaves_no_role_behind);
 async fn least_privilege_installs_cilium_and_leaves_no_role_behind() {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
     let cluster = TestCluster::start().await;

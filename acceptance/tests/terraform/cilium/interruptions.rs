@@ -14,7 +14,7 @@ use crate::harness::TestCluster;
 
 use super::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_lease_held_by_another_run_is_waited_for_and_taken_over_once_expired);
 async fn a_lease_held_by_another_run_is_waited_for_and_taken_over_once_expired() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -45,7 +45,7 @@ async fn a_lease_held_by_another_run_is_waited_for_and_taken_over_once_expired()
     assert_no_leftovers(&client).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async api_faults_and_a_dropped_watch_during_apply_do_not_fail_it);
 async fn api_faults_and_a_dropped_watch_during_apply_do_not_fail_it() {
     let cluster = TestCluster::start().await;
     let Some(faults) = cluster.faults() else {
@@ -62,7 +62,7 @@ async fn api_faults_and_a_dropped_watch_during_apply_do_not_fail_it() {
     assert!(!ws.plan_has_changes());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_hung_installer_ends_at_the_deadline_with_its_diagnosis);
 async fn a_hung_installer_ends_at_the_deadline_with_its_diagnosis() {
     let Some((cluster, ws)) = hung_installer("30s").await else {
         return; // the hang is the node layer's pod-level fault
@@ -88,7 +88,7 @@ async fn a_hung_installer_ends_at_the_deadline_with_its_diagnosis() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async an_interrupt_during_apply_deletes_the_job_and_frees_the_lease);
 async fn an_interrupt_during_apply_deletes_the_job_and_frees_the_lease() {
     let Some((cluster, ws)) = hung_installer("1h").await else {
         return; // the hang is the node layer's pod-level fault

@@ -6,7 +6,7 @@ use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
 
 use super::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async values_changed_out_of_band_show_as_an_update_and_apply_converges);
 async fn values_changed_out_of_band_show_as_an_update_and_apply_converges() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -25,7 +25,7 @@ async fn values_changed_out_of_band_show_as_an_update_and_apply_converges() {
             "--repo",
             "https://helm.cilium.io",
             "--version",
-            "1.18.4",
+            crate::cilium::CURRENT,
             "-n",
             NS,
             "--set",
@@ -58,7 +58,7 @@ async fn values_changed_out_of_band_show_as_an_update_and_apply_converges() {
     assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async write_only_values_stay_out_of_state_and_a_changed_one_plans_an_update);
 async fn write_only_values_stay_out_of_state_and_a_changed_one_plans_an_update() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -126,7 +126,7 @@ async fn write_only_values_stay_out_of_state_and_a_changed_one_plans_an_update()
     assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async without_talos_defaults_a_missing_service_host_is_warned_at_plan);
 async fn without_talos_defaults_a_missing_service_host_is_warned_at_plan() {
     let cluster = TestCluster::shared().await;
     // A typo users make when they write the Talos values themselves.
@@ -164,7 +164,7 @@ async fn without_talos_defaults_a_missing_service_host_is_warned_at_plan() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async edits_that_change_nothing_in_the_release_are_bookkeeping);
 async fn edits_that_change_nothing_in_the_release_are_bookkeeping() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -173,7 +173,7 @@ async fn edits_that_change_nothing_in_the_release_are_bookkeeping() {
     let before = release_history(&client, "cilium").await;
     // The other spelling of the version, adoption switched on, the values written out as a
     // `set` that yields what the release already has (the Talos default `ipam.mode`).
-    let edited = "resource \"talosboot_cilium\" \"this\" {\n  version        = \"v1.18.4\"\n  adopt_existing = true\n  set            = [{ name = \"ipam.mode\", value = \"kubernetes\" }]\n}\n";
+    let edited = "resource \"talosboot_cilium\" \"this\" {\n  version        = \"v1.20.2\"\n  adopt_existing = true\n  set            = [{ name = \"ipam.mode\", value = \"kubernetes\" }]\n}\n";
     ws.write("main.tf", &root(&cluster, edited));
     let plan = ws.ok(&["plan", "-no-color"]);
     assert!(
@@ -190,9 +190,9 @@ async fn edits_that_change_nothing_in_the_release_are_bookkeeping() {
     assert!(!ws.plan_has_changes());
 }
 
+on_both_clis!(timeout_takes_seconds_and_go_durations_on_every_resource);
 /// `timeout` takes what `helm_release` roots write (seconds, `timeout = 300`) and Go durations
 /// (`1h30m`) on every resource; anything else fails validate on its attribute.
-#[test]
 fn timeout_takes_seconds_and_go_durations_on_every_resource() {
     let instance = "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\n";
     let root = |timeout: &str| {
@@ -201,7 +201,7 @@ fn timeout_takes_seconds_and_go_durations_on_every_resource() {
 provider "talosboot" {{}}
 
 resource "talosboot_cilium" "this" {{
-  version = "1.18.4"
+  version = "1.20.2"
   timeout = {timeout}
 }}
 

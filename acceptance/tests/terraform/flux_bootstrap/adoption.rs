@@ -5,7 +5,7 @@ use kube::api::PostParams;
 
 use super::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async module_leftovers_are_adopted_without_restart);
 async fn module_leftovers_are_adopted_without_restart() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -61,7 +61,7 @@ async fn module_leftovers_are_adopted_without_restart() {
     assert_no_changes(&second);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async import_by_the_flux_instance_namespace);
 async fn import_by_the_flux_instance_namespace() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -103,7 +103,7 @@ async fn import_by_the_flux_instance_namespace() {
     assert_no_changes(&second);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async prerequisites_are_applied_until_flux_adopts_them);
 async fn prerequisites_are_applied_until_flux_adopts_them() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -179,10 +179,10 @@ async fn prerequisites_are_applied_until_flux_adopts_them() {
     );
 }
 
+on_both_clis!(async runtime_variables_are_typed_as_the_module_substitutes_them);
 /// A module root's `port: ${port}` in a prerequisite: substituted over the text as the module's
 /// `flux envsubst` does, the port is a number and the Service is created (substituted inside the
 /// parsed scalar, it was the string "8080", which the API server refuses).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn runtime_variables_are_typed_as_the_module_substitutes_them() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;

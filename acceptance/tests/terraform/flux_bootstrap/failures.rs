@@ -3,7 +3,7 @@
 
 use super::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async pre_cni_order_mistake_is_diagnosed);
 async fn pre_cni_order_mistake_is_diagnosed() {
     let cluster = TestCluster::start().await;
     let ws = Workspace::new(&root(
@@ -28,7 +28,7 @@ async fn pre_cni_order_mistake_is_diagnosed() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async operator_install_failure_is_relayed_with_diagnosis);
 async fn operator_install_failure_is_relayed_with_diagnosis() {
     // KubePrism off (Talos before 1.6): the installer's API endpoint refuses connections.
     let config = talos_sim::talos::TalosConfig {
@@ -61,7 +61,7 @@ async fn operator_install_failure_is_relayed_with_diagnosis() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async api_faults_during_apply_fail_cleanly_and_the_next_apply_converges);
 async fn api_faults_during_apply_fail_cleanly_and_the_next_apply_converges() {
     let cluster = TestCluster::start().await;
     let Some(faults) = cluster.faults() else {
@@ -101,7 +101,7 @@ async fn api_faults_during_apply_fail_cleanly_and_the_next_apply_converges() {
     assert_no_changes(&ws);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_failing_flux_instance_names_its_reason);
 async fn a_failing_flux_instance_names_its_reason() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
@@ -132,11 +132,11 @@ async fn a_failing_flux_instance_names_its_reason() {
     );
 }
 
+on_both_clis!(async a_partial_job_block_before_the_cni_is_warned_at_plan_and_fails_fast);
 /// A `job` block that sets only the image (a mirror) turns host networking and the KubePrism
 /// environment off, as in the module; before the CNI that Job could never run: the plan warns
 /// with the fix, and the apply stops before the Job with the diagnosis instead of waiting for
 /// `timeout`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_partial_job_block_before_the_cni_is_warned_at_plan_and_fails_fast() {
     let cluster = TestCluster::start().await;
     let ws = Workspace::new(&root(

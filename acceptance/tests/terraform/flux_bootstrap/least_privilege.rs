@@ -26,7 +26,7 @@ async fn talosboot_rbac(client: &kube::Client) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async minimal_rbac_bootstraps_flux_and_uninstalls_it);
 async fn minimal_rbac_bootstraps_flux_and_uninstalls_it() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;

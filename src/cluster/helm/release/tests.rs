@@ -1,5 +1,5 @@
 //! Record decoding, values hashing, the reads of the newest revision (against hand-made records
-//! and a racing API) and the workloads of a manifest.
+//! and a racing API), the workloads and the objects of a manifest.
 
 use super::*;
 
@@ -177,4 +177,34 @@ fn workloads_are_read_from_the_manifest_and_the_rest_ignored() {
     assert_eq!(w[0].namespace.as_deref(), Some("argocd"));
     assert_eq!(w[1].name, "argocd-application-controller");
     assert_eq!(w[1].namespace, None);
+}
+
+#[test]
+fn every_object_of_the_manifest_is_listed_and_broken_documents_skipped() {
+    let manifest = "---\n# Source: cilium/templates/sa.yaml\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: cilium\n  namespace: kube-system\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: cilium\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cilium-config\n---\nkind: ConfigMap\nmetadata:\n  name: no-api-version\n---\n: not yaml [\n";
+    let objects = manifest_objects(manifest);
+    let listed: Vec<(&str, &str, Option<&str>, &str)> = objects
+        .iter()
+        .map(|o| {
+            (
+                o.api_version.as_str(),
+                o.kind.as_str(),
+                o.namespace.as_deref(),
+                o.name.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("v1", "ServiceAccount", Some("kube-system"), "cilium"),
+            (
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRole",
+                None,
+                "cilium"
+            ),
+            ("v1", "ConfigMap", None, "cilium-config"),
+        ]
+    );
 }
