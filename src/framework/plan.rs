@@ -93,8 +93,9 @@ pub fn same_value(a: Option<&Value>, b: Option<&Value>) -> bool {
 }
 
 /// A configuration for the object `state` describes (GenerateResourceConfig's default): every
-/// top-level attribute the configuration cannot set (computed-only) null, write-only ones null,
-/// and those at their declared default null too (the default applies: generated configuration
+/// top-level attribute the configuration cannot set (computed-only) null, write-only and
+/// deprecated ones null (as terraform-plugin-framework generates), and those at their declared
+/// default null too (the default applies: generated configuration
 /// says only what differs); the rest as the state has it.
 pub fn config_of_state(block: &Block, state: &Value) -> Value {
     let mut config = state.clone();
@@ -102,7 +103,8 @@ pub fn config_of_state(block: &Block, state: &Value) -> Value {
         for a in &block.attributes {
             let settable = a.required || a.optional;
             let at_default = a.default.is_some() && attrs.get(&a.name) == a.default.as_ref();
-            if !settable || a.write_only || (at_default && !a.required) {
+            let deprecated = a.deprecated.is_some();
+            if !settable || a.write_only || deprecated || (at_default && !a.required) {
                 attrs.insert(a.name.clone(), Value::Null);
             }
         }

@@ -149,7 +149,10 @@ pub(crate) async fn assert_no_leftovers(client: &kube::Client) {
 /// Runs `helm ARGS` the way an operator would by hand: a Job on the host network via KubePrism.
 pub(crate) async fn helm_by_hand(client: &kube::Client, args: &[&str]) {
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
-    let name = format!("by-hand-{}", std::process::id());
+    // One Job per call: a test may run Helm by hand more than once.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("by-hand-{}-{call}", std::process::id());
     // As on a real cluster, the operator's pod needs RBAC: a ServiceAccount bound to cluster-admin.
     let sa: ServiceAccount =
         serde_json::from_value(json!({"metadata": {"name": name}})).expect("sa");

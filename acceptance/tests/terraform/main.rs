@@ -21,6 +21,9 @@
 //!   the credential in no state or plan file.
 //! - `checks`: `check` blocks and preconditions reading `data.talosboot_helm_release`.
 //! - `import_and_removed`: `import` blocks (and generated config), `removed` without destroy.
+//! - `query` (Terraform 1.16 only): `terraform query` lists Helm releases installed outside
+//!   talosboot and the generated configuration adopts them without a new revision; import by
+//!   identity; identities stable across plans.
 //! - `functions`: `provider::talosboot::cilium_talos_values` and `cilium_talos_values_with_kube_proxy`.
 //! - `cilium_components`: every component of the release waited for and watched (a broken
 //!   `cilium-envoy` fails the apply and warns on refresh, naming it; Hubble relay waited for).
@@ -67,6 +70,7 @@ mod lifecycle;
 mod managed_by;
 mod migrating_cilium;
 mod provider_retry;
+mod query;
 mod release;
 mod secrets_scan;
 mod unknown_provider_config;
