@@ -70,7 +70,7 @@ fn cilium_1_20_with_gateway_api() -> String {
     "resource \"talosboot_cilium\" \"this\" {\n  version = \"1.20.2\"\n  values  = [yamlencode({ gatewayAPI = { enabled = true } })]\n}\n".to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async gateway_api_crds_missing_are_refused_naming_them_then_cilium_1_20_installs);
 async fn gateway_api_crds_missing_are_refused_naming_them_then_cilium_1_20_installs() {
     let cluster = TestCluster::start().await;
     if !cluster.nodes_are_emulated() {
@@ -208,7 +208,7 @@ async fn gateway_api_crds_missing_are_refused_naming_them_then_cilium_1_20_insta
     assert!(!ws.plan_has_changes());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async a_value_key_the_chart_version_dropped_is_a_plan_warning_naming_its_replacement);
 async fn a_value_key_the_chart_version_dropped_is_a_plan_warning_naming_its_replacement() {
     // Plan only: reads the cluster, installs nothing.
     let cluster = TestCluster::shared().await;
@@ -236,7 +236,7 @@ async fn a_value_key_the_chart_version_dropped_is_a_plan_warning_naming_its_repl
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async node_port_without_the_replacement_on_1_19_is_a_plan_error_on_the_input);
 async fn node_port_without_the_replacement_on_1_19_is_a_plan_error_on_the_input() {
     let cluster = TestCluster::shared().await;
     let body = "resource \"talosboot_cilium\" \"this\" {\n  version                = \"1.19.7\"\n  kube_proxy_replacement = false\n  values                 = [yamlencode({ nodePort = { enabled = true } })]\n}\n";
@@ -266,7 +266,7 @@ async fn node_port_without_the_replacement_on_1_19_is_a_plan_error_on_the_input(
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async an_operator_chart_too_old_for_flux_2_9_is_a_plan_error_naming_the_minimum);
 async fn an_operator_chart_too_old_for_flux_2_9_is_a_plan_error_naming_the_minimum() {
     let cluster = TestCluster::shared().await;
     let root = |chart: &str| {

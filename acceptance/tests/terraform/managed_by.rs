@@ -38,7 +38,10 @@ resource "talosboot_helm_release" "podinfo" {{
 
 /// Installs, marks the Deployment with `metadata` (labels and annotations), changes a value and
 /// checks that neither a stale plan nor a fresh one upgrades, each naming `manager`.
-async fn left_to(namespace: &str, metadata: serde_json::Value, manager: &str) {
+async fn left_to(prefix: &str, metadata: impl Fn(&str) -> serde_json::Value, manager: &str) {
+    // One namespace per run and CLI: both CLIs' variants share the cluster.
+    let namespace = &crate::unique(prefix);
+    let metadata = metadata(namespace);
     let cluster = TestCluster::shared().await;
     let client = cluster.client().await;
     let ws = Workspace::new(&root(&cluster, namespace, 1));
@@ -86,62 +89,70 @@ async fn left_to(namespace: &str, metadata: serde_json::Value, manager: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async argo_cd_3_tracking_annotation);
 async fn argo_cd_3_tracking_annotation() {
     left_to(
         "owned-argocd3",
-        json!({"annotations": {
-            "argocd.argoproj.io/tracking-id": "podinfo:apps/Deployment:owned-argocd3/podinfo"
-        }}),
+        |ns| {
+            json!({"annotations": {
+                "argocd.argoproj.io/tracking-id": format!("podinfo:apps/Deployment:{ns}/podinfo")
+            }})
+        },
         "Argo CD Application \"podinfo\"",
     )
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async argo_cd_instance_label);
 async fn argo_cd_instance_label() {
     left_to(
         "owned-argocd-label",
-        json!({"labels": {"argocd.argoproj.io/instance": "apps"}}),
+        |_| json!({"labels": {"argocd.argoproj.io/instance": "apps"}}),
         "Argo CD Application \"apps\"",
     )
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async flux_helm_controller);
 async fn flux_helm_controller() {
     left_to(
         "owned-helmrelease",
-        json!({"labels": {
-            "helm.toolkit.fluxcd.io/name": "podinfo",
-            "helm.toolkit.fluxcd.io/namespace": "flux-system",
-        }}),
+        |_| {
+            json!({"labels": {
+                "helm.toolkit.fluxcd.io/name": "podinfo",
+                "helm.toolkit.fluxcd.io/namespace": "flux-system",
+            }})
+        },
         "Flux HelmRelease \"flux-system/podinfo\"",
     )
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async flux_kustomization);
 async fn flux_kustomization() {
     left_to(
         "owned-kustomization",
-        json!({"labels": {
-            "kustomize.toolkit.fluxcd.io/name": "apps",
-            "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
-        }}),
+        |_| {
+            json!({"labels": {
+                "kustomize.toolkit.fluxcd.io/name": "apps",
+                "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+            }})
+        },
         "Flux Kustomization \"flux-system/apps\"",
     )
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async flux_operator);
 async fn flux_operator() {
     left_to(
         "owned-flux-operator",
-        json!({"labels": {
-            "fluxcd.controlplane.io/name": "flux",
-            "fluxcd.controlplane.io/namespace": "flux-system",
-        }}),
+        |_| {
+            json!({"labels": {
+                "fluxcd.controlplane.io/name": "flux",
+                "fluxcd.controlplane.io/namespace": "flux-system",
+            }})
+        },
         "the Flux Operator (FluxInstance \"flux-system/flux\")",
     )
     .await;

@@ -216,17 +216,17 @@ async fn the_guide_survives_the_prune(version: TalosVersion, reboot_before_remov
     assert!(!ws.plan_has_changes(), "the next plan is empty");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async talos_1_13_adopted_inline_cilium_survives_upgrade_k8s_prune);
 async fn talos_1_13_adopted_inline_cilium_survives_upgrade_k8s_prune() {
     the_guide_survives_the_prune(TalosVersion::V1_13, false).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async talos_1_14_adopted_inline_cilium_survives_upgrade_k8s_prune);
 async fn talos_1_14_adopted_inline_cilium_survives_upgrade_k8s_prune() {
     the_guide_survives_the_prune(TalosVersion::V1_14, true).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+on_both_clis!(async without_talosboot_the_same_prune_deletes_an_adopted_cilium);
 async fn without_talosboot_the_same_prune_deletes_an_adopted_cilium() {
     let Some(cluster) = inline_cilium(TalosVersion::V1_13).await else {
         return;
