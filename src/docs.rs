@@ -33,6 +33,7 @@ pub fn type_page(
     schema: &Schema,
     example: &str,
     import: Option<&str>,
+    import_by_identity: Option<&str>,
 ) -> String {
     let subcategory = "";
     let mut out = String::new();
@@ -57,6 +58,13 @@ pub fn type_page(
             out,
             "## Import\n\nImport is supported using the following syntax:\n\n```shell\n{}\n```",
             import.trim_end()
+        );
+    }
+    if let Some(by_identity) = import_by_identity {
+        let _ = writeln!(
+            out,
+            "\nOn Terraform 1.12 and later, an `import` block can name the resource by its identity instead of the ID (OpenTofu takes the ID):\n\n```terraform\n{}\n```",
+            by_identity.trim_end()
         );
     }
     out

@@ -64,7 +64,7 @@ fn registry_docs_match_the_schema() {
         );
         check(
             &root.join(format!("docs/data-sources/{short}.md")),
-            &type_page("Data Source", name, schema, &example, None),
+            &type_page("Data Source", name, schema, &example, None, None),
             &mut stale,
         );
     }
@@ -73,6 +73,10 @@ fn registry_docs_match_the_schema() {
         let example = read(&format!("examples/resources/{name}/resource.tf"));
         let import =
             std::fs::read_to_string(root.join(format!("examples/resources/{name}/import.sh"))).ok();
+        let by_identity = std::fs::read_to_string(
+            root.join(format!("examples/resources/{name}/import-by-identity.tf")),
+        )
+        .ok();
         rendered.push(
             root.join(format!("docs/resources/{short}.md"))
                 .display()
@@ -80,11 +84,31 @@ fn registry_docs_match_the_schema() {
         );
         check(
             &root.join(format!("docs/resources/{short}.md")),
-            &type_page("Resource", name, schema, &example, import.as_deref()),
+            &type_page(
+                "Resource",
+                name,
+                schema,
+                &example,
+                import.as_deref(),
+                by_identity.as_deref(),
+            ),
             &mut stale,
         );
     }
-    let orphaned: Vec<String> = ["docs/resources", "docs/data-sources"]
+    for (name, schema) in dispatcher.list_resource_schemas() {
+        let short = name.trim_start_matches("talosboot_");
+        let example = read(&format!(
+            "examples/list-resources/{name}/list-resource.tfquery.hcl"
+        ));
+        let page = root.join(format!("docs/list-resources/{short}.md"));
+        rendered.push(page.display().to_string());
+        check(
+            &page,
+            &type_page("List Resource", name, schema, &example, None, None),
+            &mut stale,
+        );
+    }
+    let orphaned: Vec<String> = ["docs/resources", "docs/data-sources", "docs/list-resources"]
         .iter()
         .flat_map(|d| orphans(&root.join(d), &rendered))
         .collect();

@@ -2,7 +2,7 @@
 //! manifest half of `talosctl upgrade-k8s`.
 //!
 //! What each version does, as read in siderolabs/talos and siderolabs/go-kubernetes (file and
-//! version for each rule in `/work/notes/talos-prune-facts.md` and the acceptance README):
+//! version for each rule in the acceptance README's table of emulated components):
 //! - **1.12**: the node applies every manifest object (server-side apply, field manager `talos`);
 //!   nothing records what it applied and `upgrade-k8s` re-applies without ever deleting.
 //! - **1.13 and 1.14** (`internal/app/machined/pkg/controllers/k8s/manifest_apply.go`, identical

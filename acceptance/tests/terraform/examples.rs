@@ -65,7 +65,7 @@ const STUBS: &[(&str, &str, &str)] = &[
 const INSTALLED: &[&str] = &["talosboot/talosboot", "hashicorp/null"];
 
 /// Directories under `examples/` that are registry snippets, not roots.
-const SNIPPET_KINDS: &[&str] = &["provider", "resources", "data-sources"];
+const SNIPPET_KINDS: &[&str] = &["provider", "resources", "data-sources", "list-resources"];
 
 /// Full roots that are also planned against the embedded cluster: directory, and files left out
 /// of the plan because they use a stubbed provider (which cannot plan).
@@ -342,6 +342,40 @@ fn registry_examples_exist_for_every_type() {
             );
         }
     }
+    // List resources (`terraform query`, Terraform 1.14+): one `.tfquery.hcl` per type the
+    // provider serves, and none for a type it does not (OpenTofu's schema has no list types).
+    let dispatcher = talosboot::provider::dispatcher(Default::default(), false);
+    let lists: Vec<String> = dispatcher
+        .list_resource_schemas()
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    assert!(
+        lists.iter().any(|l| l == "talosboot_helm_release"),
+        "{lists:?}"
+    );
+    for l in &lists {
+        let file = examples()
+            .join("list-resources")
+            .join(l)
+            .join("list-resource.tfquery.hcl");
+        let example = read(&file);
+        assert!(
+            example.contains(&format!("list \"{l}\"")),
+            "{} has no `list \"{l}\"` block",
+            rel(&file)
+        );
+    }
+    for entry in std::fs::read_dir(examples().join("list-resources")).expect("list-resources") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            lists.contains(&name),
+            "examples/list-resources/{name} documents a list type the provider does not serve: {lists:?}"
+        );
+    }
     let provider = read(&examples().join("provider/provider.tf"));
     assert!(provider.contains("provider \"talosboot\""), "{provider}");
 }
@@ -350,7 +384,12 @@ fn registry_examples_exist_for_every_type() {
 /// requirements, a `talosboot_cilium.this` when it only refers to one, and the files it reads.
 fn snippet_root(dir: &Path) -> Workspace {
     let mut text = String::new();
-    for file in files(dir, ".tf") {
+    // An import block by identity is Terraform's (1.12+): OpenTofu 1.12 refuses `identity`.
+    let cli = crate::harness::cli();
+    for file in files(dir, ".tf")
+        .into_iter()
+        .filter(|f| cli != crate::harness::Cli::OpenTofu || !f.ends_with("import-by-identity.tf"))
+    {
         text.push_str(&read(&file));
         text.push('\n');
     }
@@ -815,6 +854,12 @@ enum DocBlock {
     /// A call of the flux-operator-bootstrap module from its registry (the "before" of a
     /// migration): the module cannot be downloaded here, `tofu fmt` is all that checks it.
     RegistryModule,
+    /// A `list` block of a `.tfquery.hcl` file (Terraform 1.14+), which `validate` does not read
+    /// in a root: `fmt` checks it, and the query test runs the registry's list examples.
+    Query,
+    /// An `import` block by identity on OpenTofu, which has no resource identity (Terraform
+    /// validates it).
+    TerraformOnly,
 }
 
 /// A root made of one docs block: the block as `main.tf`, and in `context.tf` what it refers to
@@ -827,6 +872,12 @@ fn doc_block_root(block: &str) -> DocBlock {
     }
     if block.contains("module \"") && block.contains("source  = \"controlplaneio-fluxcd/") {
         return DocBlock::RegistryModule;
+    }
+    if block.contains("list \"talosboot_") {
+        return DocBlock::Query;
+    }
+    if block.contains("identity = {") && crate::harness::cli() == crate::harness::Cli::OpenTofu {
+        return DocBlock::TerraformOnly;
     }
     let mut text = block.to_owned();
     let mut context = String::new();
@@ -943,7 +994,10 @@ fn every_docs_hcl_block_validates() {
     for page in doc_pages() {
         for (i, block) in hcl_blocks(&read(&page)).iter().enumerate() {
             let ws = match doc_block_root(block) {
-                DocBlock::CliConfiguration | DocBlock::RegistryModule => {
+                DocBlock::CliConfiguration
+                | DocBlock::RegistryModule
+                | DocBlock::Query
+                | DocBlock::TerraformOnly => {
                     not_validated.push(format!("{} block {}", rel(&page), i + 1));
                     continue;
                 }

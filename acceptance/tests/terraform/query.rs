@@ -100,21 +100,17 @@ async fn query_lists_releases_installed_by_helm_and_the_generated_config_adopts_
     assert_eq!(before.get("kube-system/cilium"), Some(&1), "{before:?}");
 
     let ws = terraform(&cluster, "");
-    ws.write(
-        "releases.tfquery.hcl",
-        r#"
-list "talosboot_helm_release" "apps" {
-  provider = talosboot
-}
-
-list "talosboot_cilium" "cni" {
-  provider = talosboot
-  config {
-    namespace = "kube-system"
-  }
-}
-"#,
-    );
+    // The registry examples as a user copies them, the Helm one widened to every namespace.
+    let examples = crate::harness::repo_root().join("examples/list-resources");
+    let example = |name: &str| {
+        std::fs::read_to_string(examples.join(name).join("list-resource.tfquery.hcl"))
+            .expect("list-resource example")
+    };
+    let releases = example("talosboot_helm_release");
+    let every_namespace = releases.replace("    namespace = \"apps\"\n", "");
+    assert_ne!(releases, every_namespace, "the example sets a namespace");
+    ws.write("releases.tfquery.hcl", &every_namespace);
+    ws.write("cilium.tfquery.hcl", &example("talosboot_cilium"));
 
     // Every namespace when `namespace` is unset; Cilium is listed by its own type.
     let listed = query(&ws, &[]);
@@ -155,7 +151,7 @@ list "talosboot_cilium" "cni" {
     let generated = ws.read("generated.tf");
     let flat = generated.split_whitespace().collect::<Vec<_>>().join(" ");
     for expected in [
-        r#"resource "talosboot_helm_release" "apps_0""#,
+        r#"resource "talosboot_helm_release" "releases_0""#,
         r#"chart = "podinfo""#,
         r#"version = "6.8.0""#,
         r#"name = "podinfo""#,
@@ -170,7 +166,7 @@ list "talosboot_cilium" "cni" {
         r#"version = "1.18.4""#,
         "talos_defaults = false",
         "relay:",
-        r#"to = talosboot_helm_release.apps_0"#,
+        r#"to = talosboot_helm_release.releases_0"#,
         r#"to = talosboot_cilium.cni_0"#,
         "identity = {",
     ] {

@@ -1,0 +1,7 @@
+import {
+  to = talosboot_cilium.this
+  identity = {
+    namespace = "kube-system"
+    name      = "cilium"
+  }
+}

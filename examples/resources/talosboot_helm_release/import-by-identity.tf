@@ -1,0 +1,7 @@
+import {
+  to = talosboot_helm_release.argocd
+  identity = {
+    namespace = "argocd"
+    name      = "argocd"
+  }
+}
