@@ -502,9 +502,9 @@ mod tests {
             "{}",
             refused.fix
         );
-        let no_ssa = diagnose([crate::cluster::helm::major::Refusal::NoServerSideApply
-            .message("alpine/helm:3.18.4", "kube-system/cilium", None)
-            .as_str()])
+        let no_ssa = diagnose([
+            "talosboot refused the install: job.apply_method is \"ssa\", but the installer image alpine/helm:3.18.4 carries Helm 3, which has no server-side apply (release kube-system/cilium).",
+        ])
         .expect("known");
         assert_eq!(no_ssa.kind, Signature::ApplyMethodSwitch);
         assert!(

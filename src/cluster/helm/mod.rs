@@ -5,6 +5,7 @@
 //!
 //! The engine knows nothing of Helm: the steps around its runs are named here.
 
+pub mod adoption;
 pub mod install;
 pub mod major;
 pub mod rbac;
