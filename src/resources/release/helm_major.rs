@@ -12,7 +12,6 @@ use crate::cluster::helm::adoption;
 use crate::cluster::helm::install::{DEFAULT_HELM_IMAGE, before};
 use crate::cluster::helm::major::{self, ApplyMethodChoice, HelmMajor, MajorInputs, Refusal};
 use crate::cluster::helm::release::{HelmRelease, ManifestObject};
-use crate::cluster::readiness::Kind;
 use crate::framework::{Diagnostic, Diagnostics};
 use crate::values::AttributePath;
 
@@ -58,25 +57,13 @@ pub fn adopts_server_side(
         && major::helm4_server_side(choice, before(current))
 }
 
-/// The objects an adoption takes: the release's manifest when it has a record, else the
-/// workloads the resource knows it runs (Cilium's agent and operator).
+/// The objects an adoption takes: the release's manifest when it has a record, else those the
+/// resource knows it adopts (Cilium's agent, operator and configuration).
 fn adopted_objects<K: ChartResource>(m: &K, current: Option<&HelmRelease>) -> Vec<ManifestObject> {
     if let Some(r) = current.filter(|r| !r.objects.is_empty()) {
         return r.objects.clone();
     }
-    m.readiness(current)
-        .workloads
-        .into_iter()
-        .map(|w| ManifestObject {
-            api_version: match w.kind {
-                Kind::Job => "batch/v1".into(),
-                _ => "apps/v1".into(),
-            },
-            kind: w.kind.as_str().to_owned(),
-            namespace: Some(w.namespace),
-            name: w.name,
-        })
-        .collect()
+    m.adoption_candidates()
 }
 
 /// The plan's warnings about the Helm major, within `budget`; nothing when the cluster does not
