@@ -25,6 +25,10 @@ pub enum Signature {
     NameInUse,
     ReleaseLocked,
     Ownership,
+    /// Helm 3 would have switched a release Helm 4 applies server-side to client-side apply.
+    ApplyMethodSwitch,
+    /// Server-side apply met fields another field manager owns.
+    FieldConflict,
     ImagePull,
     Tls,
     RbacEscalation,
@@ -224,6 +228,27 @@ const TABLE: &[Row] = &[
         all: &["exists and cannot be imported into the current release"],
         cause: OWNERSHIP_CAUSE,
         fix: OWNERSHIP_FIX,
+        detail: None,
+    },
+    Row {
+        kind: Signature::ApplyMethodSwitch,
+        all: &["talosboot refused the install:", "apply_method: ssa"],
+        cause: "the installer image carries Helm 3, which applies client-side only, and the release's newest record says Helm 4 applied it server-side (`apply_method: ssa`): Helm 3 would switch the release to client-side apply for good (and drop `apply_method` from the record it supersedes)",
+        fix: "use a Helm 4 installer image (the default, `alpine/helm:4.3.2`, or a mirror of it), or set `job.apply_method = \"csa\"` to switch the release to client-side apply deliberately",
+        detail: None,
+    },
+    Row {
+        kind: Signature::ApplyMethodSwitch,
+        all: &["talosboot refused the install:", "no server-side apply"],
+        cause: "`job.apply_method` is \"ssa\", but the installer image carries Helm 3, which has no server-side apply",
+        fix: "use a Helm 4 installer image (the default, `alpine/helm:4.3.2`), or remove `job.apply_method`",
+        detail: None,
+    },
+    Row {
+        kind: Signature::FieldConflict,
+        all: &["Apply failed with", "conflict"],
+        cause: "Helm 4 applies this release server-side, and fields it sets are owned by another field manager (the message names it: `talos` for Talos' inline manifests, `kubectl-client-side-apply` or `kubectl-edit` for kubectl, `helm` with operation Update for Helm 3's client-side writes) with other values",
+        fix: "to take objects installed outside the release, set `adopt_existing = true` (talosboot then adds `--force-conflicts` and the plan names whose fields are taken); for fields someone changed by hand, undo the change or set `job.apply_method = \"csa\"` to apply client-side (Helm 3's three-way merge, which overwrites them)",
         detail: None,
     },
     Row {
@@ -461,6 +486,41 @@ mod tests {
             assert!(d.cause.contains(form), "{form}: {}", d.cause);
         }
         assert!(d.fix.contains("Talos 1.13+ prunes"), "{}", d.fix);
+    }
+
+    #[test]
+    fn helm_4_refusals_and_conflicts_are_named() {
+        // As the installer words them (the Helm module's `Refusal::message`, out of reach here).
+        let refused = diagnose([
+            "talosboot refused the install: the installer image alpine/helm:3.18.4 carries Helm 3, and the newest record of release kube-system/cilium (revision 3) says apply_method: ssa. Helm 3 applies client-side only and would switch the release to client-side apply for good.",
+        ])
+        .expect("known");
+        assert_eq!(refused.kind, Signature::ApplyMethodSwitch);
+        assert!(
+            refused.fix.contains("job.apply_method = \"csa\""),
+            "{}",
+            refused.fix
+        );
+        let no_ssa = diagnose([
+            "talosboot refused the install: job.apply_method is \"ssa\", but the installer image alpine/helm:3.18.4 carries Helm 3, which has no server-side apply (release kube-system/cilium).",
+        ])
+        .expect("known");
+        assert_eq!(no_ssa.kind, Signature::ApplyMethodSwitch);
+        assert!(
+            no_ssa.cause.contains("no server-side apply"),
+            "{}",
+            no_ssa.cause
+        );
+        let conflict = diagnose([
+            "Error: UPGRADE FAILED: conflict occurred while applying object kube-system/cilium-config /v1, Kind=ConfigMap: Apply failed with 1 conflict: conflict with \"talos\": .data.debug",
+        ])
+        .expect("known");
+        assert_eq!(conflict.kind, Signature::FieldConflict);
+        assert!(
+            conflict.fix.contains("adopt_existing = true"),
+            "{}",
+            conflict.fix
+        );
     }
 
     #[test]

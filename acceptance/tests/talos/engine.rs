@@ -24,7 +24,8 @@ const TIMEOUT: Duration = Duration::from_secs(180);
 const VERSION: &str = "1.18.4";
 
 fn cilium_spec(rbac: Rbac) -> RunSpec {
-    let (command, files, secret_files) = cilium_chart(VERSION).command(TIMEOUT);
+    let (command, files, secret_files) =
+        cilium_chart(VERSION).command(TIMEOUT, None, DEFAULT_HELM_IMAGE);
     RunSpec {
         purpose: "install Cilium".into(),
         target: "helm/kube-system/cilium".into(),

@@ -600,6 +600,55 @@ terraform {
 }
 "#;
 
+/// The Helm 3 installer image talosboot still supports (its last default).
+pub const HELM3_IMAGE: &str = "alpine/helm:3.18.4";
+
+/// Which Helm major a test that covers both runs, by CLI variant, so that both majors are tested
+/// at no extra cost: the default image (Helm 4) on OpenTofu, the Helm 3 image on Terraform.
+pub fn runs_helm3(cli: Cli) -> bool {
+    cli != Cli::OpenTofu
+}
+
+/// The `job` attribute of such a test (empty: the default Helm 4 image).
+pub fn installer_job(cli: Cli) -> String {
+    match runs_helm3(cli) {
+        true => format!("  job = {{ image = \"{HELM3_IMAGE}\" }}\n"),
+        false => String::new(),
+    }
+}
+
+/// `apply_method` of each Helm release record of `name` in `ns`, by revision (`None`: the field
+/// is absent, as in Helm 3's records).
+pub async fn apply_methods(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> std::collections::BTreeMap<i64, Option<String>> {
+    use base64::Engine;
+    use std::io::Read;
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), ns);
+    let list = secrets
+        .list(&kube::api::ListParams::default().labels(&format!("owner=helm,name={name}")))
+        .await
+        .expect("list records");
+    let b64 = base64::engine::general_purpose::STANDARD;
+    list.items
+        .into_iter()
+        .filter_map(|s| {
+            let revision: i64 = s.metadata.labels?.get("version")?.parse().ok()?;
+            let gz = b64.decode(s.data?.get("release")?.0.trim_ascii()).ok()?;
+            let mut text = String::new();
+            flate2::read::GzDecoder::new(gz.as_slice())
+                .read_to_string(&mut text)
+                .ok()?;
+            let record: serde_json::Value = serde_json::from_str(&text).ok()?;
+            let method = record["apply_method"].as_str().map(str::to_owned);
+            Some((revision, method))
+        })
+        .collect()
+}
+
 /// Revision -> status of the Helm release records of `name` in `ns`.
 pub async fn history(
     client: &kube::Client,

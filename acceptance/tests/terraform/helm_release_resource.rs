@@ -12,7 +12,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace, history};
+use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace, cli, history};
 
 const CILIUM: &str = "resource \"talosboot_cilium\" \"this\" {\n  version = \"1.18.4\"\n}\n";
 
@@ -105,9 +105,13 @@ on_both_clis!(async minimal_rbac_installs_upgrades_and_uninstalls_a_chart);
 async fn minimal_rbac_installs_upgrades_and_uninstalls_a_chart() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
+    // Both Helm majors (harness::runs_helm3): Helm 4 also applies the namespace server-side.
     let minimal = ARGOCD.replace(
         "  create_namespace = true\n",
-        "  create_namespace = true\n  rbac             = \"minimal\"\n",
+        &format!(
+            "  create_namespace = true\n  rbac             = \"minimal\"\n{}",
+            crate::harness::installer_job(cli())
+        ),
     );
     let ws = workspace(&cluster, &format!("{CILIUM}{minimal}"));
     ws.apply();
@@ -194,7 +198,17 @@ on_both_clis!(async a_release_left_pending_upgrade_is_planned_and_repaired);
 async fn a_release_left_pending_upgrade_is_planned_and_repaired() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
-    let ws = workspace(&cluster, &format!("{CILIUM}{ARGOCD}"));
+    // Both Helm majors (harness::runs_helm3); with Helm 4, the unlocked record keeps its
+    // `apply_method`, so the repair applies server-side as the release did.
+    let helm3 = crate::harness::runs_helm3(cli());
+    let argocd = ARGOCD.replace(
+        "  create_namespace = true\n",
+        &format!(
+            "  create_namespace = true\n{}",
+            crate::harness::installer_job(cli())
+        ),
+    );
+    let ws = workspace(&cluster, &format!("{CILIUM}{argocd}"));
     ws.apply();
     // An upgrade killed half-way: the newest record says pending-upgrade.
     let records = history(&client, "argocd", "argocd").await;
@@ -238,6 +252,12 @@ async fn a_release_left_pending_upgrade_is_planned_and_repaired() {
             .last()
             .map(String::as_str),
         Some("deployed")
+    );
+    let methods = crate::harness::apply_methods(&client, "argocd", "argocd").await;
+    let expected = if helm3 { None } else { Some("ssa".to_owned()) };
+    assert!(
+        methods.len() >= 2 && methods.values().all(|m| *m == expected),
+        "the unlocked record and the repair: {methods:?}"
     );
     assert!(!ws.plan_has_changes());
 }

@@ -38,6 +38,11 @@
 //! - `migrating_cilium`: the Cilium migration guide replayed: a Cilium installed by Helm with
 //!   non-Talos values, moved from a `helm_release` state; the plan names each value path
 //!   (secrets as `(sensitive)`), the running values kept, the next plan empty.
+//! - `mixed_history`: one release written in turn by talosboot with a Helm 3 image, the real Helm 4
+//!   by hand, talosboot with the default Helm 4 image, a Helm 3 image again, Helm 4 server-side by
+//!   hand; a Helm 3 image on that release warned at plan and refused at apply, the deliberate
+//!   switch (`job.apply_method = "csa"`): records (`apply_method`), data source, value diff,
+//!   `helm history` and `helm get values` at every step.
 //! - `managed_by`: a release Argo CD (3's tracking annotation, the instance label), Flux's
 //!   helm-controller, a Flux Kustomization or the Flux Operator took over is never upgraded, even
 //!   by `apply -refresh=false`, and the plan names the tool.
@@ -69,6 +74,7 @@ mod import_and_removed;
 mod lifecycle;
 mod managed_by;
 mod migrating_cilium;
+mod mixed_history;
 mod provider_retry;
 mod query;
 mod release;

@@ -14,6 +14,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::major::{self, ApplyMethodChoice, Before, HelmMajor, MajorInputs};
 use super::rbac::{self, helm_install_rules};
 use super::release::{HelmRelease, ReleaseStatus, current_release, release_from_revision};
 use super::{PREPARE_RELEASE, READ_RELEASE};
@@ -38,9 +39,14 @@ pub fn helm_env() -> BTreeMap<String, String> {
     .collect()
 }
 
-/// The installer image: Helm 3.18 (`--take-ownership` needs 3.17+). Pinned; air-gapped users
-/// point `job.image` at a mirror of it.
-pub const DEFAULT_HELM_IMAGE: &str = "alpine/helm:3.18.4";
+/// The installer image: Helm 4.3 (pinned; air-gapped users point `job.image` at a mirror of it).
+/// The Job asks the binary for its major, so Helm 3 images (3.17+, for `--take-ownership`) work
+/// too, until Helm 3's security fixes end (2027-02-10).
+pub const DEFAULT_HELM_IMAGE: &str = "alpine/helm:4.3.2";
+
+/// The Helm 3 image talosboot last defaulted to, still supported: what the docs and tests name
+/// for Helm 3.
+pub const HELM3_IMAGE: &str = "alpine/helm:3.18.4";
 
 /// A chart to install or upgrade.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -60,8 +66,12 @@ pub struct ChartInstall {
     /// Adopt objects that exist without Helm's ownership metadata, in place.
     pub take_ownership: bool,
     pub description: Option<String>,
-    /// `helm --atomic`: a failed install is uninstalled, a failed upgrade rolled back (Helm waits).
+    /// `helm --atomic` (Helm 4: `--rollback-on-failure`): a failed install is uninstalled, a
+    /// failed upgrade rolled back (Helm waits).
     pub atomic: bool,
+    /// Server-side or client-side apply (`job.apply_method`); `Auto` lets Helm 4 follow the
+    /// newest record and refuses Helm 3 on a release applied server-side.
+    pub apply_method: ApplyMethodChoice,
     /// Revisions Helm keeps; `None`: 10.
     pub history_max: Option<u32>,
     /// A local chart, packaged (`.tgz`), shipped to the Job; then `chart` is its file name.
@@ -133,8 +143,8 @@ impl ChartInstall {
             .collect()
     }
 
-    /// The installer's argv and input files.
-    pub fn command(&self, timeout: Duration) -> Program {
+    /// The `helm upgrade --install` words both majors share, and the input files.
+    fn shared_command(&self, timeout: Duration) -> Program {
         let mut argv = self.release_args(&["helm", "upgrade", "--install"]);
         argv.extend([
             "--timeout".into(),
@@ -147,16 +157,49 @@ impl ChartInstall {
         if self.create_namespace {
             argv.push("--create-namespace".into());
         }
-        if self.take_ownership {
-            argv.push("--take-ownership".into());
-        }
-        if self.atomic {
-            argv.push("--atomic".into());
-        }
         if let Some(d) = &self.description {
             argv.extend(["--description".into(), d.clone()]);
         }
         (argv, files, secret_files)
+    }
+
+    /// The installer's argv (a script that asks the binary for its Helm major, then runs that
+    /// major's `helm upgrade --install`, see [`major::install_script`]) and input files. `current`
+    /// is the release's newest record as this run finds it (`None`: none, or uninstalled);
+    /// `image` names the installer in a refusal.
+    pub fn command(
+        &self,
+        timeout: Duration,
+        current: Option<&HelmRelease>,
+        image: &str,
+    ) -> Program {
+        let before = before(current);
+        let (common, files, secret_files) = self.shared_command(timeout);
+        let inputs = MajorInputs {
+            atomic: self.atomic,
+            take_ownership: self.take_ownership,
+            choice: self.apply_method,
+        };
+        let revision = current.map(|r| r.revision);
+        let flags = |m| {
+            major::install_flags(m, inputs, before)
+                .map_err(|r| r.message(image, &self.target_name(), revision))
+        };
+        let script = major::install_script(&common, flags(HelmMajor::V3), flags(HelmMajor::V4));
+        (vec!["sh".into(), "-c".into(), script], files, secret_files)
+    }
+
+    /// `namespace/release`, for messages.
+    fn target_name(&self) -> String {
+        format!("{}/{}", self.namespace, self.release)
+    }
+}
+
+/// The release as an install finds it, for [`major::install_flags`].
+pub fn before(current: Option<&HelmRelease>) -> Before {
+    match current.filter(|r| r.status != ReleaseStatus::Uninstalled) {
+        Some(r) => Before::Record(r.apply_method),
+        None => Before::Nothing,
     }
 }
 
@@ -323,7 +366,8 @@ pub struct Installed {
 }
 
 /// `helm upgrade --install` of `chart` in a bootstrap Job, after unlocking a stuck release. The
-/// current release is read only when `rbac = "minimal"` needs its kinds.
+/// current release is read first: `rbac = "minimal"` needs its kinds, every install its
+/// `apply_method`.
 pub async fn install_or_upgrade(
     clients: &Kube,
     bootstrap_ns: &BootstrapNamespace,
@@ -332,10 +376,10 @@ pub async fn install_or_upgrade(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<Installed, EngineError> {
-    let current = match job.rbac {
-        RbacPolicy::Minimal => release(clients, &chart.namespace, &chart.release).await?,
-        RbacPolicy::ClusterAdmin => None,
-    };
+    // Read whatever the RBAC policy: the record's `apply_method` decides the Helm 4 flags and
+    // whether a Helm 3 image may run.
+    let current = release(clients, &chart.namespace, &chart.release).await?;
+    let current = current.filter(|r| r.status != ReleaseStatus::Uninstalled);
     install_or_upgrade_from(
         clients,
         bootstrap_ns,
@@ -387,7 +431,7 @@ pub async fn install_or_upgrade_from(
     let timeout = deadline
         .saturating_duration_since(Instant::now())
         .max(Duration::from_secs(1));
-    let (command, files, secret_files) = chart.command(timeout);
+    let (command, files, secret_files) = chart.command(timeout, current, &job.image);
     let spec = RunSpec {
         purpose: format!(
             "install chart {} {} as {}/{}",
@@ -474,6 +518,7 @@ pub async fn uninstall(
 
 #[cfg(test)]
 mod tests {
+    use super::super::major::ApplyMethod;
     use super::*;
 
     fn chart() -> ChartInstall {
@@ -492,10 +537,18 @@ mod tests {
         }
     }
 
+    /// The `helm upgrade --install` of the Helm 4 branch, unquoted.
+    fn helm4_words(script: &str) -> String {
+        let start = script.find("v4.*) exec ").expect("a Helm 4 branch") + "v4.*) exec ".len();
+        let end = start + script[start..].find(";;").expect("branch end");
+        script[start..end].replace("'\\''", "'").replace('\'', "")
+    }
+
     #[test]
     fn values_are_passed_in_order_and_sensitive_ones_from_the_secret() {
-        let (argv, files, secrets) = chart().command(Duration::from_secs(600));
-        let joined = argv.join(" ");
+        let (argv, files, secrets) = chart().command(Duration::from_secs(600), None, "img");
+        assert_eq!(argv[..2], ["sh", "-c"]);
+        let joined = helm4_words(&argv[2]);
         assert!(joined.starts_with("helm upgrade --install cilium cilium --repo https://helm.cilium.io --version 1.18.4"), "{joined}");
         let v0 = joined
             .find("/talosboot/inputs/values-0.yaml")
@@ -520,14 +573,77 @@ mod tests {
     fn oci_repositories_become_part_of_the_chart_reference() {
         let mut c = chart();
         c.repository = Some("oci://registry.example/charts/".into());
-        let (argv, _, _) = c.command(Duration::from_secs(60));
-        assert!(argv.contains(&"oci://registry.example/charts/cilium".to_owned()));
-        assert!(!argv.contains(&"--repo".to_owned()));
+        let (argv, _, _) = c.command(Duration::from_secs(60), None, "img");
+        let words = helm4_words(&argv[2]);
+        assert!(words.contains(" oci://registry.example/charts/cilium "));
+        assert!(!words.contains("--repo"));
+    }
+
+    fn record(revision: i64, method: Option<ApplyMethod>) -> HelmRelease {
+        HelmRelease {
+            name: "cilium".into(),
+            namespace: "kube-system".into(),
+            revision,
+            status: ReleaseStatus::Deployed,
+            chart: "cilium".into(),
+            chart_version: "1.18.4".into(),
+            app_version: String::new(),
+            last_deployed: String::new(),
+            first_deployed: String::new(),
+            description: String::new(),
+            notes: String::new(),
+            values_sha256: String::new(),
+            workloads: Vec::new(),
+            kinds: Vec::new(),
+            objects: Vec::new(),
+            apply_method: method,
+        }
+    }
+
+    #[test]
+    fn the_record_decides_the_helm_4_flags_and_whether_helm_3_may_run() {
+        let mut c = chart();
+        c.atomic = true;
+        // Adopting on a fresh install: Helm 4 applies server-side and takes others' fields.
+        let (argv, _, _) = c.command(Duration::from_secs(60), None, "img");
+        let v4 = helm4_words(&argv[2]);
+        assert!(
+            v4.ends_with(
+                "--server-side=auto --take-ownership --force-conflicts --rollback-on-failure"
+            ),
+            "{v4}"
+        );
+        assert!(
+            argv[2].contains("'--take-ownership' '--atomic'"),
+            "Helm 3's names: {}",
+            argv[2]
+        );
+        // A Helm 3 record: Helm 4 upgrades client-side, where --force-conflicts is refused.
+        let helm3 = record(2, None);
+        let (argv, _, _) = c.command(Duration::from_secs(60), Some(&helm3), "img");
+        assert!(!argv[2].contains("--force-conflicts"), "{}", argv[2]);
+        // A server-side record: Helm 3 refuses, naming the image and the record.
+        let ssa = record(4, Some(ApplyMethod::Ssa));
+        let (argv, _, _) = c.command(Duration::from_secs(60), Some(&ssa), "alpine/helm:3.18.4");
+        assert!(argv[2].contains("v3.*) echo 'talosboot refused the install: the installer image alpine/helm:3.18.4 carries Helm 3, and the newest record of release kube-system/cilium (revision 4) says apply_method: ssa."), "{}", argv[2]);
+        // Unless client-side apply is asked for.
+        c.apply_method = ApplyMethodChoice::Csa;
+        let (argv, _, _) = c.command(Duration::from_secs(60), Some(&ssa), "img");
+        assert!(!argv[2].contains("refused"), "{}", argv[2]);
+        assert!(
+            helm4_words(&argv[2])
+                .contains("--server-side=false --take-ownership --rollback-on-failure")
+        );
+        // An uninstalled record counts as none.
+        let mut gone = record(5, Some(ApplyMethod::Ssa));
+        gone.status = ReleaseStatus::Uninstalled;
+        assert_eq!(before(Some(&gone)), Before::Nothing);
     }
 
     #[test]
     fn a_pending_record_is_rewritten_as_failed_in_its_own_encoding() {
-        let record = json!({"name": "cilium", "version": 2, "info": {"status": "pending-upgrade"}});
+        // `apply_method` (Helm 4) and fields talosboot does not know survive the rewrite.
+        let record = json!({"name": "cilium", "version": 2, "info": {"status": "pending-upgrade"}, "apply_method": "ssa", "labels": {"x": "y"}, "future_field": [1]});
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(record.to_string().as_bytes()).expect("gzip");
         let field = base64::engine::general_purpose::STANDARD.encode(gz.finish().expect("gzip"));
@@ -535,5 +651,11 @@ mod tests {
         let decoded = super::super::release::decode_release(&out).expect("still a Helm record");
         assert_eq!(decoded.status, "failed");
         assert_eq!(decoded.revision, 2);
+        assert_eq!(decoded.apply_method, Some(ApplyMethod::Ssa));
+        let raw: serde_json::Value =
+            serde_json::from_slice(&super::super::release::record_json(&out).expect("json"))
+                .expect("json");
+        assert_eq!(raw["labels"], json!({"x": "y"}));
+        assert_eq!(raw["future_field"], json!([1]));
     }
 }

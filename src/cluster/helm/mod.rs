@@ -1,11 +1,13 @@
 //! Helm: chart installs and uninstalls run as programs on the bootstrap [`engine`](super::engine)
-//! ([`install`]), the release records Helm keeps in Secrets ([`release`]), values arithmetic
+//! ([`install`], speaking Helm 3 and 4: [`major`]), the release records Helm keeps in Secrets ([`release`]), values arithmetic
 //! ([`values`]), the RBAC a `rbac = "minimal"` install derives from the chart's render
 //! ([`rbac`]), and the release status ([`status`]).
 //!
 //! The engine knows nothing of Helm: the steps around its runs are named here.
 
+pub mod adoption;
 pub mod install;
+pub mod major;
 pub mod rbac;
 pub mod release;
 pub mod release_values;

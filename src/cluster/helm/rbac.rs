@@ -357,7 +357,8 @@ pub async fn uninstall_rules(
 }
 
 /// [`helm_install_rules`] of the resources of `kinds` (`(apiVersion, kind)`), and what Helm does
-/// beside the chart's objects: create the namespace (`--create-namespace`), and for `--atomic`'s
+/// beside the chart's objects: create the namespace (`--create-namespace`; Helm 4 also applies it
+/// server-side, a `patch` of that namespace only), and for `--atomic`'s
 /// wait, read the pods and ReplicaSets of the chart's workloads.
 pub fn rules_for<'a>(
     api: &ApiMap,
@@ -371,6 +372,8 @@ pub fn rules_for<'a>(
     let mut rules = helm_install_rules(release_namespace, &resources);
     if create_namespace {
         rules.push(Rule::new(&[""], &["namespaces"], &["get", "create"]));
+        // Helm 4 applies the namespace server-side (a PATCH) even when it exists: only that one.
+        rules.push(Rule::new(&[""], &["namespaces"], &["patch"]).named(&[release_namespace]));
     }
     if waits {
         rules.push(Rule::new(&[""], &["pods"], &["get", "list", "watch"]));
@@ -535,6 +538,11 @@ mod tests {
         assert!(has("", "namespaces", "create"));
         assert!(has("", "pods", "watch") && has("apps", "replicasets", "list"));
         assert!(!has("", "namespaces", "delete"));
+        let patch = rules
+            .iter()
+            .find(|r| r.resources == ["namespaces"] && r.verbs == ["patch"])
+            .expect("Helm 4's server-side apply of the namespace");
+        assert_eq!(patch.resource_names, ["apps"], "the release namespace only");
         assert!(
             !rules
                 .iter()

@@ -12,6 +12,7 @@ use kube::api::{Api, ListParams};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+pub use super::major::ApplyMethod;
 pub use super::status::ReleaseStatus;
 use crate::cluster::ClusterError;
 
@@ -41,6 +42,9 @@ pub struct HelmRelease {
     pub kinds: Vec<(String, String)>,
     /// Every object of the manifest (not the hooks): what the release owns.
     pub objects: Vec<ManifestObject>,
+    /// How this revision's objects were applied (Helm 4's `apply_method`); `None` in a record
+    /// Helm 3 wrote (Helm 4 upgrades those client-side) or with a method talosboot does not know.
+    pub apply_method: Option<ApplyMethod>,
 }
 
 /// An object of a release's manifest, as the manifest names it.
@@ -204,6 +208,9 @@ struct Record {
     manifest: String,
     #[serde(default)]
     hooks: Vec<Hook>,
+    /// Helm 4: `csa` or `ssa`.
+    #[serde(default)]
+    apply_method: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -243,7 +250,7 @@ struct ChartMetadata {
 
 /// The JSON of a record's `data.release` (already un-base64'd once by the Secret API): base64,
 /// then gzip when it has gzip's magic, bounded by [`MAX_RELEASE_JSON`].
-pub(super) fn record_json(release_field: &[u8]) -> Result<Vec<u8>, HelmDecodeError> {
+pub(crate) fn record_json(release_field: &[u8]) -> Result<Vec<u8>, HelmDecodeError> {
     let compressed = base64::engine::general_purpose::STANDARD
         .decode(release_field.trim_ascii())
         .map_err(|_| HelmDecodeError::Base64)?;
@@ -297,6 +304,7 @@ pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeErr
                 .join("\n---\n"),
         ),
         objects: manifest_objects(&record.manifest),
+        apply_method: record.apply_method.as_deref().and_then(ApplyMethod::parse),
     })
 }
 

@@ -83,6 +83,25 @@ impl ChartResource for Cilium {
         r.nodes = false;
         r
     }
+    /// What Talos' inline manifests (or `helm template | kubectl apply`) made of Cilium's chart.
+    fn adoption_candidates(&self) -> Vec<crate::cluster::helm::release::ManifestObject> {
+        let ns = self.common.release_namespace();
+        [
+            ("apps/v1", "DaemonSet", "cilium"),
+            ("apps/v1", "Deployment", "cilium-operator"),
+            ("v1", "ConfigMap", "cilium-config"),
+        ]
+        .into_iter()
+        .map(
+            |(api_version, kind, name)| crate::cluster::helm::release::ManifestObject {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                namespace: Some(ns.to_owned()),
+                name: name.into(),
+            },
+        )
+        .collect()
+    }
     fn workload_source(&self) -> WorkloadSource {
         WorkloadSource::ManifestListed
     }

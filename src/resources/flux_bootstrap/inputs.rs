@@ -167,6 +167,7 @@ fn chart_install(
         atomic: false,
         history_max: None,
         chart_archive: None,
+        ..Default::default()
     })
 }
 

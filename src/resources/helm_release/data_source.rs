@@ -61,6 +61,11 @@ impl DataSource for HelmReleaseDataSource {
                         "Helm's description of the last operation, e.g. `Install complete`.",
                     ),
                     computed(
+                        "apply_method",
+                        Type::String,
+                        "How the current revision's objects were applied, as Helm 4 records it: `ssa` (server-side apply, Helm 4's default for an install) or `csa` (client-side apply). Null for a record Helm 3 wrote (it has no such field; Helm 4 upgrades such a release client-side).",
+                    ),
+                    computed(
                         "values_sha256",
                         Type::String,
                         "HMAC-SHA256 (`hmac-sha256:` + hex) of the user-supplied values (canonical JSON), keyed by the cluster's identity (the `kube-system` namespace UID, never stored): changes when the values change, yet cannot be tested against guesses of a secret value by someone who holds only the state.",
@@ -146,6 +151,13 @@ impl DataSource for HelmReleaseDataSource {
             (
                 "description",
                 text(release.as_ref().map(|r| &r.description)),
+            ),
+            (
+                "apply_method",
+                release
+                    .as_ref()
+                    .and_then(|r| r.apply_method)
+                    .map_or(Value::Null, |m| Value::from(m.as_str())),
             ),
             (
                 "values_sha256",

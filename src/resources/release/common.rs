@@ -12,6 +12,7 @@ use super::inputs::{JobInput, job_settings};
 use crate::cluster::endpoint::{ApiEndpoint, KUBEPRISM};
 use crate::cluster::engine::JobSettings;
 use crate::cluster::helm::install::ChartInstall;
+use crate::cluster::helm::major::ApplyMethodChoice;
 use crate::cluster::helm::release::ReleaseStatus;
 use crate::cluster::helm::values::{SetValue, apply_set, merged, parse_values, values_parts};
 use crate::framework::Diagnostics;
@@ -202,6 +203,7 @@ impl ReleaseCommon {
                 vec![sensitive.to_string()]
             },
             take_ownership: self.adopt_existing.unwrap_or(false),
+            apply_method: JobInput::apply_method(self.job.as_ref()),
             ..Default::default()
         })
     }
@@ -284,6 +286,17 @@ impl ReleaseCommon {
                 if let Err(e) = apply_set(&mut json!({}), s) {
                     d.error_at(at(attr).then_index(i as i64), "Invalid set entry", e);
                 }
+            }
+        }
+        if let Some(m) = self.job.as_ref().and_then(|j| j.apply_method.as_ref()) {
+            if ApplyMethodChoice::parse(m).is_none() {
+                d.error_at(
+                    at("job").then_attr("apply_method"),
+                    "Invalid apply method",
+                    format!(
+                        "{m:?}: use `auto`, `csa` (client-side apply) or `ssa` (server-side apply)."
+                    ),
+                );
             }
         }
         if let Some(p) = self.job.as_ref().and_then(|j| j.pull_policy.as_ref()) {

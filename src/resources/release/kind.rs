@@ -89,6 +89,11 @@ pub trait ChartResource:
     fn refresh_readiness(&self, release: Option<&HelmRelease>) -> Readiness {
         self.readiness(release)
     }
+    /// Objects an adoption (`adopt_existing`) takes before the release has a record (whose
+    /// manifest names them afterwards): what the plan reads the field managers of. Default: none.
+    fn adoption_candidates(&self) -> Vec<crate::cluster::helm::release::ManifestObject> {
+        Vec::new()
+    }
     /// How reads find the workloads of [`ChartResource::refresh_readiness`].
     fn workload_source(&self) -> WorkloadSource {
         WorkloadSource::Manifest

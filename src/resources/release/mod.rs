@@ -4,7 +4,8 @@
 //!   model, and their checks without I/O; [`inputs`]: the shared `job`/`set` schema pieces;
 //! - [`kind`]: [`ChartResource`], the one trait a resource implements for what is its own;
 //! - [`plan`]: the shared plan; [`values_diff`]: which value paths an upgrade changes, pure;
-//!   [`decide`]: the install decision, pure;
+//!   [`decide`]: the install decision, pure; [`helm_major`]: what the plan says about the Helm
+//!   major that will run (a Helm 3 image on a server-side release, whose fields an adoption takes);
 //! - [`lifecycle`]: observe, refresh, install, destroy against the cluster;
 //! - [`resource`]: the framework resource every [`ChartResource`] becomes, with its identity
 //!   (namespace and name); [`moved`]: from hashicorp/helm's `helm_release`; [`list`]: its list
@@ -12,6 +13,7 @@
 
 pub mod common;
 pub mod decide;
+pub mod helm_major;
 pub mod inputs;
 pub mod kind;
 pub mod lifecycle;

@@ -6,6 +6,7 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use super::helm_major;
 use super::plan::changes_values;
 use super::{ChartResource, PreflightAt, destroy, install, observe, refresh};
 use crate::cluster::Kube;
@@ -207,6 +208,15 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         if !resp.diagnostics.has_errors() {
             let found = plan_talos_inventory(ctx, &resp.planned_state, installs).await;
             resp.diagnostics.extend(found);
+        }
+        if installs && !resp.diagnostics.has_errors() {
+            // The Helm major the image's tag names, against the newest record; whose fields a
+            // server-side adoption takes.
+            if let Ok(m) = decode::<K>(&resp.planned_state, Unknowns::AsNull) {
+                let kube = async { crate::resources::cluster(ctx).connect().await.ok() };
+                let found = helm_major::plan_warnings(kube, &m, PLAN_PREFLIGHT_BUDGET).await;
+                resp.diagnostics.extend(found);
+            }
         }
         resp
     }

@@ -79,10 +79,33 @@ async fn inline_manifest_cilium_is_adopted_in_place() {
         before,
         "a refused install touches nothing"
     );
+    // Both Helm majors adopt (harness::runs_helm3): Helm 3 by a client-side three-way merge,
+    // Helm 4 by server-side apply with `--force-conflicts`, which the plan announces, naming
+    // Talos' field manager.
+    let helm3 = crate::harness::runs_helm3(ws.cli());
+    let job = crate::harness::installer_job(ws.cli());
     ws.write(
         "main.tf",
-        &root(&cluster, &cilium("  adopt_existing = true")),
+        &root(
+            &cluster,
+            &cilium(&format!("  adopt_existing = true\n{job}")),
+        ),
     );
+    let plan = ws.ok(&["plan", "-no-color"]);
+    let flat = plan.flat();
+    assert_eq!(
+        flat.contains("Helm 4 takes fields from other managers"),
+        !helm3,
+        "{}",
+        plan.text()
+    );
+    if !helm3 {
+        assert!(
+            flat.contains("- talos: ") && flat.contains("DaemonSet kube-system/cilium"),
+            "names Talos' field manager and its objects: {}",
+            plan.text()
+        );
+    }
     let applied = ws.apply();
     assert!(
         !applied.flat().contains("manifest inventory"),
@@ -102,6 +125,9 @@ async fn inline_manifest_cilium_is_adopted_in_place() {
             .map(String::as_str),
         Some("cilium")
     );
+    let methods = crate::harness::apply_methods(&client, NS, "cilium").await;
+    let expected = if helm3 { None } else { Some("ssa".to_owned()) };
+    assert_eq!(methods.get(&1), Some(&expected), "{methods:?}");
     assert!(!ws.plan_has_changes());
 }
 
