@@ -145,6 +145,11 @@ const CLUSTER_SUBSYSTEMS: &[(&str, &[&str])] = &[
     ),
     ("readiness", &["client", "diagnosis", "kube_proxy", "pods"]),
     ("helm", &["client", "endpoint", "engine"]),
+    // Every chart install: observe, decide, install or upgrade, wait.
+    (
+        "converge",
+        &["client", "engine", "helm", "readiness", "ownership"],
+    ),
     ("talos", &[]),
     ("cilium", &["client"]),
     ("flux", &["client", "helm"]),

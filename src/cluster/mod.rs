@@ -15,6 +15,9 @@
 //!   of workloads and nodes, and the watch until they are ready;
 //! - [`helm`] → [`client`], [`endpoint`], [`engine`]: chart installs run on the engine, release
 //!   records, values, the render-derived RBAC, release status;
+//! - [`converge`] → [`client`], [`engine`], [`helm`], [`readiness`], [`ownership`]: the one
+//!   path of every chart install (observe, decide, install or upgrade, wait) and its pure decision;
+//! - [`ownership`] → (nothing): which tool manages an object, from its labels and annotations;
 //! - [`talos`] → (nothing): Cilium's values for Talos;
 //! - [`cilium`] → [`client`]: Cilium's chart versions (removed value keys, the node-port features
 //!   that need the kube-proxy replacement, the Gateway API CRDs) and the CRD check;
@@ -24,6 +27,7 @@
 
 pub mod cilium;
 pub mod client;
+pub mod converge;
 pub mod diagnosis;
 pub mod endpoint;
 pub mod engine;
