@@ -135,19 +135,29 @@ fn each_layer_uses_only_the_layers_below_it() {
 const CLUSTER_SUBSYSTEMS: &[(&str, &[&str])] = &[
     ("client", &[]),
     ("endpoint", &[]),
-    ("diagnosis", &["client", "kube_proxy"]),
-    ("kube_proxy", &["client", "diagnosis"]),
+    ("diagnosis", &["client", "kube_proxy", "talos"]),
+    ("kube_proxy", &["client", "diagnosis", "talos"]),
     ("pods", &["client"]),
     // The engine runs a program in a pod and knows nothing of what the program is.
     (
         "engine",
         &["client", "endpoint", "diagnosis", "kube_proxy", "pods"],
     ),
-    ("readiness", &["client", "diagnosis", "kube_proxy", "pods"]),
+    (
+        "readiness",
+        &["client", "diagnosis", "kube_proxy", "pods", "ownership"],
+    ),
     ("helm", &["client", "endpoint", "engine"]),
+    // Every chart install: observe, decide, install or upgrade, wait.
+    (
+        "converge",
+        &["client", "engine", "helm", "readiness", "ownership"],
+    ),
     ("talos", &[]),
+    // Which tool manages an object: labels and annotations only.
+    ("ownership", &[]),
     ("cilium", &["client"]),
-    ("flux", &["client", "helm"]),
+    ("flux", &["client", "helm", "ownership"]),
     ("talos_inventory", &["client", "helm"]),
 ];
 
@@ -262,7 +272,7 @@ fn each_cluster_subsystem_uses_only_those_below_it() {
 const PURE_FILES: &[(&str, &[&str])] = &[
     // The install decision: the release status only, nothing that talks to the cluster.
     (
-        "resources/release/decide.rs",
+        "cluster/converge/decide.rs",
         &[
             "crate::cluster::engine",
             "crate::cluster::helm::install",

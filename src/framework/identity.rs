@@ -76,6 +76,19 @@ impl IdentitySchema {
         }
     }
 
+    /// The identity of a namespaced Kubernetes object (version 0): its namespace, then its
+    /// `name` attribute (required, or fixed where the type allows one name only); the import ID
+    /// is `<namespace>/<name>`, or the namespace alone when the name is fixed.
+    pub fn namespaced(namespace_doc: &'static str, name: IdentityAttribute) -> Self {
+        Self::new(
+            0,
+            vec![
+                IdentityAttribute::required("namespace", namespace_doc),
+                name,
+            ],
+        )
+    }
+
     /// The object type identity values have.
     pub fn value_type(&self) -> Type {
         Type::object(self.attributes.iter().map(|a| (a.name, Type::String)))

@@ -1,6 +1,10 @@
 //! What Read compares: the managed objects against their fingerprints, the FluxInstance, the
 //! operator (Deployment and Helm release). Objects Flux has adopted are never drift. The round
-//! trips run concurrently; any API error is an error (never "gone").
+//! trips run concurrently; any API error is an error (never "gone"). Each finding is a typed
+//! [`Drift`]: the state's `drift` list holds its text, and plan and apply decide on the type
+//! ([`Drift::parse`] reads the text back), never on matching words.
+
+use std::fmt;
 
 use futures::future::try_join_all;
 use serde_json::Value as Json;
@@ -12,16 +16,104 @@ use super::ownership::adopted_by_flux;
 use super::{FluxError, Kube, OPERATOR_RELEASE, instance};
 use crate::cluster::helm::release::{ReleaseStatus, current_release};
 
-/// One drifted object: `Kind/namespace/name: deleted|changed|failed`.
-pub fn entry(object: &str, how: &str) -> String {
-    format!("{object}: {how}")
+/// What drifted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum What {
+    /// A managed Secret or the runtime-info ConfigMap.
+    Managed,
+    FluxInstance,
+    /// The operator's Deployment.
+    OperatorDeployment,
+    /// The operator's Helm release.
+    OperatorRelease,
+    /// The bootstrap's last run (it failed).
+    Run,
+}
+
+/// How it drifted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum How {
+    Deleted,
+    Changed,
+    /// The last run failed.
+    Failed,
+    /// The release record's status, when it is not `deployed`.
+    Status(ReleaseStatus),
+}
+
+/// One finding: `object` is `Kind/namespace/name` (`bootstrap run` for [`What::Run`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drift {
+    pub what: What,
+    pub object: String,
+    pub how: How,
+}
+
+/// The text of the last run's failure in the `drift` list.
+const RUN: &str = "bootstrap run";
+
+impl fmt::Display for Drift {
+    /// `Kind/namespace/name: deleted|changed|<release status>`, `bootstrap run: failed`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = match &self.how {
+            How::Deleted => "deleted",
+            How::Changed => "changed",
+            How::Failed => "failed",
+            How::Status(s) => s.as_str(),
+        };
+        write!(f, "{}: {how}", self.object)
+    }
+}
+
+impl Drift {
+    fn new(what: What, object: impl Into<String>, how: How) -> Drift {
+        Drift {
+            what,
+            object: object.into(),
+            how,
+        }
+    }
+
+    /// The last run failed.
+    pub fn run_failed() -> Drift {
+        Drift::new(What::Run, RUN, How::Failed)
+    }
+
+    /// Reads back an entry of the state's `drift` list (what [`Drift`]'s `Display` wrote);
+    /// `None` for text it never writes.
+    pub fn parse(entry: &str) -> Option<Drift> {
+        let (object, how) = entry.rsplit_once(": ")?;
+        if object == RUN {
+            return Some(Drift::run_failed());
+        }
+        let what = match object.split('/').next()? {
+            "Secret" | "ConfigMap" => What::Managed,
+            "FluxInstance" => What::FluxInstance,
+            "Deployment" => What::OperatorDeployment,
+            "Release" => What::OperatorRelease,
+            _ => return None,
+        };
+        let how = match (what, how) {
+            (_, "deleted") => How::Deleted,
+            (What::OperatorRelease, status) => How::Status(ReleaseStatus::from(status)),
+            (_, "changed") => How::Changed,
+            _ => return None,
+        };
+        Some(Drift::new(what, object, how))
+    }
+
+    /// Whether apply repairs it by installing the operator's chart again (a Job), rather than
+    /// natively.
+    pub fn needs_operator_install(&self) -> bool {
+        matches!(self.what, What::OperatorDeployment | What::OperatorRelease)
+    }
 }
 
 async fn managed_one(
     kube: &Kube,
     tracked: &Tracked,
     salt: &[u8],
-) -> Result<Option<String>, FluxError> {
+) -> Result<Option<Drift>, FluxError> {
     let Some(reference) = ObjectRef::parse(&tracked.object) else {
         return Ok(None);
     };
@@ -33,10 +125,10 @@ async fn managed_one(
     let api = objects::api(kube, &resource, Some(&reference.namespace));
     Ok(
         match objects::get(kube, &api, &reference.name, &tracked.object).await? {
-            None => Some(entry(&tracked.object, "deleted")),
+            None => Some(Drift::new(What::Managed, &tracked.object, How::Deleted)),
             Some(live) if adopted_by_flux(&live) => None,
             Some(live) if fingerprint(salt, &live, &tracked.keys) != tracked.fingerprint => {
-                Some(entry(&tracked.object, "changed"))
+                Some(Drift::new(What::Managed, &tracked.object, How::Changed))
             }
             Some(_) => None,
         },
@@ -48,7 +140,7 @@ pub async fn managed(
     kube: &Kube,
     tracked: &[Tracked],
     salt: &[u8],
-) -> Result<Vec<String>, FluxError> {
+) -> Result<Vec<Drift>, FluxError> {
     let found = try_join_all(tracked.iter().map(|t| managed_one(kube, t, salt))).await?;
     Ok(found.into_iter().flatten().collect())
 }
@@ -58,12 +150,13 @@ pub async fn flux_instance(
     kube: &Kube,
     namespace: &str,
     name: &str,
-) -> Result<Vec<String>, FluxError> {
+) -> Result<Vec<Drift>, FluxError> {
     Ok(
         match instance::read_instance(kube, namespace, name).await? {
-            None => vec![entry(
-                &format!("FluxInstance/{namespace}/{name}"),
-                "deleted",
+            None => vec![Drift::new(
+                What::FluxInstance,
+                format!("FluxInstance/{namespace}/{name}"),
+                How::Deleted,
             )],
             Some(_) => Vec::new(),
         },
@@ -71,7 +164,7 @@ pub async fn flux_instance(
 }
 
 /// Drift of the operator: its Deployment gone, or its Helm release failed (unless Flux owns it).
-pub async fn operator(kube: &Kube, namespace: &str) -> Result<Vec<String>, FluxError> {
+pub async fn operator(kube: &Kube, namespace: &str) -> Result<Vec<Drift>, FluxError> {
     let api = objects::api(kube, &deployments(), Some(namespace));
     let object = format!("Deployment/{namespace}/{OPERATOR_RELEASE}");
     let (deployment, release) = futures::join!(
@@ -93,18 +186,88 @@ pub async fn operator(kube: &Kube, namespace: &str) -> Result<Vec<String>, FluxE
     })?;
     let mut out = Vec::new();
     if deployment.is_none() {
-        out.push(entry(&object, "deleted"));
+        out.push(Drift::new(What::OperatorDeployment, object, How::Deleted));
     }
+    let record = format!("Release/{namespace}/{OPERATOR_RELEASE}");
     match release {
-        None => out.push(entry(
-            &format!("Release/{namespace}/{OPERATOR_RELEASE}"),
-            "deleted",
-        )),
-        Some(r) if r.status != ReleaseStatus::Deployed => out.push(entry(
-            &format!("Release/{namespace}/{OPERATOR_RELEASE}"),
-            r.status.as_str(),
+        None => out.push(Drift::new(What::OperatorRelease, record, How::Deleted)),
+        Some(r) if r.status != ReleaseStatus::Deployed => out.push(Drift::new(
+            What::OperatorRelease,
+            record,
+            How::Status(r.status),
         )),
         Some(_) => {}
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_reads_back_as_the_drift_that_wrote_it() {
+        let table = [
+            Drift::new(
+                What::Managed,
+                "Secret/flux-system/flux-system",
+                How::Deleted,
+            ),
+            Drift::new(
+                What::Managed,
+                "ConfigMap/flux-system/flux-runtime-info",
+                How::Changed,
+            ),
+            Drift::new(
+                What::FluxInstance,
+                "FluxInstance/flux-system/flux",
+                How::Deleted,
+            ),
+            Drift::new(
+                What::OperatorDeployment,
+                "Deployment/flux-system/flux-operator",
+                How::Deleted,
+            ),
+            Drift::new(
+                What::OperatorRelease,
+                "Release/flux-system/flux-operator",
+                How::Deleted,
+            ),
+            Drift::new(
+                What::OperatorRelease,
+                "Release/flux-system/flux-operator",
+                How::Status(ReleaseStatus::PendingUpgrade),
+            ),
+            Drift::new(
+                What::OperatorRelease,
+                "Release/flux-system/flux-operator",
+                How::Status(ReleaseStatus::Failed),
+            ),
+            Drift::run_failed(),
+        ];
+        for drift in table {
+            assert_eq!(
+                Drift::parse(&drift.to_string()),
+                Some(drift.clone()),
+                "{drift}"
+            );
+        }
+        assert_eq!(Drift::parse("something else"), None);
+        assert_eq!(Drift::parse("Pod/a/b: deleted"), None);
+    }
+
+    #[test]
+    fn only_the_operator_is_repaired_by_a_chart_install() {
+        let needs = |e: &str| Drift::parse(e).map(|d| d.needs_operator_install());
+        assert_eq!(
+            needs("Release/flux-system/flux-operator: failed"),
+            Some(true)
+        );
+        assert_eq!(
+            needs("Deployment/flux-system/flux-operator: deleted"),
+            Some(true)
+        );
+        assert_eq!(needs("Secret/flux-system/x: changed"), Some(false));
+        assert_eq!(needs("bootstrap run: failed"), Some(false));
+    }
 }

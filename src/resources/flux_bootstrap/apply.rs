@@ -5,7 +5,7 @@
 
 use tokio::time::Instant;
 
-use super::inputs::{Inputs, bootstrap_namespace, job_settings, pre_cni_needs, timeout};
+use super::inputs::{Inputs, bootstrap_namespace, job_settings, timeout};
 use super::model::{Config, set_computed};
 use super::private::{Private, managed_hash};
 use super::report::run_diagnostic;
@@ -20,7 +20,6 @@ use crate::cluster::flux::objects::{self, configmaps, secrets};
 use crate::cluster::flux::ownership::adopted_by_flux;
 use crate::cluster::flux::pod_security;
 use crate::cluster::flux::poll::Wait;
-use crate::cluster::flux::pre_cni;
 use crate::cluster::flux::{FluxError, Kube, OPERATOR_RELEASE, operator};
 use crate::cluster::helm;
 use crate::framework::model::{Unknowns, decode};
@@ -28,9 +27,6 @@ use crate::framework::plan::same_value;
 use crate::framework::{ApplyRequest, ApplyResponse, Ctx, Diagnostic, Diagnostics};
 use crate::resources::choice::DeletionPolicy;
 use crate::values::Value;
-
-/// Inputs whose change means a full run (chart installs included), besides `revision`.
-const FULL_RUN_INPUTS: [&str; 4] = ["revision", "gitops_resources", "job", "bootstrap_namespace"];
 
 fn failed(diagnostic: Diagnostic) -> ApplyResponse {
     ApplyResponse {
@@ -47,20 +43,18 @@ async fn connect(ctx: &Ctx) -> Result<Kube, RunError> {
         .map_err(RunError::engine("connect to the cluster".into()))
 }
 
+/// A full run (every chart converges to the configuration) on a create, after a failed run, or
+/// when an input the schema declares `.updates()` changed; otherwise the charts are only
+/// repaired. Decided on the schema, as the chart resources decide an upgrade.
 pub(super) fn scope(prior: &Value, planned: &Value, private: &Private) -> Scope {
-    let changed = FULL_RUN_INPUTS
-        .iter()
+    let schema = super::schema::schema();
+    let changed = schema
+        .block
+        .update_inputs()
+        .into_iter()
         .any(|name| !same_value(prior.attr(name), planned.attr(name)));
-    let drift: Vec<&str> = match prior.attr("drift") {
-        Some(Value::List(items)) => items.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    };
-    let operator_drift = drift
-        .iter()
-        .any(|d| d.contains(&format!("/{OPERATOR_RELEASE}:")));
     Scope {
         full: prior.is_null() || changed || private.last_run_failed,
-        operator: operator_drift,
     }
 }
 
@@ -123,19 +117,6 @@ async fn run(
             "Labelled the bootstrap namespace",
             format!("Namespace {namespace} had no Pod Security label (the module created it without one); talosboot labelled it `{PSA_ENFORCE}=privileged`, which its host-network bootstrap pod needs on Talos."),
         );
-    }
-    // A Job that needs what only exists after the CNI would wait for its timeout: stop now.
-    if let (true, Some(needs)) = (scope.full || scope.operator, pre_cni_needs(&inputs.job)) {
-        if pre_cni::cni_missing(&kube)
-            .await
-            .map_err(|e| (e.into(), None))?
-        {
-            let error = FluxError::JobNeedsCni {
-                namespace: namespace.clone(),
-                needs: needs.to_owned(),
-            };
-            return Err((error.into(), None));
-        }
     }
     let runner = Runner {
         kube: &kube,

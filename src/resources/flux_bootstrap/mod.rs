@@ -40,16 +40,13 @@ impl Resource for FluxBootstrap {
     /// The FluxInstance's namespace and name. The operator reconciles only the instance named
     /// `flux`, so the name is fixed; the import ID is the namespace.
     fn identity(&self) -> Option<IdentitySchema> {
-        Some(IdentitySchema::new(
-            0,
-            vec![
-                IdentityAttribute::required("namespace", "The namespace of the FluxInstance."),
-                IdentityAttribute::fixed(
-                    "name",
-                    model::INSTANCE_NAME,
-                    "The name of the FluxInstance: always `flux`.",
-                ),
-            ],
+        Some(IdentitySchema::namespaced(
+            "The namespace of the FluxInstance.",
+            IdentityAttribute::fixed(
+                "name",
+                model::INSTANCE_NAME,
+                "The name of the FluxInstance: always `flux`.",
+            ),
         ))
     }
 

@@ -12,7 +12,7 @@ use super::apply::scope;
 use super::inputs::Inputs;
 use super::model::Config;
 use super::private::Private;
-use super::run::install_values;
+use crate::cluster::converge::recorded_values;
 use crate::cluster::flux::ownership::adopted_by_flux;
 use crate::cluster::flux::{OPERATOR_RELEASE, operator};
 use crate::cluster::helm::release_values::current_values;
@@ -29,7 +29,7 @@ fn planned_values(config: &Value) -> Option<(String, Json, Vec<String>)> {
     let resolve = |config: &Value| {
         let config: Config = decode(config, Unknowns::Reject).ok()?;
         let inputs = Inputs::resolve(&config).ok()?;
-        Some((inputs.namespace.clone(), install_values(&inputs.operator)))
+        Some((inputs.namespace.clone(), recorded_values(&inputs.operator)))
     };
     let (namespace, values) = resolve(config)?;
     let mut without_variables = config.clone();

@@ -8,6 +8,7 @@
 
 use super::model::{parse_instance, parse_secrets, set_computed};
 use super::private::{Private, managed_hash};
+use crate::cluster::flux::drift::{Drift, How, What};
 use crate::framework::{Diagnostics, PlanRequest, PlanResponse};
 use crate::values::Value;
 
@@ -55,33 +56,47 @@ pub fn plan(req: PlanRequest) -> PlanResponse {
     }
 }
 
-/// What apply does about each `drift` entry of the prior state (`Kind/namespace/name: how`), one
-/// line each; `None` without drift.
+/// The prior state's `drift` entries, typed (what a refresh found).
+pub(super) fn drifted(prior: &Value) -> Vec<Drift> {
+    match prior.attr("drift") {
+        Some(Value::List(entries)) => entries
+            .iter()
+            .filter_map(Value::as_str)
+            .filter_map(Drift::parse)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether the refresh found the operator gone or failed: apply installs its chart again even
+/// without a full run, so the plan-time checks of a Job apply.
+pub(super) fn operator_repair(prior: &Value) -> bool {
+    drifted(prior).iter().any(Drift::needs_operator_install)
+}
+
+/// What apply does about each `drift` entry of the prior state, one line each; `None` without
+/// drift.
 fn repairs(prior: &Value) -> Option<String> {
-    let Some(Value::List(entries)) = prior.attr("drift") else {
-        return None;
-    };
-    let lines: Vec<String> = entries
+    let lines: Vec<String> = drifted(prior)
         .iter()
-        .filter_map(Value::as_str)
-        .map(|entry| {
-            let (object, how) = entry.rsplit_once(": ").unwrap_or((entry, ""));
-            let action = match (object, how) {
-                ("bootstrap run", _) => "runs the bootstrap again (the last run failed)".to_owned(),
-                (o, "deleted") if o.starts_with("Release/") || o.starts_with("Deployment/") => {
+        .map(|d| {
+            let action = match (d.what, &d.how) {
+                (What::Run, _) => "runs the bootstrap again (the last run failed)".to_owned(),
+                (What::OperatorRelease | What::OperatorDeployment, How::Deleted) => {
                     "installs the operator again (it was deleted)".to_owned()
                 }
-                (o, _) if o.starts_with("Release/") => {
-                    format!("upgrades the operator's release again (it is {how})")
-                }
-                (_, "deleted") => "creates it again (it was deleted in the cluster)".to_owned(),
-                (_, "changed") => {
+                (What::OperatorRelease, How::Status(status)) => format!(
+                    "upgrades the operator's release again (it is {})",
+                    status.as_str()
+                ),
+                (_, How::Deleted) => "creates it again (it was deleted in the cluster)".to_owned(),
+                (_, How::Changed) => {
                     "updates it back to the configuration (it was changed in the cluster)"
                         .to_owned()
                 }
-                _ => format!("repairs it ({how})"),
+                _ => format!("repairs it ({d})"),
             };
-            format!("  - {object}: {action}")
+            format!("  - {}: {action}", d.object)
         })
         .collect();
     (!lines.is_empty()).then(|| lines.join("\n"))

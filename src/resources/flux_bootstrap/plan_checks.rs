@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::apply::scope;
 use super::inputs::{bootstrap_namespace, job_settings, pre_cni_needs};
 use super::model::Config;
+use super::plan::operator_repair;
 use super::private::Private;
 use crate::cluster::client::PSA_ENFORCE;
 use crate::cluster::flux::pod_security::{self, Needed};
@@ -29,7 +30,7 @@ pub async fn warnings(
     prior_private: &[u8],
 ) -> Vec<Diagnostic> {
     let run = scope(prior, planned, &Private::decode(prior_private));
-    if !(run.full || run.operator) {
+    if !(run.full || operator_repair(prior)) {
         return Vec::new();
     }
     let Ok(config) = decode::<Config>(config, Unknowns::AsNull) else {

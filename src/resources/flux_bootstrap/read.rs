@@ -77,8 +77,9 @@ async fn drifted(
     entries.extend(instance?);
     entries.extend(operator?);
     if private.last_run_failed {
-        entries.push(drift::entry("bootstrap run", "failed"));
+        entries.push(drift::Drift::run_failed());
     }
+    let mut entries: Vec<String> = entries.iter().map(ToString::to_string).collect();
     entries.sort();
     Ok(entries)
 }

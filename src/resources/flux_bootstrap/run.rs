@@ -1,25 +1,26 @@
 //! One bootstrap run, in the module's order, as named steps: bootstrap namespace, target namespace,
 //! prerequisites, prerequisite charts, managed resources, the operator, the CRD, the FluxInstance
-//! and its Ready wait. Chart installs go through the engine's pre-CNI Job; the rest is native.
-
-use std::time::Duration;
+//! and its Ready wait. Chart installs take the converge path every chart install takes
+//! ([`crate::cluster::converge`]: observe, decide, install or upgrade in the pre-CNI Job); the rest
+//! is native.
 
 use kube::discovery;
-use tokio::time::Instant;
 
-use super::inputs::{Inputs, PrerequisiteChart};
+use super::inputs::{Inputs, PrerequisiteChart, pre_cni_needs};
+use crate::cluster::converge::{
+    self, Converge, ConvergeError, Converged, Decision, Fingerprint, Install, Observed, Readiness,
+    ReadinessOf, Steps, Subject, Want, WorkloadSource, recorded_values,
+};
 use crate::cluster::engine::EngineError;
 use crate::cluster::flux::instance::{self, Outcome};
 use crate::cluster::flux::managed::{self, Tracked};
 use crate::cluster::flux::objects::{self, secrets};
 use crate::cluster::flux::ownership::adopted_by_flux;
 use crate::cluster::flux::poll::Wait;
-use crate::cluster::flux::{FluxError, Kube, MODULE_SECRET, operator};
+use crate::cluster::flux::{FluxError, Kube, MODULE_SECRET, OPERATOR_RELEASE, operator, pre_cni};
+use crate::cluster::helm::install::ChartInstall;
 use crate::cluster::helm::release::values_digest;
-use crate::cluster::helm::values::{merge, parse_values};
-use crate::cluster::helm::{self, install::ChartInstall};
-use crate::resources::release::{Decision, Fingerprint, decide};
-use serde_json::Value as Json;
+use crate::cluster::readiness::{Kind, WorkloadRef};
 
 /// What a run failed on.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +43,24 @@ impl RunError {
             source: Box::new(source),
         }
     }
+
+    /// A failed converge of `chart`, named by its step.
+    fn converge(chart: &ChartInstall) -> impl FnOnce(ConvergeError) -> RunError + '_ {
+        move |e| match e {
+            ConvergeError::Observe(e) | ConvergeError::Read(e) => RunError::engine(format!(
+                "read the release {}/{}",
+                chart.namespace, chart.release
+            ))(e),
+            ConvergeError::Install(e) => RunError::engine(describe(chart))(e),
+            // The bootstrap waits for the operator itself (see `Runner::instance`), never here.
+            ConvergeError::NotReady { not_ready, .. } => {
+                RunError::engine(describe(chart))(EngineError::new(
+                    crate::cluster::helm::READ_RELEASE,
+                    not_ready.workloads.join(", "),
+                ))
+            }
+        }
+    }
 }
 
 fn describe(c: &crate::cluster::helm::install::ChartInstall) -> String {
@@ -56,14 +75,41 @@ fn describe(c: &crate::cluster::helm::install::ChartInstall) -> String {
     )
 }
 
-/// Which parts run. Native steps always run (they are cheap and repair drift); Helm installs only
-/// when something asks for them, since each is a Job.
+/// Which parts run. Native steps always run (they are cheap and repair drift); a chart install
+/// runs a Job only when the converge path decides one is needed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scope {
-    /// Create, `revision` bump, or changed gitops inputs: prerequisite charts and the operator.
+    /// Create, a failed last run, or a change of an input the schema declares `.updates()`:
+    /// the prerequisite charts and the operator converge to the configuration. Otherwise the
+    /// operator is only repaired (gone, failed, stuck, its Deployment deleted) as it is installed.
     pub full: bool,
-    /// The operator drifted (gone or failed): reinstall it.
-    pub operator: bool,
+}
+
+/// The check before a bootstrap Job: one that needs what only exists after the CNI would wait
+/// for its timeout, so the converge stops with the diagnosis instead.
+struct BeforeJob<'a> {
+    needs: Option<&'static str>,
+    namespace: &'a str,
+    stopped: Option<RunError>,
+}
+
+#[async_trait::async_trait]
+impl Steps for BeforeJob<'_> {
+    async fn before_install(&mut self, kube: &Kube, _: &Observed, _: Decision) -> bool {
+        let Some(needs) = self.needs else {
+            return true;
+        };
+        let error = match pre_cni::cni_missing(kube).await {
+            Ok(false) => return true,
+            Ok(true) => FluxError::JobNeedsCni {
+                namespace: self.namespace.to_owned(),
+                needs: needs.to_owned(),
+            },
+            Err(e) => e,
+        };
+        self.stopped = Some(error.into());
+        false
+    }
 }
 
 pub struct Runner<'a> {
@@ -74,11 +120,44 @@ pub struct Runner<'a> {
 }
 
 impl Runner<'_> {
-    fn remaining(&self) -> Duration {
-        self.wait
-            .deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_secs(1))
+    /// Converges `chart` (observe, decide, install or upgrade) as `want` says; `readiness` names
+    /// the workloads whose marks say who manages it. No wait: the Flux bootstrap waits for the
+    /// operator after applying the FluxInstance, telling a missing pod network apart.
+    async fn converge(
+        &self,
+        chart: &ChartInstall,
+        want: Want<'_>,
+        readiness: &ReadinessOf<'_>,
+    ) -> Result<Converged, RunError> {
+        let c = Converge {
+            subject: Subject {
+                namespace: &chart.namespace,
+                name: &chart.release,
+                known_revision: None,
+                source: WorkloadSource::Manifest,
+                readiness,
+            },
+            want,
+            install: Install {
+                chart,
+                bootstrap: &self.inputs.bootstrap,
+                job: &self.inputs.job,
+            },
+            wait: None,
+            deadline: self.wait.deadline.into_std(),
+        };
+        let mut steps = BeforeJob {
+            needs: pre_cni_needs(&self.inputs.job),
+            namespace: &self.inputs.bootstrap.name,
+            stopped: None,
+        };
+        let converged = converge::converge(self.kube, &c, &mut steps, self.wait.cancel)
+            .await
+            .map_err(RunError::converge(chart))?;
+        match (converged, steps.stopped) {
+            (Converged::Stopped, Some(e)) => Err(e),
+            (converged, _) => Ok(converged),
+        }
     }
 
     /// Runs every step; returns the fingerprints of the managed objects.
@@ -115,9 +194,7 @@ impl Runner<'_> {
         if !managed.deleted.is_empty() {
             tracing::info!(deleted = ?managed.deleted.iter().map(ToString::to_string).collect::<Vec<_>>(), "retired managed objects deleted");
         }
-        if scope.full || scope.operator {
-            self.operator().await?;
-        }
+        self.operator(scope).await?;
         self.instance().await?;
         self.drop_module_secret().await?;
         Ok(managed.tracked)
@@ -136,32 +213,26 @@ impl Runner<'_> {
             )
             .await?;
         }
-        let install = match &chart.adoption {
+        let mut c = c.clone();
+        c.create_namespace = false;
+        let wanted = values_digest(Some(&recorded_values(&c)));
+        let want = match &chart.adoption {
+            // The module's rule: until Flux adopts the object, the chart as configured.
             Some((resource, group, name, namespace)) => {
-                !self.adopted(resource, group, name, namespace).await?
+                if self.adopted(resource, group, name, namespace).await? {
+                    return Ok(());
+                }
+                Want::Record(Fingerprint {
+                    version: &c.version,
+                    values_sha256: Some(&wanted),
+                    content_digest: None,
+                })
             }
-            None => helm::install::release(self.kube, &c.namespace, &c.release)
-                .await
-                .map_err(RunError::engine(format!(
-                    "read the release {}/{}",
-                    c.namespace, c.release
-                )))?
-                .is_none(),
+            // Without an adoption check the module installs only an absent release; a failed
+            // or stuck one is repaired too, and one that runs is left as it is.
+            None => Want::AsInstalled,
         };
-        if install {
-            let mut c = c.clone();
-            c.create_namespace = false;
-            helm::install::install_or_upgrade(
-                self.kube,
-                &self.inputs.bootstrap,
-                &self.inputs.job,
-                &c,
-                self.remaining(),
-                self.wait.cancel,
-            )
-            .await
-            .map_err(RunError::engine(describe(&c)))?;
-        }
+        self.converge(&c, want, &|_| Readiness::default()).await?;
         Ok(())
     }
 
@@ -191,60 +262,44 @@ impl Runner<'_> {
             .is_some_and(adopted_by_flux))
     }
 
-    /// Installs or upgrades the operator unless Flux owns it, then waits for it to be available.
-    async fn operator(&self) -> Result<(), RunError> {
-        let ns = &self.inputs.namespace;
-        let deployment = operator::deployment(self.kube, ns).await?;
-        if deployment.as_ref().is_some_and(adopted_by_flux) {
-            tracing::info!("flux-operator is adopted by Flux: not installed");
-            return Ok(());
+    /// Converges the operator's release: to the configuration on a full run, else repaired as
+    /// it is installed; never while another tool manages its Deployment (Flux took it over).
+    async fn operator(&self, scope: Scope) -> Result<(), RunError> {
+        let chart = &self.inputs.operator;
+        let wanted = values_digest(Some(&recorded_values(chart)));
+        let want = match scope.full {
+            true => Want::Record(Fingerprint {
+                version: &chart.version,
+                values_sha256: Some(&wanted),
+                content_digest: None,
+            }),
+            false => Want::AsInstalled,
+        };
+        // Its Deployment, by name whatever the record says: Flux may have adopted it under a
+        // release record of its own.
+        let deployment = Readiness {
+            workloads: vec![WorkloadRef {
+                kind: Kind::Deployment,
+                namespace: chart.namespace.clone(),
+                name: OPERATOR_RELEASE.into(),
+            }],
+            ..Default::default()
+        };
+        match self.converge(chart, want, &|_| deployment.clone()).await? {
+            Converged::Declined { observed, .. } => {
+                let manager = observed
+                    .manager()
+                    .map(|m| m.to_string())
+                    .unwrap_or_default();
+                tracing::info!(%manager, "flux-operator is managed by another tool: not installed");
+            }
+            Converged::Done {
+                decision: Decision::Unchanged,
+                ..
+            } => tracing::info!("flux-operator is deployed with these values: not upgraded"),
+            _ => {}
         }
-        if deployment.is_some() && self.up_to_date(&self.inputs.operator).await? {
-            tracing::info!("flux-operator is deployed with these values: not upgraded");
-            return Ok(());
-        }
-        helm::install::install_or_upgrade(
-            self.kube,
-            &self.inputs.bootstrap,
-            &self.inputs.job,
-            &self.inputs.operator,
-            self.remaining(),
-            self.wait.cancel,
-        )
-        .await
-        .map_err(RunError::engine(describe(&self.inputs.operator)))?;
         Ok(())
-    }
-
-    /// True when the release is deployed from the requested chart version with exactly these
-    /// values: an upgrade would change nothing (and restart nothing), so no Job runs. Decided
-    /// as every chart install is ([`decide`]), the record standing for the prior install.
-    async fn up_to_date(&self, chart: &ChartInstall) -> Result<bool, RunError> {
-        let current = helm::install::release(self.kube, &chart.namespace, &chart.release)
-            .await
-            .map_err(RunError::engine(format!(
-                "read the release {}/{}",
-                chart.namespace, chart.release
-            )))?;
-        let Some(current) = current else {
-            return Ok(false);
-        };
-        let wanted = values_digest(Some(&install_values(chart)));
-        let installed = Fingerprint {
-            version: &current.chart_version,
-            values_sha256: Some(&current.values_sha256),
-            content_digest: None,
-        };
-        let desired = Fingerprint {
-            // No version asked for: whichever is installed.
-            version: match chart.version.as_str() {
-                "" => &current.chart_version,
-                v => v,
-            },
-            values_sha256: Some(&wanted),
-            content_digest: None,
-        };
-        Ok(decide(Some(&current.status), Some(&installed), &desired, None) == Decision::Unchanged)
     }
 
     /// CRD, FluxInstance (until Flux adopts it), and the Ready wait when it was applied.
@@ -270,43 +325,5 @@ impl Runner<'_> {
         );
         objects::delete(self.kube, &api, MODULE_SECRET, &what).await?;
         Ok(())
-    }
-}
-
-/// The values a chart install records: its documents merged as Helm merges `-f` files (maps
-/// deeply, later wins); a document that does not parse counts as empty.
-pub(super) fn install_values(chart: &ChartInstall) -> Json {
-    let mut values = Json::Object(Default::default());
-    for doc in chart.values_yaml.iter().chain(&chart.sensitive_values_yaml) {
-        if let Ok(v @ Json::Object(_)) = parse_values(doc) {
-            merge(&mut values, &v);
-        }
-    }
-    values
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn install_values_merge_deeply_as_helm_records_them() {
-        let chart = ChartInstall {
-            values_yaml: vec![
-                "{\"a\": {\"b\": 1, \"c\": 2}}".into(),
-                "a:\n  c: 3\n".into(),
-            ],
-            sensitive_values_yaml: vec!["{\"s\": {\"k\": \"v\"}}".into()],
-            ..Default::default()
-        };
-        assert_eq!(
-            install_values(&chart),
-            serde_json::json!({"a": {"b": 1, "c": 3}, "s": {"k": "v"}})
-        );
-        assert_eq!(
-            values_digest(Some(&install_values(&ChartInstall::default()))),
-            values_digest(None),
-            "no values hash as Helm's empty values"
-        );
     }
 }

@@ -53,6 +53,7 @@ fn gitops_resources() -> Attribute {
         ],
     );
     Attribute::required("gitops_resources", Type::Dynamic, "What Flux owns after the bootstrap: created if missing, never touched once Flux has adopted it.")
+        .updates()
         .nested(
             Nesting::Single,
             vec![
@@ -87,6 +88,7 @@ fn managed_resources() -> Attribute {
 
 #[rustfmt::skip] // one attribute a line, as in `schema()`
 fn job() -> Attribute {
+    // A change of the installer reruns the chart installs: declared, as the chart resources do.
     nested(
         "job",
         "The pre-CNI bootstrap Job that installs the charts. When unset, the Talos defaults apply: host network and the KubePrism API endpoint `localhost:7445`. When set, it is taken as written, as in the module: `host_network` defaults to `false` and the KubePrism environment is not added (set `host_network = true` and `env` `KUBERNETES_SERVICE_HOST`/`PORT` for a pre-CNI run). Such a Job needs the pod network (or the Service IP): on a cluster without a CNI yet (every node NotReady with the CNI message) the plan warns with that fix when the cluster is reachable, and the apply stops before the Job with the diagnosis instead of waiting for `timeout`.",
@@ -105,6 +107,7 @@ fn job() -> Attribute {
             Attribute::optional("env", strings(), "Extra environment; `KUBERNETES_SERVICE_HOST`/`PORT` point the installer at an API endpoint outside the Service CIDR."),
         ],
     )
+    .updates()
 }
 
 #[rustfmt::skip] // one attribute a line, as in `schema()`
@@ -134,7 +137,7 @@ pub fn schema() -> Schema {
                 gitops_resources(),
                 managed_resources(),
                 computed("managed_resources_hash", Type::String, "Salted SHA-256 of `managed_resources`: changes when they do, reveals nothing."),
-                Attribute::optional("bootstrap_namespace", Type::String, "Namespace of the bootstrap's own objects (inventory, Jobs). Default `flux-operator-bootstrap`; it gets the `privileged` Pod Security level (never the FluxInstance's namespace). One that exists without a `pod-security.kubernetes.io/enforce` label (the module created it without one) is labelled `privileged` at apply before any host-network Job, and the plan says so when the cluster is reachable; one whose label was set to another level is left as it is, and the apply stops before the Job, naming the label.").requires_replace(),
+                Attribute::optional("bootstrap_namespace", Type::String, "Namespace of the bootstrap's own objects (inventory, Jobs). Default `flux-operator-bootstrap`; it gets the `privileged` Pod Security level (never the FluxInstance's namespace). One that exists without a `pod-security.kubernetes.io/enforce` label (the module created it without one) is labelled `privileged` at apply before any host-network Job, and the plan says so when the cluster is reachable; one whose label was set to another level is left as it is, and the apply stops before the Job, naming the label.").requires_replace().updates(),
                 nested(
                     "common_metadata",
                     "Labels and annotations of the namespaces the bootstrap creates, present at creation (admission policies read them), until Flux adopts a namespace.",
@@ -144,7 +147,7 @@ pub fn schema() -> Schema {
                     ],
                 ),
                 job(),
-                Attribute::required("revision", Type::Number, "Bump to run the whole bootstrap again (drift is repaired without it)."),
+                Attribute::required("revision", Type::Number, "Bump to run the whole bootstrap again (drift is repaired without it).").updates(),
                 Attribute::optional("timeout", Type::String, "Budget of one run (chart installs and the FluxInstance wait): a Go duration, e.g. `10m` (default) or `1h30m`, or seconds (`600`)."),
                 Attribute::optional("debug_on_failure", Type::Bool, "On failure, add the bootstrap Job's log and the FluxInstance's conditions to the error."),
                 Attribute::optional("deletion_policy", Type::String, "`keep` (default): destroy removes the bootstrap namespace and leaves Flux running. `uninstall`: also deletes the FluxInstance, the managed objects and the operator (note: a create that failed leaves the resource tainted, and replacing it destroys first, which with `uninstall` removes Flux)."),

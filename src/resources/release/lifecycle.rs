@@ -1,25 +1,26 @@
 //! The lifecycle every chart-installing resource shares, against the cluster: observe the release
-//! and its workloads, refresh the state from them, install or upgrade through the bootstrap
-//! engine as [`decide`] says (a stuck release unlocked first, an existing release never taken
-//! over by a create, no upgrade when nothing changed), wait for readiness natively, return the
-//! state that is true after a failure, and destroy (uninstall, or forget with
-//! `deletion_policy = "keep"`).
+//! and its workloads, refresh the state from them, install or upgrade along the converge path
+//! ([`converge`]: observe, decide, install or upgrade, wait; a stuck release unlocked first, an
+//! existing release never taken over by a create, no upgrade when nothing changed), with the
+//! resource's own checks and marks between its steps, return the state that is true after a
+//! failure, and destroy (uninstall, or forget with `deletion_policy = "keep"`).
 
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
 use super::common::{ReleaseMetadata, unix_seconds};
-use super::decide::{Decision, Fingerprint, decide, same_version};
-use super::{
-    ChartResource, Observed, PreflightAt, Readiness, ReleaseCommon, ReleaseFields, WorkloadSource,
-};
+use super::{ChartResource, PreflightAt, ReleaseCommon, ReleaseFields};
 use crate::cluster::Kube;
-use crate::cluster::engine::{EngineError, Step};
+use crate::cluster::converge::{
+    self, Converge, ConvergeError, Converged, Decision, Fingerprint, Install, Observed,
+    ReadinessOf, Steps, Subject, Want, same_version,
+};
+use crate::cluster::engine::EngineError;
 use crate::cluster::helm;
-use crate::cluster::helm::release::ReleaseStatus;
+use crate::cluster::helm::install::Installed;
+use crate::cluster::helm::release::{HelmRelease, ReleaseStatus};
 use crate::cluster::helm::release_values;
-use crate::cluster::readiness::{self, WorkloadRef, all_nodes_ready, wait_ready};
 use crate::cluster::talos_inventory;
 use crate::framework::{Diagnostic, Diagnostics};
 use crate::resources::engine_report::{engine_diagnostic, not_ready_diagnostic};
@@ -35,89 +36,21 @@ fn fingerprint<K: ChartResource>(m: &K) -> Fingerprint<'_> {
     }
 }
 
-fn api(step: Step) -> impl Fn(crate::cluster::ClusterError) -> EngineError {
-    move |e| EngineError::api(step, e)
-}
-
-async fn observe_workloads(
-    clients: &Kube,
-    r: &Readiness,
-) -> Result<(Vec<(WorkloadRef, readiness::Observed)>, Option<bool>), EngineError> {
-    let workloads = futures::future::try_join_all(
-        r.workloads
-            .iter()
-            .map(|w| async move { readiness::observe(clients, w).await.map(|o| (w.clone(), o)) }),
-    );
-    let nodes = async {
-        if r.nodes {
-            all_nodes_ready(clients).await.map(Some)
-        } else {
-            Ok(None)
-        }
-    };
-    let (workloads, nodes) = tokio::join!(workloads, nodes);
-    Ok((
-        workloads.map_err(api(helm::PREPARE_RELEASE))?,
-        nodes.map_err(api(helm::PREPARE_RELEASE))?,
-    ))
-}
-
-/// The release record and its workloads, in as few round trips as the [`WorkloadSource`] allows.
+/// The release record and its workloads ([`converge::observe`]), as the resource reads them.
 pub async fn observe<K: ChartResource>(clients: &Kube, m: &K) -> Result<Observed, EngineError> {
-    let (ns, name, known) = (
-        m.common().release_namespace(),
-        m.common().release_name(),
-        m.common().revision,
-    );
-    let (release, (workloads, nodes_ready)) = match m.workload_source() {
-        WorkloadSource::Manifest => {
-            let release = helm::install::release_after(clients, ns, name, known).await?;
-            let readiness = m.refresh_readiness(release.as_ref());
-            (release, observe_workloads(clients, &readiness).await?)
-        }
-        WorkloadSource::ManifestListed => {
-            let (release, listed, nodes) = tokio::join!(
-                helm::install::release_after(clients, ns, name, known),
-                readiness::observe_namespace(clients, ns),
-                async {
-                    // Whether nodes are read does not depend on the record.
-                    match m.refresh_readiness(None).nodes {
-                        true => all_nodes_ready(clients).await.map(Some),
-                        false => Ok(None),
-                    }
-                },
-            );
-            let release = release?;
-            let listed = listed.map_err(api(helm::PREPARE_RELEASE))?;
-            let nodes = nodes.map_err(api(helm::PREPARE_RELEASE))?;
-            let wanted = m.refresh_readiness(release.as_ref()).workloads;
-            (release, (matched(&wanted, listed), nodes))
-        }
-    };
-    Ok(Observed {
-        release,
-        workloads,
-        nodes_ready,
-    })
+    let readiness = |r: Option<&HelmRelease>| m.refresh_readiness(r);
+    converge::observe(clients, &subject(m, &readiness)).await
 }
 
-/// Each wanted workload with what the listing found of it (missing: not rolled out, `exists`
-/// false).
-fn matched(
-    wanted: &[WorkloadRef],
-    listed: Vec<(WorkloadRef, readiness::Observed)>,
-) -> Vec<(WorkloadRef, readiness::Observed)> {
-    wanted
-        .iter()
-        .map(|w| {
-            let found = listed
-                .iter()
-                .find(|(l, _)| l == w)
-                .map(|(_, o)| o.clone())
-                .unwrap_or_default();
-            (w.clone(), found)
-        })
-        .collect()
+/// The release of `m`, its workloads as `readiness` names them.
+fn subject<'a, K: ChartResource>(m: &'a K, readiness: &'a ReadinessOf<'a>) -> Subject<'a> {
+    Subject {
+        namespace: m.common().release_namespace(),
+        name: m.common().release_name(),
+        known_revision: m.common().revision,
+        source: m.workload_source(),
+        readiness,
+    }
 }
 
 /// Updates `state` with what was observed; `None` when the release is gone. Unhealthy workloads of
@@ -249,7 +182,61 @@ async fn mark_sensitive(clients: &Kube, c: &ReleaseCommon) {
     }
 }
 
-/// Create (`prior` is `None`) or update.
+/// What a chart resource adds between the converge steps: the Repair warning and its
+/// preflight before a Job, the sensitive-path marks and the Job's warnings after it, and the
+/// release's objects out of Talos' inventory before the wait.
+struct ResourceSteps<'a, K> {
+    desired: &'a K,
+    what: &'a str,
+    diagnostics: &'a mut Diagnostics,
+}
+
+#[async_trait::async_trait]
+impl<K: ChartResource> Steps for ResourceSteps<'_, K> {
+    async fn before_install(&mut self, clients: &Kube, observed: &Observed, d: Decision) -> bool {
+        if let (Decision::Repair, Some(stuck)) = (d, observed.current()) {
+            self.diagnostics.warning(
+                "Repairing an earlier release",
+                format!("Release {} exists with status {:?} (revision {}), left by an earlier run; talosboot upgrades it in place.", self.desired.common().id(), stuck.status.as_str(), stuck.revision),
+            );
+        }
+        match self.desired.preflight(clients, PreflightAt::Apply).await {
+            Ok(found) => {
+                let refused = found.has_errors();
+                self.diagnostics.extend(found);
+                !refused
+            }
+            Err(e) => {
+                self.diagnostics.push(engine_diagnostic(
+                    self.what,
+                    &EngineError::api(helm::PREFLIGHT, e),
+                ));
+                false
+            }
+        }
+    }
+
+    async fn after_install(&mut self, clients: &Kube, done: &Installed) {
+        mark_sensitive(clients, self.desired.common()).await;
+        for w in &done.run.warnings {
+            self.diagnostics.warning("Bootstrap", w.clone());
+        }
+        if let Some(status) = &done.unlocked {
+            self.diagnostics.warning(
+                "Unlocked a stuck release",
+                format!("The release was left {status:?} by an interrupted operation; talosboot marked it failed and upgraded from it."),
+            );
+        }
+    }
+
+    async fn before_wait(&mut self, clients: &Kube) {
+        if self.desired.common().adopt_existing == Some(true) {
+            release_from_talos(clients, self.desired.common(), self.diagnostics).await;
+        }
+    }
+}
+
+/// Create (`prior` is `None`) or update, along the converge path.
 pub async fn install<K: ChartResource>(
     clients: &Kube,
     desired: K,
@@ -278,173 +265,74 @@ pub async fn install<K: ChartResource>(
             };
         }
     };
-    let observed = match observe(clients, &desired).await {
-        Ok(o) => o,
-        Err(e) => {
+    let (bootstrap, job) = (
+        desired.bootstrap_namespace(),
+        desired.common().job_settings(),
+    );
+    let refresh_readiness = |r: Option<&HelmRelease>| desired.refresh_readiness(r);
+    let wait_readiness = |r: Option<&HelmRelease>| desired.readiness(r);
+    let c = Converge {
+        subject: subject(&desired, &refresh_readiness),
+        want: Want::Since {
+            prior: prior.map(fingerprint),
+            desired: fingerprint(&desired),
+        },
+        install: Install {
+            chart: &chart,
+            bootstrap: &bootstrap,
+            job: &job,
+        },
+        wait: desired
+            .common()
+            .wait()
+            .then_some(&wait_readiness as &ReadinessOf<'_>),
+        deadline: started + desired.common().timeout(),
+    };
+    let mut steps = ResourceSteps {
+        desired: &desired,
+        what: &what,
+        diagnostics: &mut diagnostics,
+    };
+    let converged = converge::converge(clients, &c, &mut steps, cancel).await;
+    match converged {
+        Ok(Converged::Declined { decision, observed }) => {
+            return declined(&desired, prior, private, decision, &observed, diagnostics);
+        }
+        Ok(Converged::Stopped) => {
+            return Applied {
+                state: prior.cloned(),
+                diagnostics,
+            };
+        }
+        Ok(Converged::Done { .. }) => {}
+        Err(ConvergeError::Observe(e)) => {
             diagnostics.push(engine_diagnostic(&what, &e));
             return Applied {
                 state: prior.cloned(),
                 diagnostics,
             };
         }
-    };
-    let current = observed
-        .release
-        .as_ref()
-        .filter(|r| r.status != ReleaseStatus::Uninstalled);
-    let manager = observed.manager();
-    let decision = decide(
-        current.map(|r| &r.status),
-        prior.map(fingerprint).as_ref(),
-        &fingerprint(&desired),
-        manager.as_ref(),
-    );
-    // The plan knew the manager when its refresh read it (private state carries it here): it
-    // planned no upgrade, and this apply records the configuration only.
-    let plan_knew_manager = private.owner.is_some();
-    if let (Decision::LeaveToManager, Some(prior), Some(manager)) = (decision, prior, manager) {
-        let detail = format!(
-            "{manager} manages release {} (its workloads carry that tool's marks): no change was made in the cluster. Change the release through {manager}, or remove this resource from the configuration (with `removed {{ lifecycle {{ destroy = false }} }}`).",
-            desired.common().id()
-        );
-        private.owner = Some(manager.to_string());
-        // Decided on this fresh read: a plan made without a refresh (`-refresh=false`) or
-        // before the tool took over promised an upgrade, which is refused, keeping the state
-        // that is true; the next plan (with a refresh) records the configuration without one.
-        if !plan_knew_manager && fingerprint(&desired) != fingerprint(prior) {
-            diagnostics.error(
-                "Release managed by GitOps",
-                format!("{detail} The plan asked for a Helm upgrade, which talosboot does not run on a release another tool manages; run `plan` again (with a refresh) to record the configuration only."),
-            );
+        Err(ConvergeError::Install(e)) => {
+            diagnostics.push(engine_diagnostic(&what, &e));
+            let state = truthful(clients, &desired, private, &mut diagnostics).await;
+            let state = match (state, prior) {
+                // Nothing was installed and nothing was there before: no state.
+                (Some(s), None) if s.common().status.is_none() => None,
+                (s, _) => s,
+            };
+            return Applied { state, diagnostics };
+        }
+        Err(ConvergeError::Read(e)) => {
+            diagnostics.push(engine_diagnostic(&what, &e));
             return Applied {
-                state: Some(prior.clone()),
+                state: truthful(clients, &desired, private, &mut diagnostics).await,
                 diagnostics,
             };
         }
-        diagnostics.warning(
-            "Release managed by GitOps",
-            format!("{detail} The configuration is recorded only."),
-        );
-        let mut recorded = desired;
-        recorded.common_mut().keep_computed(prior.common());
-        recorded.keep_computed(prior);
-        return Applied {
-            state: Some(recorded),
-            diagnostics,
-        };
-    }
-    match (decision, current) {
-        (Decision::Refuse, Some(existing)) => {
-            diagnostics.error(
-                "Release already exists",
-                format!(
-                    "Release {} (revision {}, chart {} {}, status {}) exists already; talosboot does not take over a release by creating it. Import it instead with an `import {{ to = <resource address>  id = \"{}\" }}` block (or `tofu import` / `terraform import`), then apply.",
-                    desired.common().id(), existing.revision, existing.chart, existing.chart_version, existing.status, desired.common().id(),
-                ),
-            );
-            return Applied {
-                state: None,
-                diagnostics,
-            };
-        }
-        (Decision::Repair, Some(stuck)) => diagnostics.warning(
-            "Repairing an earlier release",
-            format!("Release {} exists with status {:?} (revision {}), left by an earlier run; talosboot upgrades it in place.", desired.common().id(), stuck.status.as_str(), stuck.revision),
-        ),
-        _ => {}
-    }
-    let unchanged = decision == Decision::Unchanged;
-    let deadline = started + desired.common().timeout();
-    if !unchanged {
-        match desired.preflight(clients, PreflightAt::Apply).await {
-            Ok(found) => {
-                let refused = found.has_errors();
-                diagnostics.extend(found);
-                if refused {
-                    return Applied {
-                        state: prior.cloned(),
-                        diagnostics,
-                    };
-                }
-            }
-            Err(e) => {
-                diagnostics.push(engine_diagnostic(
-                    &what,
-                    &EngineError::api(helm::PREFLIGHT, e),
-                ));
-                return Applied {
-                    state: prior.cloned(),
-                    diagnostics,
-                };
-            }
-        }
-        let installed = helm::install::install_or_upgrade_from(
-            clients,
-            &desired.bootstrap_namespace(),
-            &desired.common().job_settings(),
-            &chart,
-            current,
-            desired.common().timeout(),
-            cancel,
-        )
-        .await;
-        match installed {
-            Ok(done) => {
-                mark_sensitive(clients, desired.common()).await;
-                for w in done.run.warnings {
-                    diagnostics.warning("Bootstrap", w);
-                }
-                if let Some(status) = done.unlocked {
-                    diagnostics.warning(
-                        "Unlocked a stuck release",
-                        format!("The release was left {status:?} by an interrupted operation; talosboot marked it failed and upgraded from it."),
-                    );
-                }
-            }
-            Err(e) => {
-                diagnostics.push(engine_diagnostic(&what, &e));
-                let state = truthful(clients, &desired, private, &mut diagnostics).await;
-                let state = match (state, prior) {
-                    // Nothing was installed and nothing was there before: no state.
-                    (Some(s), None) if s.common().status.is_none() => None,
-                    (s, _) => s,
-                };
-                return Applied { state, diagnostics };
-            }
-        }
-    }
-    if desired.common().adopt_existing == Some(true) {
-        release_from_talos(clients, desired.common(), &mut diagnostics).await;
-    }
-    if desired.common().wait() {
-        let release = match helm::install::release(
-            clients,
-            desired.common().release_namespace(),
-            desired.common().release_name(),
-        )
-        .await
-        {
-            Ok(r) => r,
-            Err(e) => {
-                diagnostics.push(engine_diagnostic(&what, &e));
-                return Applied {
-                    state: truthful(clients, &desired, private, &mut diagnostics).await,
-                    diagnostics,
-                };
-            }
-        };
-        let readiness = desired.readiness(release.as_ref());
-        if let Err(not_ready) = wait_ready(
-            clients,
-            desired.common().release_namespace(),
-            &readiness.workloads,
-            &readiness.pods,
-            readiness.nodes,
-            deadline,
-            cancel,
-        )
-        .await
-        {
+        Err(ConvergeError::NotReady {
+            not_ready,
+            revision,
+        }) => {
             diagnostics.push(not_ready_diagnostic(
                 &format!("wait for {} to become ready", desired.label()),
                 &not_ready,
@@ -454,7 +342,7 @@ pub async fn install<K: ChartResource>(
             private.unready_revision = state
                 .as_ref()
                 .and_then(|s| s.common().revision)
-                .or(release.as_ref().map(|r| r.revision));
+                .or(revision);
             return Applied { state, diagnostics };
         }
     }
@@ -477,6 +365,67 @@ pub async fn install<K: ChartResource>(
     }
     tracing::info!(release = %desired.common().id(), elapsed_ms = started.elapsed().as_millis() as u64, "release applied");
     Applied { state, diagnostics }
+}
+
+/// The converge declined to run a Job: a create found a live release, or another tool manages
+/// it. The state and diagnostics that say so.
+fn declined<K: ChartResource>(
+    desired: &K,
+    prior: Option<&K>,
+    private: &mut Private,
+    decision: Decision,
+    observed: &Observed,
+    mut diagnostics: Diagnostics,
+) -> Applied<K> {
+    // The plan knew the manager when its refresh read it (private state carries it here): it
+    // planned no upgrade, and this apply records the configuration only.
+    let plan_knew_manager = private.owner.is_some();
+    if let (Decision::LeaveToManager, Some(prior), Some(manager)) =
+        (decision, prior, observed.manager())
+    {
+        let detail = format!(
+            "{manager} manages release {} (its workloads carry that tool's marks): no change was made in the cluster. Change the release through {manager}, or remove this resource from the configuration (with `removed {{ lifecycle {{ destroy = false }} }}`).",
+            desired.common().id()
+        );
+        private.owner = Some(manager.to_string());
+        // Decided on this fresh read: a plan made without a refresh (`-refresh=false`) or
+        // before the tool took over promised an upgrade, which is refused, keeping the state
+        // that is true; the next plan (with a refresh) records the configuration without one.
+        if !plan_knew_manager && fingerprint(desired) != fingerprint(prior) {
+            diagnostics.error(
+                "Release managed by GitOps",
+                format!("{detail} The plan asked for a Helm upgrade, which talosboot does not run on a release another tool manages; run `plan` again (with a refresh) to record the configuration only."),
+            );
+            return Applied {
+                state: Some(prior.clone()),
+                diagnostics,
+            };
+        }
+        diagnostics.warning(
+            "Release managed by GitOps",
+            format!("{detail} The configuration is recorded only."),
+        );
+        let mut recorded = desired.clone();
+        recorded.common_mut().keep_computed(prior.common());
+        recorded.keep_computed(prior);
+        return Applied {
+            state: Some(recorded),
+            diagnostics,
+        };
+    }
+    if let Some(existing) = observed.current() {
+        diagnostics.error(
+            "Release already exists",
+            format!(
+                "Release {} (revision {}, chart {} {}, status {}) exists already; talosboot does not take over a release by creating it. Import it instead with an `import {{ to = <resource address>  id = \"{}\" }}` block (or `tofu import` / `terraform import`), then apply.",
+                desired.common().id(), existing.revision, existing.chart, existing.chart_version, existing.status, desired.common().id(),
+            ),
+        );
+    }
+    Applied {
+        state: None,
+        diagnostics,
+    }
 }
 
 /// After an adoption: the release's objects out of Talos' manifest inventory (Talos 1.13+), so

@@ -162,12 +162,9 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
     /// The release's namespace and name, as `helm_release` (hashicorp/helm 3.0+) has it; the
     /// import ID `<namespace>/<name>` is the same pair.
     fn identity(&self) -> Option<IdentitySchema> {
-        Some(IdentitySchema::new(
-            0,
-            vec![
-                IdentityAttribute::required("namespace", "The namespace of the Helm release."),
-                IdentityAttribute::required("name", "The name of the Helm release."),
-            ],
+        Some(IdentitySchema::namespaced(
+            "The namespace of the Helm release.",
+            IdentityAttribute::required("name", "The name of the Helm release."),
         ))
     }
 
