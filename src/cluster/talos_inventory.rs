@@ -23,15 +23,13 @@
 //! The rules and where they were read (siderolabs/talos v1.13.9 and release-1.14,
 //! siderolabs/go-kubernetes v0.2.38/v0.2.41) are in `docs/guides/migrating-cilium.md`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use kube::discovery::Scope;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value as Json, json};
 
-use crate::cluster::helm::release::ManifestObject;
+use crate::cluster::helm::release::{ManifestApis, ManifestObject, ObjectApi};
 use crate::cluster::retry::retry;
 use crate::cluster::{ClusterError, Kube};
 
@@ -245,38 +243,14 @@ async fn drop_annotations(
     objects: &[ManifestObject],
     release_namespace: &str,
 ) -> Result<Vec<String>, ClusterError> {
-    let mut resources: HashMap<(String, String), Option<(ApiResource, bool)>> = HashMap::new();
+    let mut apis = ManifestApis::default();
     let mut dropped = Vec::new();
     let patch = Patch::Merge(json!({"metadata": {"annotations": {OWNING_INVENTORY: null}}}));
     let params = PatchParams::default();
     for object in objects {
-        let key = (object.api_version.clone(), object.kind.clone());
-        if !resources.contains_key(&key) {
-            let (group, version) = object
-                .api_version
-                .rsplit_once('/')
-                .unwrap_or(("", object.api_version.as_str()));
-            let gvk = GroupVersionKind::gvk(group, version, &object.kind);
-            let found = retry("discover a kind of the release", || {
-                kube::discovery::pinned_kind(&kube.client, &gvk)
-            })
-            .await;
-            let resolved = match found {
-                Ok((resource, caps)) => Some((resource, caps.scope == Scope::Namespaced)),
-                // Not served (a CRD's kind the chart has not installed yet): nothing to change.
-                Err(kube::Error::Api(s)) if s.code == 404 => None,
-                Err(kube::Error::Discovery(_)) => None,
-                Err(e) => return Err(kube.cluster_error(e)),
-            };
-            resources.insert(key.clone(), resolved);
-        }
-        let Some((resource, namespaced)) = resources[&key].clone() else {
+        let Some(ObjectApi { api, label }) = apis.api_for(kube, object, release_namespace).await?
+        else {
             continue;
-        };
-        let namespace = object.namespace.as_deref().unwrap_or(release_namespace);
-        let api: Api<DynamicObject> = match namespaced {
-            true => Api::namespaced_with(kube.client.clone(), namespace, &resource),
-            false => Api::all_with(kube.client.clone(), &resource),
         };
         let live = retry("read an object of the release", || {
             api.get_opt(&object.name)
@@ -298,10 +272,7 @@ async fn drop_annotations(
         })
         .await
         .map_err(|e| kube.cluster_error(e))?;
-        dropped.push(match namespaced {
-            true => format!("{} {namespace}/{}", object.kind, object.name),
-            false => format!("{} {}", object.kind, object.name),
-        });
+        dropped.push(label);
     }
     Ok(dropped)
 }

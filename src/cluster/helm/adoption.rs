@@ -4,13 +4,9 @@
 //! it sets. The plan names those managers, read from the objects' `managedFields` when the
 //! cluster is reachable.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
-use kube::api::{Api, DynamicObject};
-use kube::core::{ApiResource, GroupVersionKind};
-use kube::discovery::Scope;
-
-use super::release::ManifestObject;
+use super::release::{ManifestApis, ManifestObject, ObjectApi};
 use crate::cluster::retry::retry;
 use crate::cluster::{ClusterError, Kube};
 
@@ -100,35 +96,12 @@ pub async fn managers_of(
     objects: &[ManifestObject],
     release_namespace: &str,
 ) -> Result<Vec<(String, Vec<FieldManager>)>, ClusterError> {
-    let mut resources: HashMap<(String, String), Option<(ApiResource, bool)>> = HashMap::new();
+    let mut apis = ManifestApis::default();
     let mut out = Vec::new();
     for object in objects {
-        let key = (object.api_version.clone(), object.kind.clone());
-        if !resources.contains_key(&key) {
-            let (group, version) = object
-                .api_version
-                .rsplit_once('/')
-                .unwrap_or(("", object.api_version.as_str()));
-            let gvk = GroupVersionKind::gvk(group, version, &object.kind);
-            let found = retry("discover a kind of the release", || {
-                kube::discovery::pinned_kind(&kube.client, &gvk)
-            })
-            .await;
-            let resolved = match found {
-                Ok((resource, caps)) => Some((resource, caps.scope == Scope::Namespaced)),
-                Err(kube::Error::Api(s)) if s.code == 404 => None,
-                Err(kube::Error::Discovery(_)) => None,
-                Err(e) => return Err(kube.cluster_error(e)),
-            };
-            resources.insert(key.clone(), resolved);
-        }
-        let Some((resource, namespaced)) = resources[&key].clone() else {
+        let Some(ObjectApi { api, label }) = apis.api_for(kube, object, release_namespace).await?
+        else {
             continue;
-        };
-        let namespace = object.namespace.as_deref().unwrap_or(release_namespace);
-        let api: Api<DynamicObject> = match namespaced {
-            true => Api::namespaced_with(kube.client.clone(), namespace, &resource),
-            false => Api::all_with(kube.client.clone(), &resource),
         };
         let live = retry("read an object to adopt", || api.get_opt(&object.name))
             .await
@@ -145,10 +118,6 @@ pub async fn managers_of(
                 subresource: m.subresource,
             })
             .collect();
-        let label = match namespaced {
-            true => format!("{} {namespace}/{}", object.kind, object.name),
-            false => format!("{} {}", object.kind, object.name),
-        };
         out.push((label, managers));
     }
     Ok(out)

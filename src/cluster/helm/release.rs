@@ -57,6 +57,67 @@ pub struct ManifestObject {
     pub name: String,
 }
 
+/// The dynamic APIs of manifest objects, each kind discovered once: a release's objects are
+/// read by kind (apiVersion and kind as the manifest names them), whatever the chart holds.
+#[derive(Default)]
+pub struct ManifestApis {
+    /// `None`: the kind is not served (a CRD the chart has not installed yet).
+    resources: std::collections::HashMap<(String, String), Option<(kube::core::ApiResource, bool)>>,
+}
+
+impl ManifestApis {
+    /// The API of `object` (in `release_namespace` when the manifest names no namespace and the
+    /// kind is namespaced); `None` when the cluster does not serve its kind.
+    pub async fn api_for(
+        &mut self,
+        kube: &crate::cluster::Kube,
+        object: &ManifestObject,
+        release_namespace: &str,
+    ) -> Result<Option<ObjectApi>, ClusterError> {
+        let key = (object.api_version.clone(), object.kind.clone());
+        if !self.resources.contains_key(&key) {
+            let (group, version) = object
+                .api_version
+                .rsplit_once('/')
+                .unwrap_or(("", object.api_version.as_str()));
+            let gvk = kube::core::GroupVersionKind::gvk(group, version, &object.kind);
+            let found = crate::cluster::retry::retry("discover a kind of the release", || {
+                kube::discovery::pinned_kind(&kube.client, &gvk)
+            })
+            .await;
+            let resolved = match found {
+                Ok((resource, caps)) => {
+                    Some((resource, caps.scope == kube::discovery::Scope::Namespaced))
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => None,
+                Err(kube::Error::Discovery(_)) => None,
+                Err(e) => return Err(kube.cluster_error(e)),
+            };
+            self.resources.insert(key.clone(), resolved);
+        }
+        let Some((resource, namespaced)) = &self.resources[&key] else {
+            return Ok(None);
+        };
+        let namespace = object.namespace.as_deref().unwrap_or(release_namespace);
+        Ok(Some(match namespaced {
+            true => ObjectApi {
+                api: Api::namespaced_with(kube.client.clone(), namespace, resource),
+                label: format!("{} {namespace}/{}", object.kind, object.name),
+            },
+            false => ObjectApi {
+                api: Api::all_with(kube.client.clone(), resource),
+                label: format!("{} {}", object.kind, object.name),
+            },
+        }))
+    }
+}
+
+/// The API of one manifest object, and how messages name it (`Kind namespace/name`).
+pub struct ObjectApi {
+    pub api: Api<kube::api::DynamicObject>,
+    pub label: String,
+}
+
 /// The objects of a manifest (multi-document YAML as Helm stores it); documents that do not parse
 /// or lack `apiVersion`, `kind` or `metadata.name` are skipped, as for [`manifest_workloads`].
 pub fn manifest_objects(manifest: &str) -> Vec<ManifestObject> {
