@@ -34,6 +34,13 @@ pub fn tie_to_parent(command: &mut Command) {
     command.kill_on_drop(true);
 }
 
+/// The Go garbage collector's target for the control plane's processes: four times the default
+/// heap growth between collections. A fresh cluster's apiserver spends much of its start-up in
+/// the collector; with this setting the suite's CPU time (measured on `cilium::adoption`, 2026-12-05)
+/// fell by about 12% for a few hundred MiB more memory per cluster (the machines have 24 GiB).
+/// Nothing a test observes depends on it.
+pub const GOGC: &str = "400";
+
 impl Supervised {
     /// Starts `program args` with stdout and stderr appended to `log`.
     pub fn start(
@@ -50,6 +57,7 @@ impl Supervised {
         let mut command = Command::new(program);
         command
             .args(args)
+            .env("GOGC", GOGC)
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err));

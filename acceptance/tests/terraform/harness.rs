@@ -380,6 +380,8 @@ impl Workspace {
             .current_dir(self.dir.path())
             .env("TF_CLI_CONFIG_FILE", self.dir.path().join("cli.tfrc"))
             .env("CHECKPOINT_DISABLE", "1")
+            // (the CLIs are Go programs: the same collector setting as the control plane's)
+            .env("GOGC", talos_sim::talos::process::GOGC)
             .env("TF_IN_AUTOMATION", "1")
             .env("TF_INPUT", "0")
             .env_remove("KUBE_CONFIG_PATH")
