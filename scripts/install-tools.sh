@@ -213,6 +213,151 @@ build_helm4() {
   helm4_is || { echo "install-tools: $tools/helm4/helm does not report Helm $(helm4_version)" >&2; return 1; }
 }
 
+# Flux: the real Flux Operator and the Flux controllers that talos-sim runs as the programs of their
+# pods (acceptance/README.md), a loopback Git server for their SSH clones, and the CRDs of the Flux
+# APIs with their real schema defaults. Each comes from a wrapper module under scripts/flux-build/
+# that pins it (go.mod, go.sum). Upstream's modules need Go 1.27 (flux-operator's go.mod says
+# go 1.27.0), so every Flux build uses GOTOOLCHAIN=$flux_go, which `go` fetches from the module
+# proxy; one toolchain for all of them lets the Go build cache share what they have in common.
+# None of the three programs prints its version without starting, so "already built" is read from the
+# module versions `go version -m` finds in each binary.
+flux_go=go1.27.3
+flux="$tools/flux"
+flux_src="$root/scripts/flux-build"
+fgo() { GOTOOLCHAIN=$flux_go GOFLAGS="-mod=readonly -buildvcs=false" go "$@"; }
+flux_dep() { # binary, module: the version of module the binary was built from
+  [ -x "$1" ] && go version -m "$1" 2>/dev/null | awk -v m="$2" '$1 == "dep" && $2 == m { print $3; exit }'
+}
+flux_is() { # binary, wrapper module dir, module
+  local want
+  want=$(required "$2/go.mod" "$3")
+  [ -n "$want" ] && [ "$(flux_dep "$1" "$3")" = "$want" ]
+}
+flux_go_build() { # destination, wrapper module dir, package, ldflags, more `go build` arguments...
+  local dest=$1 src=$2 pkg=$3 ldflags=$4 start=$SECONDS
+  shift 4
+  echo "install-tools: building $(basename "$dest") ($pkg) with $flux_go" >&2
+  ( cd "$src" && CGO_ENABLED=0 fgo build -trimpath -ldflags="-s -w $ldflags" "$@" -o "$dest.partial.$$" "$pkg" ) \
+    || { rm -f "$dest.partial.$$"; return 1; }
+  mv -f "$dest.partial.$$" "$dest"
+  echo "install-tools: built $(basename "$dest") in $((SECONDS - start)) s" >&2
+}
+flux_locked() { # runs "$@" holding the Flux build lock: one Flux build at a time
+  mkdir -p "$flux"
+  ( flock 9; "$@" ) 9>"$flux/.lock"
+}
+flux_operator_is() { flux_is "$flux/flux-operator" "$flux_src/operator" github.com/controlplaneio-fluxcd/flux-operator; }
+build_flux_operator() {
+  flux_operator_is && return 0
+  local src="$flux_src/operator" m=github.com/controlplaneio-fluxcd/flux-operator want tmp dir
+  want=$(required "$src/go.mod" $m)
+  tmp=$(mktemp -d "$tools/.build.XXXXXX")
+  # web/embed.go embeds `dist/*`, the web UI that upstream builds with npm before `go build`; dist/
+  # is gitignored upstream, so the module zip lacks it and the package does not compile. `go build
+  # -overlay` may not add files under GOMODCACHE, so the build uses a copy of the (checksum-verified)
+  # module with a one-page placeholder dist/, through a `replace` in a temporary copy of go.mod
+  # (-modfile): the committed go.mod and go.sum keep pinning the published v0.59.0. The UI then
+  # shows the placeholder; the controllers and the API do not use it.
+  (
+    cd "$src"
+    fgo mod download $m
+    dir=$(fgo list -m -f '{{.Dir}}' $m)
+    cp -R "$dir" "$tmp/flux-operator"
+    chmod -R u+w "$tmp/flux-operator"
+    mkdir -p "$tmp/flux-operator/web/dist"
+    echo '<!doctype html><title>Flux Operator</title><p>Web UI not built (talosboot test build).</p>' \
+      >"$tmp/flux-operator/web/dist/index.html"
+    cp go.mod go.sum "$tmp/"
+    printf '\nreplace %s => %s\n' $m "$tmp/flux-operator" >>"$tmp/go.mod"
+    # As upstream's Dockerfile: FIPS 140-3 mode (the operator exits without it), version in main.VERSION.
+    GOFIPS140=latest flux_go_build "$flux/flux-operator" "$src" $m/cmd/operator \
+      "-X main.VERSION=${want#v}" -modfile="$tmp/go.mod"
+  ) || { rm -rf "$tmp"; return 1; }
+  rm -rf "$tmp"
+  flux_operator_is || { echo "install-tools: $flux/flux-operator is not flux-operator $want" >&2; return 1; }
+}
+
+# The two Flux controllers, as Flux 2.9.5 pins them; no version ldflags (upstream sets none).
+source_controller_is() { flux_is "$flux/source-controller" "$flux_src/source-controller" github.com/fluxcd/source-controller; }
+kustomize_controller_is() { flux_is "$flux/kustomize-controller" "$flux_src/kustomize-controller" github.com/fluxcd/kustomize-controller; }
+build_source_controller() {
+  source_controller_is && return 0
+  flux_go_build "$flux/source-controller" "$flux_src/source-controller" github.com/fluxcd/source-controller ""
+  source_controller_is || { echo "install-tools: $flux/source-controller is not the pinned source-controller" >&2; return 1; }
+}
+build_kustomize_controller() {
+  kustomize_controller_is && return 0
+  flux_go_build "$flux/kustomize-controller" "$flux_src/kustomize-controller" github.com/fluxcd/kustomize-controller ""
+  kustomize_controller_is || { echo "install-tools: $flux/kustomize-controller is not the pinned kustomize-controller" >&2; return 1; }
+}
+
+# Our own Go test tool (scripts/flux-build/git-server/README.md): its version is a digest of its sources,
+# which `git-server --version` prints.
+flux_digest() { (cd "$1" && cat go.mod go.sum ./*.go | sha256sum | cut -c1-12); }
+git_server_is() {
+  [ -x "$flux/git-server" ] && [ "$("$flux/git-server" --version 2>/dev/null)" = "git-server $(flux_digest "$flux_src/git-server")" ]
+}
+build_git_server() {
+  git_server_is && return 0
+  flux_go_build "$flux/git-server" "$flux_src/git-server" . "-X main.version=$(flux_digest "$flux_src/git-server")"
+  git_server_is || { echo "install-tools: $flux/git-server does not report its sources' digest" >&2; return 1; }
+}
+
+# The CRDs of the Flux APIs, generated from their Go types by controller-gen (the version upstream uses),
+# so that their OpenAPI schemas carry the real defaults (the operator relies on FluxInstance
+# spec.sync.interval "1m", source-controller on GitRepository spec.timeout "60s"): one multi-document
+# file per API module in .tools/flux/crds/, rewritten when the pins change (.tools/flux/crds/.build).
+flux_crds=(flux-operator:github.com/controlplaneio-fluxcd/flux-operator/api/... source-controller:github.com/fluxcd/source-controller/api/...
+  kustomize-controller:github.com/fluxcd/kustomize-controller/api/... helm-controller:github.com/fluxcd/helm-controller/api/...
+  notification-controller:github.com/fluxcd/notification-controller/api/...
+  image-reflector-controller:github.com/fluxcd/image-reflector-controller/api/...
+  image-automation-controller:github.com/fluxcd/image-automation-controller/api/...)
+controller_gen_is() { flux_is "$flux/controller-gen" "$flux_src/controller-gen" sigs.k8s.io/controller-tools; }
+crds_build() { cat "$flux_src/crds/go.mod" "$flux_src/crds/go.sum" "$flux_src/controller-gen/go.mod" | sha256sum | cut -c1-12; }
+crds_are() { [ "$(cat "$flux/crds/.build" 2>/dev/null)" = "$(crds_build)" ]; }
+build_flux_crds() {
+  if ! controller_gen_is; then
+    flux_go_build "$flux/controller-gen" "$flux_src/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen ""
+  fi
+  crds_are && return 0
+  local tmp entry name start=$SECONDS
+  tmp=$(mktemp -d "$tools/.build.XXXXXX")
+  echo "install-tools: generating the Flux CRDs with controller-gen" >&2
+  for entry in "${flux_crds[@]}"; do
+    name=${entry%%:*}
+    # controller-gen loads the packages with `go list` in the crds module, which pins their versions.
+    (cd "$flux_src/crds" && GOTOOLCHAIN=$flux_go GOFLAGS="-mod=readonly" "$flux/controller-gen" crd:crdVersions=v1 \
+      paths="${entry#*:}" output:crd:artifacts:config="$tmp/$name") || { rm -rf "$tmp"; return 1; }
+    cat "$tmp/$name"/*.yaml >"$tmp/$name.yaml" # each file starts with `---`
+  done
+  mkdir -p "$flux/crds"
+  for entry in "${flux_crds[@]}"; do mv -f "$tmp/${entry%%:*}.yaml" "$flux/crds/"; done
+  rm -rf "$tmp"
+  crds_build >"$flux/crds/.build"
+  echo "install-tools: generated $(ls "$flux/crds" | wc -l) CRD files in $((SECONDS - start)) s" >&2
+}
+
+build_flux() {
+  command -v go >/dev/null || { echo "install-tools: the Flux tools are built from source and need Go on PATH (it fetches $flux_go)" >&2; return 1; }
+  local part parts=("$@")
+  [ $# -gt 0 ] || parts=(operator source-controller kustomize-controller git-server crds)
+  for part in "${parts[@]}"; do
+    case $part in
+      operator) flux_locked build_flux_operator ;;
+      source-controller) flux_locked build_source_controller ;;
+      kustomize-controller) flux_locked build_kustomize_controller ;;
+      git-server) flux_locked build_git_server ;;
+      crds) flux_locked build_flux_crds ;;
+      *) echo "install-tools: unknown Flux part $part" >&2; return 1 ;;
+    esac
+  done
+}
+
+if [ "${1:-}" = flux ]; then # `install-tools.sh flux [PART...]`: the Flux tools alone
+  shift
+  build_flux "$@"
+  exit 0
+fi
 build_tofu
 if [ "${1:-}" = tofu ]; then # `install-tools.sh tofu`: OpenTofu alone (scripts/test-release)
   echo "install-tools: $("$tools/tofu/tofu" version 2>/dev/null | sed -n '/^OpenTofu v/p')" >&2
