@@ -226,7 +226,7 @@ flux="$tools/flux"
 flux_src="$root/scripts/flux-build"
 fgo() { GOTOOLCHAIN=$flux_go GOFLAGS="-mod=readonly -buildvcs=false" go "$@"; }
 flux_dep() { # binary, module: the version of module the binary was built from
-  [ -x "$1" ] && go version -m "$1" 2>/dev/null | awk -v m="$2" '$1 == "dep" && $2 == m { print $3; exit }'
+  [ -x "$1" ] && go version -m "$1" 2>/dev/null | awk -v m="$2" '($1 == "mod" || $1 == "dep") && $2 == m { print $3; exit }'
 }
 flux_is() { # binary, wrapper module dir, module
   local want
@@ -367,6 +367,8 @@ build_terraform
 build_helm
 build_helm4
 build_kube
+build_flux
 echo "install-tools: $("$tools/tofu/tofu" version 2>/dev/null | sed -n '/^OpenTofu v/p')" >&2
 echo "install-tools: $("$tools/terraform-1.16/terraform" version | sed -n 1p), floor $("$tools/terraform/terraform" version | sed -n 1p)" >&2
 echo "install-tools: $("$tools/kube/kube-apiserver" --version), helm $("$tools/helm/helm" version --template '{{.Version}}') and $("$tools/helm4/helm" version --template '{{.Version}}')" >&2
+echo "install-tools: flux-operator $(flux_dep "$flux/flux-operator" github.com/controlplaneio-fluxcd/flux-operator), source-controller $(flux_dep "$flux/source-controller" github.com/fluxcd/source-controller), kustomize-controller $(flux_dep "$flux/kustomize-controller" github.com/fluxcd/kustomize-controller), $("$flux/git-server" --version), $(ls "$flux/crds" | wc -l) CRD files in $flux/crds" >&2

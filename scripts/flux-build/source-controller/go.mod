@@ -1,6 +1,9 @@
 // Builds the real Flux source-controller that talos-sim runs as the program of its pod
 // (scripts/install-tools.sh; acceptance/README.md). A test tool only: no Go code is part of the provider.
 // v1.9.5 is the version Flux 2.9.5 pins. Built with GOTOOLCHAIN=go1.27.3 like the other Flux tools.
+// Tidy with `go mod tidy -e`: the tests of source-controller's packages import
+// github.com/fluxcd/pkg/helmtestserver v0.40.2, which the module proxy refuses (403); the build does
+// not need it.
 module talosboot.test/flux-build/source-controller
 
 go 1.26.0
