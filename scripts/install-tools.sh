@@ -354,6 +354,9 @@ build_flux() {
   command -v go >/dev/null || { echo "install-tools: the Flux tools are built from source and need Go on PATH (it fetches $flux_go)" >&2; return 1; }
   local part parts=("$@")
   [ $# -gt 0 ] || parts=(operator source-controller kustomize-controller git-server crds)
+  if ! { flux_operator_is && source_controller_is && kustomize_controller_is && git_server_is && crds_are; }; then
+    echo "install-tools: building the Flux tools into $flux with $flux_go, one at a time (first build: about 12 minutes on 2 cores)" >&2
+  fi
   for part in "${parts[@]}"; do
     case $part in
       operator) flux_locked build_flux_operator ;;
