@@ -1,7 +1,8 @@
 // The Flux API Go types that scripts/install-tools.sh runs controller-gen (scripts/flux-build/controller-gen)
 // on, to write the CRDs with their real schema defaults into .tools/flux/crds/: flux-operator v0.59.0's
-// api/v1 and the API modules at the versions Flux 2.9.5 pins (github.com/fluxcd/flux2/v2 v2.9.5's
-// go.mod). Only the API packages are loaded (go list), never compiled into a program.
+// api/v1 and the API modules at the versions Flux 2.9.5 pins in github.com/fluxcd/flux2/v2 v2.9.5's go.mod
+// (source, kustomize, helm, notification, image-reflector, image-automation and source-watcher).
+// Only the API packages are loaded (go list), never compiled into a program.
 // A test tool only: no Go code is part of the provider.
 module talosboot.test/flux-build/crds
 
@@ -15,6 +16,7 @@ require (
 	github.com/fluxcd/kustomize-controller/api v1.9.5
 	github.com/fluxcd/notification-controller/api v1.9.4
 	github.com/fluxcd/source-controller/api v1.9.5
+	github.com/fluxcd/source-watcher/api/v2 v2.2.4
 )
 
 require (

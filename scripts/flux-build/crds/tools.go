@@ -24,4 +24,5 @@ import (
 	_ "github.com/fluxcd/source-controller/api/v1"
 	_ "github.com/fluxcd/source-controller/api/v1beta1"
 	_ "github.com/fluxcd/source-controller/api/v1beta2"
+	_ "github.com/fluxcd/source-watcher/api/v2/v1beta1"
 )
