@@ -228,18 +228,23 @@ build_helm4() {
 # go 1.27.0), so every Flux build uses GOTOOLCHAIN=$flux_go, which `go` fetches from the module
 # proxy; one toolchain for all of them lets the Go build cache share what they have in common.
 # None of the three programs prints its version without starting, so "already built" is read from the
-# module versions `go version -m` finds in each binary.
+# module versions `go version -m` finds in each binary, and from a stamp beside it (.NAME.build: a digest
+# of its wrapper module and of flux_build) that changes when a pin or a `replace` does.
 flux_go=go1.27.3
+# Bumped when the Flux builds' flags change, so that older builds are replaced.
+flux_build=1
 flux="$tools/flux"
 flux_src="$root/scripts/flux-build"
 fgo() { GOTOOLCHAIN=$flux_go GOFLAGS="-mod=readonly -buildvcs=false" go "$@"; }
+flux_digest() { (cd "$1" && { cat go.mod go.sum ./*.go; echo "$flux_build"; } | sha256sum | cut -c1-12); }
 flux_dep() { # binary, module: the version of module the binary was built from
   [ -x "$1" ] && go version -m "$1" 2>/dev/null | awk -v m="$2" '($1 == "mod" || $1 == "dep") && $2 == m { print $3; exit }'
 }
 flux_is() { # binary, wrapper module dir, module
   local want
   want=$(required "$2/go.mod" "$3")
-  [ -n "$want" ] && [ "$(flux_dep "$1" "$3")" = "$want" ]
+  [ -n "$want" ] && [ "$(flux_dep "$1" "$3")" = "$want" ] \
+    && [ "$(cat "$(dirname "$1")/.$(basename "$1").build" 2>/dev/null)" = "$(flux_digest "$2")" ]
 }
 flux_go_build() { # destination, wrapper module dir, package, ldflags, more `go build` arguments...
   local dest=$1 src=$2 pkg=$3 ldflags=$4 start=$SECONDS
@@ -248,6 +253,7 @@ flux_go_build() { # destination, wrapper module dir, package, ldflags, more `go 
   ( cd "$src" && CGO_ENABLED=0 fgo build -trimpath -ldflags="-s -w $ldflags" "$@" -o "$dest.partial.$$" "$pkg" ) \
     || { rm -f "$dest.partial.$$"; return 1; }
   mv -f "$dest.partial.$$" "$dest"
+  flux_digest "$src" >"$(dirname "$dest")/.$(basename "$dest").build"
   echo "install-tools: built $(basename "$dest") in $((SECONDS - start)) s" >&2
 }
 flux_locked() { # runs "$@" holding the Flux build lock: one Flux build at a time
@@ -301,9 +307,8 @@ build_kustomize_controller() {
   kustomize_controller_is || { echo "install-tools: $flux/kustomize-controller is not the pinned kustomize-controller" >&2; return 1; }
 }
 
-# Our own Go test tool (scripts/flux-build/git-server/README.md): its version is a digest of its sources,
+# Our own Go test tool (scripts/flux-build/git-server/README.md): its version is the digest of its sources,
 # which `git-server --version` prints.
-flux_digest() { (cd "$1" && cat go.mod go.sum ./*.go | sha256sum | cut -c1-12); }
 git_server_is() {
   [ -x "$flux/git-server" ] && [ "$("$flux/git-server" --version 2>/dev/null)" = "git-server $(flux_digest "$flux_src/git-server")" ]
 }

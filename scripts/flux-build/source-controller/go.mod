@@ -345,6 +345,7 @@ require (
 // xref: https://github.com/opencontainers/go-digest/pull/66
 replace github.com/opencontainers/go-digest => github.com/opencontainers/go-digest v1.0.1-0.20220411205349-bde1400a84be
 
-// The module proxy refuses v0.18.3, which v1.9.5 requires (403 "not available"); v0.18.0 is the
-// nearest served version.
-replace github.com/fluxcd/pkg/artifact => github.com/fluxcd/pkg/artifact v0.18.0
+// The module proxy refuses v0.18.3, which v1.9.5 requires (403 "not available"), and v0.18.2;
+// v0.18.1 is the nearest served version (served by exact version, though `go list -m -versions`
+// lists only v0.18.0).
+replace github.com/fluxcd/pkg/artifact => github.com/fluxcd/pkg/artifact v0.18.1
