@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use super::run::RunError;
 use crate::cluster::flux::FluxError;
+use crate::cluster::flux::diagnosis::{SourceState, instance_hint, object_hint};
 use crate::framework::Diagnostic;
 use crate::resources::engine_report::engine_diagnostic;
 
@@ -19,11 +20,56 @@ fn flux_detail(e: &FluxError, out: &mut String) {
     {
         let _ = writeln!(out, "\n{hint}");
     }
-    if let FluxError::Timeout { .. } = e {
-        let _ = writeln!(
-            out,
-            "\nRaise `timeout` if the cluster is just slow; `debug_on_failure = true` adds the FluxInstance's conditions."
-        );
+    match e {
+        FluxError::Timeout { .. } => {
+            let _ = writeln!(
+                out,
+                "\nRaise `timeout` if the cluster is just slow; `debug_on_failure = true` adds the FluxInstance's conditions."
+            );
+        }
+        FluxError::InstanceFailed {
+            reason,
+            message,
+            sources,
+            ..
+        } => {
+            let hint = instance_hint(reason, message);
+            if !hint.is_empty() {
+                let _ = writeln!(out, "\n{hint}");
+            }
+            sources_detail(sources, out);
+        }
+        FluxError::InstanceNotReady { sources, .. } => {
+            sources_detail(sources, out);
+            if !sources.iter().any(SourceState::failing) {
+                let _ = writeln!(
+                    out,
+                    "\nNo sync object reports a failure yet: the operator may still be installing Flux or waiting for it. Give `timeout` room for the chart installs plus the operator's health-check wait, or set `debug_on_failure = true` for the FluxInstance's conditions."
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The sync objects' state, and what to do about the first that fails.
+fn sources_detail(sources: &[SourceState], out: &mut String) {
+    if sources.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nFlux's sync objects:");
+    for s in sources {
+        let _ = writeln!(out, "  - {s}");
+    }
+    if let Some((s, c)) = sources
+        .iter()
+        .filter(|s| s.failing())
+        .find_map(|s| s.ready.as_ref().map(|c| (s, c)))
+    {
+        let hint = object_hint(&s.kind, &c.reason, &c.message);
+        if !hint.is_empty() {
+            let _ = writeln!(out, "\n{hint}");
+        }
     }
 }
 
@@ -44,6 +90,7 @@ pub fn run_diagnostic(err: &RunError, debug: bool, conditions: Option<&str>) -> 
                     "Bootstrap Job cannot run before the CNI".to_owned()
                 }
                 FluxError::InstanceFailed { .. } => "FluxInstance failed".to_owned(),
+                FluxError::InstanceNotReady { .. } => "FluxInstance not Ready".to_owned(),
                 _ => "Flux bootstrap failed".to_owned(),
             }
         }
