@@ -699,6 +699,7 @@ fn is_config_key(k: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::framework::Severity;
 
     #[test]
     fn the_instance_must_be_one_flux_instance_named_flux() {
@@ -796,5 +797,187 @@ mod tests {
             fine.validate(&mut d);
             assert!(d.is_empty(), "{:?}", d.iter().collect::<Vec<_>>());
         }
+    }
+
+    const FLUX: &str = "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: @NAME@\n  namespace: @NS@\nspec:\n  distribution:\n    version: \"2.9.x\"\n    registry: ghcr.io/fluxcd\n";
+
+    fn with_instance(name: &str, namespace: &str) -> Config {
+        let mut c = Config::default();
+        c.gitops_resources.instance_yaml =
+            Maybe::Known(FLUX.replace("@NS@", namespace).replace("@NAME@", name));
+        c
+    }
+
+    fn with_variables(mut c: Config, vars: &[(&str, &str)]) -> Config {
+        c.managed_resources = Some(ManagedResources {
+            secrets_yaml: None,
+            runtime_info: Some(RuntimeInfo {
+                data: vars
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                ..Default::default()
+            }),
+        });
+        c
+    }
+
+    /// `(severity, attribute path, summary, detail)` of each diagnostic.
+    fn found(c: &Config) -> Vec<(Severity, String, String, String)> {
+        let mut d = Diagnostics::new();
+        c.validate(&mut d);
+        d.iter()
+            .map(|d| {
+                (
+                    d.severity,
+                    d.attribute
+                        .as_ref()
+                        .map(|p| p.describe())
+                        .unwrap_or_default(),
+                    d.summary.clone(),
+                    d.detail.clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_flux_instance_the_operator_never_reconciles_is_a_plan_error() {
+        let instance_yaml = "gitops_resources.instance_yaml";
+        // (case, configuration, the error's attribute path and words; None: accepted)
+        let cases: Vec<(&str, Config, Option<(&str, &str)>)> = vec![
+            ("named flux", with_instance("flux", "flux-system"), None),
+            (
+                "another name",
+                with_instance("main", "flux-system"),
+                Some((instance_yaml, "set `metadata.name: flux`")),
+            ),
+            (
+                "a name from a variable, unknown at plan",
+                Config {
+                    unknown_variables: true,
+                    ..with_variables(with_instance("${NAME}", "flux-system"), &[])
+                },
+                None,
+            ),
+            (
+                "a name from a known variable",
+                with_variables(with_instance("${NAME}", "flux-system"), &[("NAME", "flux")]),
+                None,
+            ),
+            (
+                "a name from a known variable that is not flux",
+                with_variables(with_instance("${NAME}", "flux-system"), &[("NAME", "prod")]),
+                Some((instance_yaml, "named \"prod\"")),
+            ),
+            (
+                "the operator told to watch another namespace",
+                {
+                    let mut c = with_instance("flux", "flux-system");
+                    c.gitops_resources.operator_chart.values_yaml = Some(
+                        "extraEnvs:\n  - name: RUNTIME_NAMESPACE\n    value: flux-operator\n"
+                            .into(),
+                    );
+                    c
+                },
+                Some((
+                    "gitops_resources.operator_chart.values_yaml",
+                    "would never reconcile this one in \"flux-system\"",
+                )),
+            ),
+            (
+                "RUNTIME_NAMESPACE set to the FluxInstance's namespace",
+                {
+                    let mut c = with_instance("flux", "flux-system");
+                    c.gitops_resources.operator_chart.values_yaml = Some(
+                        "extraEnvs:\n  - name: RUNTIME_NAMESPACE\n    value: flux-system\n".into(),
+                    );
+                    c
+                },
+                None,
+            ),
+            (
+                "the operator as its web UI only",
+                {
+                    let mut c = with_instance("flux", "flux-system");
+                    c.gitops_resources.operator_chart.values_yaml =
+                        Some("web:\n  serverOnly: true\n".into());
+                    c
+                },
+                Some(("gitops_resources.operator_chart.values_yaml", "web UI only")),
+            ),
+            ("unknown instance_yaml", Config::default(), None),
+        ];
+        for (case, config, want) in cases {
+            let errors: Vec<_> = found(&config)
+                .into_iter()
+                .filter(|d| d.0 == Severity::Error)
+                .collect();
+            match want {
+                None => assert!(errors.is_empty(), "{case}: {errors:?}"),
+                Some((path, words)) => {
+                    assert_eq!(errors.len(), 1, "{case}: {errors:?}");
+                    assert_eq!(errors[0].1, path, "{case}");
+                    assert!(errors[0].3.contains(words), "{case}: {}", errors[0].3);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_namespace_is_planned_as_apply_resolves_it() {
+        assert_eq!(
+            with_instance("flux", "flux-system")
+                .planned_namespace()
+                .as_deref(),
+            Some("flux-system")
+        );
+        let templated = with_variables(with_instance("flux", "${NS}"), &[("NS", "team-flux")]);
+        assert_eq!(templated.planned_namespace().as_deref(), Some("team-flux"));
+        let unknown = Config {
+            unknown_variables: true,
+            ..with_variables(with_instance("flux", "${NS}"), &[])
+        };
+        assert_eq!(
+            unknown.planned_namespace(),
+            None,
+            "never the placeholder itself"
+        );
+        assert_eq!(Config::default().planned_namespace(), None);
+    }
+
+    #[test]
+    fn what_the_crd_requires_is_warned_at_plan() {
+        let mut c = with_instance("flux", "flux-system");
+        c.sync = Some(Sync {
+            url: Some("ssh://git@github.com/org/infra.git".into()),
+            path: Some("clusters/prod".into()),
+            ..Default::default()
+        });
+        let found = found(&c);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let (severity, path, _, detail) = &found[0];
+        assert_eq!((*severity, path.as_str()), (Severity::Warning, "sync"));
+        assert!(
+            detail.contains("`spec.sync.ref`") && detail.contains("`ref`"),
+            "{detail}"
+        );
+        c.sync.as_mut().expect("sync").r#ref = Some("refs/heads/main".into());
+        assert!(super::tests::found(&c).is_empty());
+        let bare = Config {
+            gitops_resources: GitopsResources {
+                instance_yaml: Maybe::Known("apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\n".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let found = super::tests::found(&bare);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, Severity::Warning);
+        assert!(
+            found[0].3.contains("spec.distribution.version"),
+            "{}",
+            found[0].3
+        );
     }
 }

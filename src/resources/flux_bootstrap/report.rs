@@ -100,3 +100,77 @@ pub fn run_diagnostic(err: &RunError, debug: bool, conditions: Option<&str>) -> 
     }
     Diagnostic::error(summary, detail.trim_end().to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::cluster::flux::diagnosis::{Condition, OperatorWait};
+
+    fn git(status: &str, reason: &str, message: &str) -> SourceState {
+        SourceState {
+            kind: "GitRepository".into(),
+            namespace: "flux-system".into(),
+            name: "flux-system".into(),
+            ready: Some(Condition {
+                status: status.into(),
+                reason: reason.into(),
+                message: message.into(),
+            }),
+            exists: true,
+        }
+    }
+
+    #[test]
+    fn a_timeout_before_the_operators_verdict_names_the_source_and_the_fix() {
+        let err = RunError::Flux(FluxError::InstanceNotReady {
+            namespace: "flux-system".into(),
+            name: "flux".into(),
+            after: Duration::from_secs(60),
+            last: "Ready=Unknown (Progressing) Reconciliation in progress".into(),
+            operator_wait: OperatorWait::Default,
+            sources: vec![git(
+                "False",
+                "GitOperationFailed",
+                "failed to checkout and determine revision: unable to clone 'ssh://git@github.com/org/infra.git': ssh: handshake failed: ssh: unable to authenticate, attempted methods [none publickey]",
+            )],
+        });
+        let d = run_diagnostic(&err, false, None);
+        assert_eq!(d.summary, "FluxInstance not Ready");
+        for words in [
+            "not Ready after 60s",
+            "reports a failure only after its health-check wait (300s",
+            "GitRepository/flux-system/flux-system is Ready=False (GitOperationFailed)",
+            "register the deploy key's public half (read access)",
+        ] {
+            assert!(d.detail.contains(words), "{words:?} in\n{}", d.detail);
+        }
+        let waiting = RunError::Flux(FluxError::InstanceNotReady {
+            namespace: "flux-system".into(),
+            name: "flux".into(),
+            after: Duration::from_secs(60),
+            last: "no Ready condition yet".into(),
+            operator_wait: OperatorWait::Default,
+            sources: Vec::new(),
+        });
+        let d = run_diagnostic(&waiting, false, None);
+        assert!(d.detail.contains("Give `timeout` room"), "{}", d.detail);
+    }
+
+    #[test]
+    fn the_operators_failure_names_the_source_with_what_to_do() {
+        let err = RunError::Flux(FluxError::InstanceFailed {
+            namespace: "flux-system".into(),
+            name: "flux".into(),
+            reason: "ReconciliationFailed".into(),
+            message: "reconciliation failed: timeout waiting for: [GitRepository/flux-system/flux-system status: 'Failed']\nGitRepository/flux-system/flux-system status: failed to checkout and determine revision: unable to clone 'ssh://git@github.com/org/infra.git': ssh: handshake failed: knownhosts: key mismatch".into(),
+            sources: vec![git("False", "GitOperationFailed", "ssh: handshake failed: knownhosts: key mismatch")],
+        });
+        let d = run_diagnostic(&err, false, None);
+        assert_eq!(d.summary, "FluxInstance failed");
+        assert!(d.detail.contains("ReconciliationFailed"), "{}", d.detail);
+        assert!(d.detail.contains("known_hosts"), "{}", d.detail);
+        assert!(!d.detail.contains("ArtifactFailed"), "{}", d.detail);
+    }
+}
