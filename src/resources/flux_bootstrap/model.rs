@@ -841,11 +841,14 @@ mod tests {
             .collect()
     }
 
+    /// A case: its name, the configuration, the error's attribute path and words (`None`:
+    /// accepted).
+    type Case = (&'static str, Config, Option<(&'static str, &'static str)>);
+
     #[test]
     fn a_flux_instance_the_operator_never_reconciles_is_a_plan_error() {
         let instance_yaml = "gitops_resources.instance_yaml";
-        // (case, configuration, the error's attribute path and words; None: accepted)
-        let cases: Vec<(&str, Config, Option<(&str, &str)>)> = vec![
+        let cases: Vec<Case> = vec![
             ("named flux", with_instance("flux", "flux-system"), None),
             (
                 "another name",
