@@ -301,15 +301,19 @@ pub async fn delete_instance(
         let Some(fi) = read_instance(kube, namespace, name).await? else {
             return Ok(Check::Done(()));
         };
-        let running = super::operator::deployment(kube, namespace)
-            .await?
-            .as_ref()
-            .is_some_and(super::operator::available);
-        if finalizer_stuck(&fi, running) && started.elapsed() >= NO_OPERATOR_GRACE {
-            return Err(FluxError::FinalizerStuck {
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-            });
+        // Only once the grace has passed and the finalizer is there; an operator that cannot
+        // be read counts as running (this is a diagnosis, never a reason to fail by itself).
+        if started.elapsed() >= NO_OPERATOR_GRACE && finalizer_stuck(&fi, false) {
+            let running = match super::operator::deployment(kube, namespace).await {
+                Ok(d) => d.as_ref().is_some_and(super::operator::available),
+                Err(_) => true,
+            };
+            if finalizer_stuck(&fi, running) {
+                return Err(FluxError::FinalizerStuck {
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                });
+            }
         }
         Ok(Check::Waiting(
             "still terminating (the operator uninstalls Flux first)".to_owned(),
