@@ -219,7 +219,7 @@ fn check_identity(instance: &Manifest, unresolved: bool) -> Result<(), String> {
     let name = instance.name();
     if name != INSTANCE_NAME && !(unresolved && name.contains("${")) {
         return Err(format!(
-            "the FluxInstance is named {name:?}, but the Flux Operator reconciles only the FluxInstance named `{INSTANCE_NAME}` (its CRD refuses any other name): set `metadata.name: {INSTANCE_NAME}`"
+            "the FluxInstance must be named `{INSTANCE_NAME}`, not {name:?}: the Flux Operator reconciles only the FluxInstance named `{INSTANCE_NAME}` in its own namespace (its CRD refuses any other name). Set `metadata.name: {INSTANCE_NAME}`"
         ));
     }
     if instance.namespace().is_empty() {
@@ -853,7 +853,7 @@ mod tests {
             (
                 "another name",
                 with_instance("main", "flux-system"),
-                Some((instance_yaml, "set `metadata.name: flux`")),
+                Some((instance_yaml, "Set `metadata.name: flux`")),
             ),
             (
                 "a name from a variable, unknown at plan",
@@ -871,7 +871,7 @@ mod tests {
             (
                 "a name from a known variable that is not flux",
                 with_variables(with_instance("${NAME}", "flux-system"), &[("NAME", "prod")]),
-                Some((instance_yaml, "named \"prod\"")),
+                Some((instance_yaml, "not \"prod\"")),
             ),
             (
                 "the operator told to watch another namespace",

@@ -139,7 +139,7 @@ mod tests {
         let d = run_diagnostic(&err, false, None);
         assert_eq!(d.summary, "FluxInstance not Ready");
         for words in [
-            "not Ready after 60s",
+            "timed out after 60s waiting for FluxInstance flux-system/flux to be Ready",
             "reports a failure only after its health-check wait (300s",
             "GitRepository/flux-system/flux-system is Ready=False (GitOperationFailed)",
             "register the deploy key's public half (read access)",
