@@ -242,7 +242,8 @@ pub async fn sync_states(kube: &Kube, instance: &Json) -> Vec<SourceState> {
     out
 }
 
-/// The FluxInstance's conditions as `Type=Status (Reason): message` lines, for diagnostics.
+/// The FluxInstance's conditions as `Type=Status (Reason): message` lines, for diagnostics
+/// (credentials in URLs removed).
 pub fn conditions_text(instance: &Json) -> String {
     conditions(instance)
         .iter()
@@ -252,7 +253,7 @@ pub fn conditions_text(instance: &Json) -> String {
                 text(c, "type"),
                 text(c, "status"),
                 text(c, "reason"),
-                text(c, "message")
+                redact(text(c, "message"))
             )
         })
         .collect::<Vec<_>>()
