@@ -123,16 +123,28 @@ async fn managed_one(
         _ => return Ok(None),
     };
     let api = objects::api(kube, &resource, Some(&reference.namespace));
-    Ok(
-        match objects::get(kube, &api, &reference.name, &tracked.object).await? {
-            None => Some(Drift::new(What::Managed, &tracked.object, How::Deleted)),
-            Some(live) if adopted_by_flux(&live) => None,
-            Some(live) if fingerprint(salt, &live, &tracked.keys) != tracked.fingerprint => {
-                Some(Drift::new(What::Managed, &tracked.object, How::Changed))
-            }
-            Some(_) => None,
-        },
-    )
+    let live = objects::get(kube, &api, &reference.name, &tracked.object).await?;
+    Ok(judge_managed(live.as_ref(), tracked, salt)
+        .map(|how| Drift::new(What::Managed, &tracked.object, how)))
+}
+
+/// How a managed object drifted, judged on the live object alone: gone, or changed in what the
+/// bootstrap sets (its fingerprint: type, the data keys, labels and annotations of the input).
+/// Never drift: an object Flux's controllers adopted, and what other field managers add or own
+/// beside the bootstrap's fields. The Flux Operator applies as `flux-operator`, forced, and takes
+/// fields only from kustomize-controller, helm, kubectl and flux, so an object it co-owns with
+/// `flux-operator-bootstrap` keeps both managers and gains the operator's labels
+/// (`app.kubernetes.io/managed-by`, `fluxcd.controlplane.io/*`) and annotations
+/// (`kustomize.toolkit.fluxcd.io/ssa`, `.../prune`): none of that is in the fingerprint.
+pub fn judge_managed(live: Option<&Json>, tracked: &Tracked, salt: &[u8]) -> Option<How> {
+    match live {
+        None => Some(How::Deleted),
+        Some(live) if adopted_by_flux(live) => None,
+        Some(live) if fingerprint(salt, live, &tracked.keys) != tracked.fingerprint => {
+            Some(How::Changed)
+        }
+        Some(_) => None,
+    }
 }
 
 /// Drift of the managed Secrets and runtime-info ConfigMap.
@@ -254,6 +266,118 @@ mod tests {
         }
         assert_eq!(Drift::parse("something else"), None);
         assert_eq!(Drift::parse("Pod/a/b: deleted"), None);
+    }
+
+    /// A case: its name, the live object (`None`: gone), the drift expected.
+    type Case = (&'static str, Option<Json>, Option<How>);
+
+    #[test]
+    fn objects_co_owned_with_the_flux_operator_are_not_drift() {
+        use serde_json::json;
+
+        use crate::cluster::flux::managed::keys_of;
+        let salt = b"salt";
+        let desired = json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "flux-system", "namespace": "flux-system", "labels": {"team": "platform"}},
+            "stringData": {"identity": "KEY", "known_hosts": "HOSTS"},
+        });
+        let keys = keys_of(&desired);
+        let tracked = Tracked {
+            object: "Secret/flux-system/flux-system".into(),
+            fingerprint: fingerprint(salt, &desired, &keys),
+            keys,
+        };
+        let manager = |name: &str, op: &str| json!({"manager": name, "operation": op, "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {}});
+        // The object as the API stores it: `stringData` folded into base64 `data`.
+        let live = |labels: Json, annotations: Json, identity: &str, managers: Json| {
+            json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {
+                    "name": "flux-system", "namespace": "flux-system",
+                    "labels": labels, "annotations": annotations, "managedFields": managers,
+                },
+                "data": {"identity": identity, "known_hosts": "SE9TVFM="},
+            })
+        };
+        let ours = json!([manager("flux-operator-bootstrap", "Apply")]);
+        let both = json!([
+            manager("flux-operator-bootstrap", "Apply"),
+            manager("flux-operator", "Apply")
+        ]);
+        let operator_labels = json!({
+            "team": "platform",
+            "app.kubernetes.io/managed-by": "flux-operator",
+            "fluxcd.controlplane.io/name": "flux",
+            "fluxcd.controlplane.io/namespace": "flux-system",
+        });
+        let operator_annotations = json!({
+            "kustomize.toolkit.fluxcd.io/ssa": "Ignore",
+            "kustomize.toolkit.fluxcd.io/prune": "Disabled",
+        });
+        let cases: Vec<Case> = vec![
+            ("gone", None, Some(How::Deleted)),
+            (
+                "as applied, the bootstrap's manager alone",
+                Some(live(
+                    json!({"team": "platform"}),
+                    json!({}),
+                    "S0VZ",
+                    ours.clone(),
+                )),
+                None,
+            ),
+            (
+                "co-owned with flux-operator, its labels and annotations added",
+                Some(live(
+                    operator_labels.clone(),
+                    operator_annotations.clone(),
+                    "S0VZ",
+                    both.clone(),
+                )),
+                None,
+            ),
+            (
+                "co-owned, and a field the bootstrap sets changed",
+                Some(live(
+                    operator_labels.clone(),
+                    operator_annotations,
+                    "T1RIRVI=",
+                    both.clone(),
+                )),
+                Some(How::Changed),
+            ),
+            (
+                "a label the bootstrap sets taken over with another value",
+                Some(live(
+                    json!({"team": "other", "fluxcd.controlplane.io/name": "flux"}),
+                    json!({}),
+                    "S0VZ",
+                    both,
+                )),
+                Some(How::Changed),
+            ),
+            (
+                "adopted by a Kustomization: Flux's now, whatever it holds",
+                Some(live(
+                    json!({"kustomize.toolkit.fluxcd.io/name": "flux-system", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}),
+                    json!({}),
+                    "T1RIRVI=",
+                    json!([
+                        manager("flux-operator-bootstrap", "Apply"),
+                        manager("kustomize-controller", "Apply")
+                    ]),
+                )),
+                None,
+            ),
+        ];
+        for (case, object, want) in cases {
+            assert_eq!(
+                judge_managed(object.as_ref(), &tracked, salt),
+                want,
+                "{case}"
+            );
+        }
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //! [`instance`] (namespaces, the CRD wait, the FluxInstance and its Ready wait), [`operator`] (its
 //! Deployment and the pod-network check), [`pod_security`] (the bootstrap namespace's level),
 //! [`pre_cni`] (whether any node has a CNI yet), [`poll`] (the wait loop every wait step uses),
-//! [`drift`] (what Read compares), [`distribution`] (which operator chart can install which Flux).
+//! [`drift`] (what Read compares), [`distribution`] (which operator chart can install which Flux),
+//! [`diagnosis`] (what the real operator's and source's conditions mean, and what to do).
 
+pub mod diagnosis;
 pub mod distribution;
 pub mod drift;
 pub mod instance;
@@ -69,12 +71,29 @@ pub enum FluxError {
         after: Duration,
         last: String,
     },
+    /// The operator's final word (`Ready=False` with a failure reason, or `Stalled`); `message`
+    /// is redacted, `sources` are the sync objects as read after it.
     #[error("FluxInstance {namespace}/{name} is not Ready: {reason}: {message}")]
     InstanceFailed {
         namespace: String,
         name: String,
         reason: String,
         message: String,
+        sources: Vec<diagnosis::SourceState>,
+    },
+    /// The apply's `timeout` ran out while the operator had said nothing final (it reports a
+    /// failure only after its own health-check wait); `sources` say what it is waiting for.
+    #[error(
+        "timed out after {}s waiting for FluxInstance {namespace}/{name} to be Ready; last seen: {last}. The Flux Operator reports a failure only after {operator_wait}",
+        after.as_secs()
+    )]
+    InstanceNotReady {
+        namespace: String,
+        name: String,
+        after: Duration,
+        last: String,
+        operator_wait: diagnosis::OperatorWait,
+        sources: Vec<diagnosis::SourceState>,
     },
     #[error(
         "the Flux Operator in {namespace} cannot start: no node is Ready, so no pod network exists yet (the operator is not a host-network pod). Install the CNI first: make this resource `depends_on` the `talosboot_cilium` (or `helm_release.cilium`) that installs Cilium"
@@ -84,6 +103,10 @@ pub enum FluxError {
         "the bootstrap Job in {namespace} would use {needs}, but no node has a CNI yet (every node is NotReady: cni plugin not initialized), so it cannot run. A `job` block turns host networking and the KubePrism environment off, as in the module: set `host_network = true` and `env = {{ KUBERNETES_SERVICE_HOST = \"localhost\", KUBERNETES_SERVICE_PORT = \"7445\" }}` in `job` (or drop `job`: those are talosboot's defaults), or install the CNI first (`depends_on` the `talosboot_cilium`)"
     )]
     JobNeedsCni { namespace: String, needs: String },
+    #[error(
+        "FluxInstance {namespace}/{name} is being deleted, but the Flux Operator that removes its finalizer `fluxcd.controlplane.io/finalizer` (after uninstalling Flux) is not running in {namespace}, so the delete would never finish. Start the operator again (its Deployment {namespace}/flux-operator) and apply again, or, to leave Flux installed, remove the finalizer by hand: `kubectl -n {namespace} patch fluxinstance {name} --type=merge -p '{{\"metadata\":{{\"finalizers\":null}}}}'`"
+    )]
+    FinalizerStuck { namespace: String, name: String },
     #[error("cancelled while waiting for {what}")]
     Cancelled { what: String },
     #[error("{0}")]

@@ -30,7 +30,8 @@ pub async fn adopted(kube: &Kube, namespace: &str) -> Result<bool, FluxError> {
         .is_some_and(adopted_by_flux))
 }
 
-fn available(deployment: &Json) -> bool {
+/// Whether the Deployment has an available replica.
+pub fn available(deployment: &Json) -> bool {
     deployment
         .pointer("/status/availableReplicas")
         .and_then(Json::as_i64)

@@ -60,13 +60,12 @@ pub enum InstanceStatus {
     },
 }
 
-/// Reasons with which `Ready=False` is a failure rather than progress.
-const FAILURE_REASONS: [&str; 4] = [
-    "ArtifactFailed",
-    "BuildFailed",
-    "HealthCheckFailed",
-    "ReconciliationFailed",
-];
+/// Reasons with which `Ready=False` is a failure rather than progress, as the real operator
+/// sets them ([`super::diagnosis`]): `ReconciliationFailed` after its health-check wait (an
+/// unreachable or refused Git source ends here), `BuildFailed` (with `Stalled`), and
+/// `ArtifactFailed` (only a failed pull of the distribution artifact). `HealthCheckCanceled` (a
+/// newer change interrupted the wait) and `Progressing` are progress.
+const FAILURE_REASONS: [&str; 3] = ["ArtifactFailed", "BuildFailed", "ReconciliationFailed"];
 
 /// Classifies a FluxInstance by its conditions. A status older than the spec (observedGeneration
 /// behind generation) is progress, never success.
@@ -139,20 +138,39 @@ mod tests {
             )),
             InstanceStatus::Progressing(_)
         ));
+        // What the real operator reports for an unreachable Git source, after its health check.
+        let unreachable = "reconciliation failed: timeout waiting for: [GitRepository/flux-system/flux-system status: 'Failed']";
         assert_eq!(
             instance_status(&with(
-                json!([{"type": "Ready", "status": "False", "reason": "ArtifactFailed", "message": "unable to clone"}])
+                json!([{"type": "Ready", "status": "False", "reason": "ReconciliationFailed", "message": unreachable, "observedGeneration": 2}])
             )),
             InstanceStatus::Failed {
-                reason: "ArtifactFailed".into(),
-                message: "unable to clone".into()
+                reason: "ReconciliationFailed".into(),
+                message: unreachable.into()
             }
         );
+        for progress in ["Progressing", "HealthCheckCanceled"] {
+            assert!(
+                matches!(
+                    instance_status(&with(
+                        json!([{"type": "Ready", "status": "False", "reason": progress}])
+                    )),
+                    InstanceStatus::Progressing(_)
+                ),
+                "{progress}"
+            );
+        }
         assert!(matches!(
             instance_status(&with(
-                json!([{"type": "Ready", "status": "False", "reason": "Progressing"}])
+                json!([{"type": "Ready", "status": "Unknown", "reason": "Progressing", "message": "Reconciliation in progress"}])
             )),
             InstanceStatus::Progressing(_)
+        ));
+        assert!(matches!(
+            instance_status(&with(
+                json!([{"type": "Ready", "status": "False", "reason": "BuildFailed"}, {"type": "Stalled", "status": "True", "reason": "BuildFailed", "message": "build failed: no match found for semver: 2.99.x"}])
+            )),
+            InstanceStatus::Failed { reason, .. } if reason == "BuildFailed"
         ));
         assert!(matches!(
             instance_status(&with(

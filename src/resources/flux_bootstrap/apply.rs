@@ -6,7 +6,7 @@
 use tokio::time::Instant;
 
 use super::inputs::{Inputs, bootstrap_namespace, job_settings, timeout};
-use super::model::{Config, set_computed};
+use super::model::{Config, INSTANCE_NAME, set_computed};
 use super::private::{Private, managed_hash};
 use super::report::run_diagnostic;
 use super::run::{RunError, Runner, Scope};
@@ -166,8 +166,31 @@ async fn destroy(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
     ApplyResponse::from(diagnostics)
 }
 
+/// One step of `deletion_policy = "uninstall"`, in the order [`uninstall_steps`] gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UninstallStep {
+    /// Delete the FluxInstance and wait until it is gone. The operator's finalizer
+    /// (`fluxcd.controlplane.io/finalizer`) removes the controllers, the CRDs and the Flux
+    /// objects (the namespace stays) before the object goes, so the operator must still run.
+    DeleteInstance,
+    /// Delete the managed Secrets and the runtime-info ConfigMap (unless Flux adopted them).
+    DeleteManaged,
+    /// Uninstall the operator's release.
+    UninstallOperator,
+}
+
+/// The uninstall's steps: the FluxInstance while the operator still runs, the operator last,
+/// and never the operator when Flux manages it (its HelmRelease would reinstall it).
+fn uninstall_steps(operator_adopted: bool) -> Vec<UninstallStep> {
+    let mut steps = vec![UninstallStep::DeleteInstance, UninstallStep::DeleteManaged];
+    if !operator_adopted {
+        steps.push(UninstallStep::UninstallOperator);
+    }
+    steps
+}
+
 /// `deletion_policy = "uninstall"`: the FluxInstance (the operator's finalizer removes Flux), the
-/// managed objects, then the operator's release. Objects Flux adopted stay.
+/// managed objects, then the operator's release ([`uninstall_steps`]). Objects Flux adopted stay.
 async fn uninstall_flux(
     ctx: &Ctx,
     kube: &Kube,
@@ -176,26 +199,35 @@ async fn uninstall_flux(
     private: &Private,
 ) -> Result<(), RunError> {
     let wait = Wait::from_now(timeout(config), &ctx.cancel);
-    delete_instance(kube, namespace, "flux", wait).await?;
-    for tracked in &private.tracked {
-        delete_managed(kube, &tracked.object).await?;
-    }
-    if !operator::adopted(kube, namespace).await? {
-        let job = job_settings(config.job.as_ref(), config.rbac.as_ref());
-        let remaining = wait.deadline.saturating_duration_since(Instant::now());
-        helm::install::uninstall(
-            kube,
-            &bootstrap_namespace(config),
-            &job,
-            namespace,
-            OPERATOR_RELEASE,
-            remaining,
-            &ctx.cancel,
-        )
-        .await
-        .map_err(RunError::engine(format!(
-            "uninstall the Flux Operator ({namespace}/{OPERATOR_RELEASE})"
-        )))?;
+    let adopted = operator::adopted(kube, namespace).await?;
+    for step in uninstall_steps(adopted) {
+        match step {
+            UninstallStep::DeleteInstance => {
+                delete_instance(kube, namespace, INSTANCE_NAME, wait).await?;
+            }
+            UninstallStep::DeleteManaged => {
+                for tracked in &private.tracked {
+                    delete_managed(kube, &tracked.object).await?;
+                }
+            }
+            UninstallStep::UninstallOperator => {
+                let job = job_settings(config.job.as_ref(), config.rbac.as_ref());
+                let remaining = wait.deadline.saturating_duration_since(Instant::now());
+                helm::install::uninstall(
+                    kube,
+                    &bootstrap_namespace(config),
+                    &job,
+                    namespace,
+                    OPERATOR_RELEASE,
+                    remaining,
+                    &ctx.cancel,
+                )
+                .await
+                .map_err(RunError::engine(format!(
+                    "uninstall the Flux Operator ({namespace}/{OPERATOR_RELEASE})"
+                )))?;
+            }
+        }
     }
     Ok(())
 }
@@ -215,5 +247,25 @@ async fn delete_managed(kube: &Kube, object: &str) -> Result<(), FluxError> {
             .await
             .map(|_| ()),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flux_instance_goes_while_the_operator_still_runs() {
+        use UninstallStep::*;
+        assert_eq!(
+            uninstall_steps(false),
+            vec![DeleteInstance, DeleteManaged, UninstallOperator],
+            "the operator's finalizer uninstalls Flux: the FluxInstance must be gone before the operator"
+        );
+        assert_eq!(
+            uninstall_steps(true),
+            vec![DeleteInstance, DeleteManaged],
+            "an operator Flux manages is left to Flux"
+        );
     }
 }

@@ -86,7 +86,7 @@ pub fn runtime_variables(config: &Config) -> Option<BTreeMap<String, String>> {
 }
 
 /// Sets the given `sync` fields on the FluxInstance's `spec.sync`.
-fn apply_sync(instance: &mut Manifest, sync: &Sync) {
+pub(super) fn apply_sync(instance: &mut Manifest, sync: &Sync) {
     let Some(object) = instance.object.as_object_mut() else {
         return;
     };

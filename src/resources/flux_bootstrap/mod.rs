@@ -53,7 +53,10 @@ impl Resource for FluxBootstrap {
     fn validate(&self, config: &Value, diagnostics: &mut Diagnostics) {
         let mut found = Diagnostics::new();
         match decode::<model::Config>(config, Unknowns::AsNull) {
-            Ok(model) => model.validate(&mut found),
+            Ok(mut model) => {
+                model.unknown_variables = model::has_unknown_variables(config);
+                model.validate(&mut found)
+            }
             Err(e) => found.push(e.diagnostic("configuration")),
         }
         // Clients that cannot point at a nested attribute's source line still show which one.

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use crate::cluster::flux::distribution;
 use crate::cluster::flux::manifest::{Manifest, parse_documents, parse_documents_substituted};
-use crate::framework::Diagnostics;
 use crate::framework::model::Maybe;
+use crate::framework::{Diagnostic, Diagnostics};
 use crate::resources::choice::DeletionPolicy;
 pub use crate::resources::duration::parse_timeout;
 use crate::resources::names::check_namespace;
@@ -36,6 +36,19 @@ pub struct Config {
     pub rbac: Option<Rbac>,
     pub sync: Option<Sync>,
     pub suspend_applications: Option<bool>,
+    /// Set by the caller when an input of the runtime variables (`managed_resources`, `sync`,
+    /// `suspend_applications`) is not known yet (validate and plan): placeholders are then left
+    /// as written and not judged. Not an attribute.
+    #[serde(skip)]
+    pub unknown_variables: bool,
+}
+
+/// Whether an input of the runtime variables is unknown in this configuration (see
+/// [`Config::unknown_variables`]).
+pub fn has_unknown_variables(config: &Value) -> bool {
+    ["managed_resources", "sync", "suspend_applications"]
+        .iter()
+        .any(|a| config.attr(a).is_some_and(|v| !v.is_wholly_known()))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -156,6 +169,7 @@ pub fn set_computed(state: &mut Value, namespace: Value, managed_resources_hash:
 
 /// The FluxInstance manifest of `instance_yaml`, validated (one document, the operator's kind,
 /// named `flux`, with a namespace). Errors are `(attribute path, message)`.
+#[cfg(test)]
 pub fn parse_instance(text: &str) -> Result<Manifest, String> {
     parse_instance_with(text, None)
 }
@@ -166,36 +180,88 @@ pub fn parse_instance_with(
     text: &str,
     vars: Option<&BTreeMap<String, String>>,
 ) -> Result<Manifest, String> {
-    let what = "gitops_resources.instance_yaml";
-    let mut docs = match vars {
-        Some(vars) => parse_documents_substituted(text, vars, what),
-        None => parse_documents(text, what),
+    let docs = match vars {
+        Some(vars) => parse_documents_substituted(text, vars, INSTANCE_YAML),
+        None => parse_documents(text, INSTANCE_YAML),
     }
     .map_err(|e| e.to_string())?;
+    let instance = one_instance(docs)?;
+    check_identity(&instance, false)?;
+    Ok(instance)
+}
+
+const INSTANCE_YAML: &str = "gitops_resources.instance_yaml";
+
+/// The one FluxInstance of the documents.
+fn one_instance(mut docs: Vec<Manifest>) -> Result<Manifest, String> {
     if docs.len() != 1 {
         return Err(format!(
-            "{what} must hold exactly one FluxInstance, found {} documents",
+            "{INSTANCE_YAML} must hold exactly one FluxInstance, found {} documents",
             docs.len()
         ));
     }
     let instance = docs.remove(0);
     if instance.api_version() != INSTANCE_API_VERSION || instance.kind() != "FluxInstance" {
         return Err(format!(
-            "{what} must be a `{INSTANCE_API_VERSION}` FluxInstance, not `{}` {}",
+            "{INSTANCE_YAML} must be a `{INSTANCE_API_VERSION}` FluxInstance, not `{}` {}",
             instance.api_version(),
             instance.kind()
         ));
     }
-    if instance.name() != INSTANCE_NAME {
+    Ok(instance)
+}
+
+/// A name and namespace the Flux Operator reconciles: it watches only the FluxInstance named
+/// `flux` in its runtime namespace, the namespace it is installed in, which talosboot makes the
+/// FluxInstance's own. With `unresolved` (runtime variables not known yet) a name that is still a
+/// `${...}` placeholder is not judged.
+fn check_identity(instance: &Manifest, unresolved: bool) -> Result<(), String> {
+    let name = instance.name();
+    if name != INSTANCE_NAME && !(unresolved && name.contains("${")) {
         return Err(format!(
-            "the FluxInstance must be named `{INSTANCE_NAME}` (the operator reconciles only that name), not {:?}",
-            instance.name()
+            "the FluxInstance must be named `{INSTANCE_NAME}`, not {name:?}: the Flux Operator reconciles only the FluxInstance named `{INSTANCE_NAME}` in its own namespace (its CRD refuses any other name). Set `metadata.name: {INSTANCE_NAME}`"
         ));
     }
     if instance.namespace().is_empty() {
-        return Err("the FluxInstance needs metadata.namespace (e.g. `flux-system`)".into());
+        return Err("the FluxInstance needs `metadata.namespace`: the namespace Flux runs in (e.g. `flux-system`). talosboot installs the Flux Operator there, and the operator reconciles only the FluxInstance in its own namespace".into());
     }
-    Ok(instance)
+    Ok(())
+}
+
+impl Config {
+    /// The FluxInstance as plan and validation can judge it: with the runtime variables
+    /// substituted when they are all known (as apply will), else as written, leaving a name or
+    /// namespace that is still a placeholder (or a template that is YAML only once substituted)
+    /// to apply. `Ok(None)`: nothing can be judged before apply.
+    pub fn instance_at_plan(&self, text: &str) -> Result<Option<Manifest>, String> {
+        let vars = super::inputs::runtime_variables(self).filter(|_| !self.unknown_variables);
+        if let Some(vars) = &vars {
+            if let Ok(docs) = parse_documents_substituted(text, vars, INSTANCE_YAML) {
+                let instance = one_instance(docs)?;
+                check_identity(&instance, false)?;
+                return Ok(Some(instance));
+            }
+        }
+        let templated = text.contains("${");
+        match parse_documents(text, INSTANCE_YAML) {
+            Ok(docs) => {
+                let instance = one_instance(docs)?;
+                check_identity(&instance, templated)?;
+                Ok(Some(instance))
+            }
+            Err(_) if templated => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The FluxInstance's namespace as apply will resolve it; `None` while it is not known (a
+    /// placeholder whose variables are unknown, or an invalid `instance_yaml`).
+    pub fn planned_namespace(&self) -> Option<String> {
+        let text = self.gitops_resources.instance_yaml.known()?;
+        let instance = self.instance_at_plan(text).ok()??;
+        let ns = instance.namespace();
+        (!ns.is_empty() && !ns.contains('$')).then(|| ns.to_owned())
+    }
 }
 
 /// The managed Secrets of `secrets_yaml`: only `v1` Secrets, in the FluxInstance's namespace (or
@@ -255,25 +321,27 @@ impl Config {
     /// Every check that needs no cluster; unknown values are skipped.
     pub fn validate(&self, diagnostics: &mut Diagnostics) {
         let gitops = AttributePath::attr("gitops_resources");
-        let instance = self
-            .gitops_resources
-            .instance_yaml
-            .known()
-            .map(|t| parse_instance(t));
-        let namespace = match &instance {
-            Some(Ok(m)) => Some(m.namespace().to_owned()),
-            Some(Err(message)) => {
+        let instance = match self.gitops_resources.instance_yaml.known() {
+            Some(text) => self.instance_at_plan(text).unwrap_or_else(|message| {
                 diagnostics.error_at(
                     gitops.clone().then_attr("instance_yaml"),
                     "Invalid FluxInstance",
-                    message.clone(),
+                    message,
                 );
                 None
-            }
+            }),
             None => None,
         };
-        if let Some(Ok(instance)) = &instance {
+        let namespace = instance
+            .as_ref()
+            .map(|m| m.namespace().to_owned())
+            .filter(|ns| !ns.contains('$'));
+        if let Some(instance) = &instance {
             self.validate_operator_version(instance, diagnostics, &gitops);
+            self.validate_required_spec(instance, diagnostics, &gitops);
+        }
+        if let Some(ns) = &namespace {
+            self.validate_operator_values(ns, diagnostics, &gitops);
         }
         self.validate_prerequisites(diagnostics, &gitops);
         if let Some(repo) = &self.gitops_resources.operator_chart.repository {
@@ -322,6 +390,120 @@ impl Config {
                 too_old.newest_flux
             ),
         );
+    }
+
+    /// Fields the FluxInstance CRD requires (`spec.distribution.version` and `registry`; with a
+    /// sync, its `kind`, `url`, `ref` and `path`, after the `sync` argument is merged): the API
+    /// would refuse the FluxInstance at apply, after the operator's install.
+    fn validate_required_spec(
+        &self,
+        instance: &Manifest,
+        diagnostics: &mut Diagnostics,
+        gitops: &AttributePath,
+    ) {
+        let mut merged = instance.clone();
+        if let Some(sync) = &self.sync {
+            super::inputs::apply_sync(&mut merged, sync);
+        }
+        let present = |pointer: &str| {
+            merged
+                .object
+                .pointer(pointer)
+                .and_then(Json::as_str)
+                .is_some_and(|v| !v.is_empty())
+        };
+        let missing: Vec<&str> = ["version", "registry"]
+            .into_iter()
+            .filter(|f| !present(&format!("/spec/distribution/{f}")))
+            .collect();
+        if !missing.is_empty() {
+            diagnostics.push(
+                Diagnostic::warning(
+                    "Incomplete FluxInstance",
+                    format!(
+                        "The FluxInstance CRD requires `spec.distribution.{}`: the API will refuse the FluxInstance at apply, after the operator's install. Set e.g. `version: \"2.9.x\"` and `registry: ghcr.io/fluxcd`.",
+                        missing.join("` and `spec.distribution.")
+                    ),
+                )
+                .at(gitops.clone().then_attr("instance_yaml")),
+            );
+        }
+        if merged.object.pointer("/spec/sync").is_none() {
+            return;
+        }
+        let fields = [
+            ("kind", "kind"),
+            ("url", "url"),
+            ("ref", "ref"),
+            ("path", "path"),
+        ];
+        let missing: Vec<(&str, &str)> = fields
+            .into_iter()
+            .filter(|(f, _)| !present(&format!("/spec/sync/{f}")))
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let names: Vec<String> = missing
+            .iter()
+            .map(|(f, _)| format!("`spec.sync.{f}`"))
+            .collect();
+        let (path, fix) = match &self.sync {
+            Some(_) => (
+                AttributePath::attr("sync"),
+                format!(
+                    "set {} in `sync` (or in `instance_yaml`)",
+                    missing
+                        .iter()
+                        .map(|(_, a)| format!("`{a}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+            None => (
+                gitops.clone().then_attr("instance_yaml"),
+                "set them in `instance_yaml`, or in the `sync` argument".to_owned(),
+            ),
+        };
+        diagnostics.push(
+            Diagnostic::warning(
+                "Incomplete FluxInstance sync",
+                format!(
+                    "The FluxInstance CRD requires {} (e.g. `ref: refs/heads/main`): the API will refuse the FluxInstance at apply, after the operator's install. Fix: {fix}.",
+                    names.join(", ")
+                ),
+            )
+            .at(path),
+        );
+    }
+
+    /// Operator chart values with which the operator would never reconcile this FluxInstance:
+    /// a `RUNTIME_NAMESPACE` in `extraEnvs` other than the FluxInstance's namespace (the operator
+    /// watches only the FluxInstance `flux` in that namespace), or the web-server-only mode.
+    /// Values with placeholders are judged at apply.
+    fn validate_operator_values(
+        &self,
+        namespace: &str,
+        diagnostics: &mut Diagnostics,
+        gitops: &AttributePath,
+    ) {
+        let Some(text) = self.gitops_resources.operator_chart.values_yaml.as_deref() else {
+            return;
+        };
+        let Ok(values) = serde_saphyr::from_str::<Json>(text) else {
+            return;
+        };
+        let path = gitops
+            .clone()
+            .then_attr("operator_chart")
+            .then_attr("values_yaml");
+        if let Some(problem) = operator_values_problem(&values, namespace) {
+            diagnostics.error_at(
+                path,
+                "The Flux Operator would never reconcile the FluxInstance",
+                problem,
+            );
+        }
     }
 
     fn validate_prerequisites(&self, diagnostics: &mut Diagnostics, gitops: &AttributePath) {
@@ -474,6 +656,39 @@ impl Config {
     }
 }
 
+/// Why operator chart `values` keep the operator from ever reconciling the FluxInstance in
+/// `namespace`, if they do.
+fn operator_values_problem(values: &Json, namespace: &str) -> Option<String> {
+    let envs = values.get("extraEnvs").and_then(Json::as_array);
+    // The last entry of a name wins in a container's environment.
+    let runtime = envs
+        .into_iter()
+        .flatten()
+        .rev()
+        .find(|e| e.get("name").and_then(Json::as_str) == Some("RUNTIME_NAMESPACE"));
+    if let Some(env) = runtime {
+        let value = env.get("value").and_then(Json::as_str);
+        if value != Some(namespace) && !value.is_some_and(|v| v.contains('$')) {
+            let set = match value {
+                Some(v) => format!("to {v:?}"),
+                None => "from elsewhere (`valueFrom`)".to_owned(),
+            };
+            return Some(format!(
+                "`extraEnvs` sets RUNTIME_NAMESPACE {set}: the Flux Operator reconciles only the FluxInstance `flux` in its RUNTIME_NAMESPACE, so it would never reconcile this one in {namespace:?}. Remove that entry: the chart sets RUNTIME_NAMESPACE to the release namespace, which talosboot makes the FluxInstance's namespace."
+            ));
+        }
+    }
+    let server_only = values.pointer("/web/serverOnly").and_then(Json::as_bool) == Some(true)
+        || values
+            .get("extraArgs")
+            .and_then(Json::as_array)
+            .is_some_and(|a| a.iter().any(|v| v.as_str() == Some("--web-server-only")));
+    if server_only {
+        return Some("The values run the operator as its web UI only (`web.serverOnly: true` or `--web-server-only`): it would reconcile no FluxInstance. Remove that setting for the operator this resource installs.".to_owned());
+    }
+    None
+}
+
 fn is_config_key(k: &str) -> bool {
     !k.is_empty()
         && k.len() <= 253
@@ -484,6 +699,7 @@ fn is_config_key(k: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::framework::Severity;
 
     #[test]
     fn the_instance_must_be_one_flux_instance_named_flux() {
@@ -581,5 +797,190 @@ mod tests {
             fine.validate(&mut d);
             assert!(d.is_empty(), "{:?}", d.iter().collect::<Vec<_>>());
         }
+    }
+
+    const FLUX: &str = "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: @NAME@\n  namespace: @NS@\nspec:\n  distribution:\n    version: \"2.9.x\"\n    registry: ghcr.io/fluxcd\n";
+
+    fn with_instance(name: &str, namespace: &str) -> Config {
+        let mut c = Config::default();
+        c.gitops_resources.instance_yaml =
+            Maybe::Known(FLUX.replace("@NS@", namespace).replace("@NAME@", name));
+        c
+    }
+
+    fn with_variables(mut c: Config, vars: &[(&str, &str)]) -> Config {
+        c.managed_resources = Some(ManagedResources {
+            secrets_yaml: None,
+            runtime_info: Some(RuntimeInfo {
+                data: vars
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                ..Default::default()
+            }),
+        });
+        c
+    }
+
+    /// `(severity, attribute path, summary, detail)` of each diagnostic.
+    fn found(c: &Config) -> Vec<(Severity, String, String, String)> {
+        let mut d = Diagnostics::new();
+        c.validate(&mut d);
+        d.iter()
+            .map(|d| {
+                (
+                    d.severity,
+                    d.attribute
+                        .as_ref()
+                        .map(|p| p.describe())
+                        .unwrap_or_default(),
+                    d.summary.clone(),
+                    d.detail.clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// A case: its name, the configuration, the error's attribute path and words (`None`:
+    /// accepted).
+    type Case = (&'static str, Config, Option<(&'static str, &'static str)>);
+
+    #[test]
+    fn a_flux_instance_the_operator_never_reconciles_is_a_plan_error() {
+        let instance_yaml = "gitops_resources.instance_yaml";
+        let cases: Vec<Case> = vec![
+            ("named flux", with_instance("flux", "flux-system"), None),
+            (
+                "another name",
+                with_instance("main", "flux-system"),
+                Some((instance_yaml, "Set `metadata.name: flux`")),
+            ),
+            (
+                "a name from a variable, unknown at plan",
+                Config {
+                    unknown_variables: true,
+                    ..with_variables(with_instance("${NAME}", "flux-system"), &[])
+                },
+                None,
+            ),
+            (
+                "a name from a known variable",
+                with_variables(with_instance("${NAME}", "flux-system"), &[("NAME", "flux")]),
+                None,
+            ),
+            (
+                "a name from a known variable that is not flux",
+                with_variables(with_instance("${NAME}", "flux-system"), &[("NAME", "prod")]),
+                Some((instance_yaml, "not \"prod\"")),
+            ),
+            (
+                "the operator told to watch another namespace",
+                {
+                    let mut c = with_instance("flux", "flux-system");
+                    c.gitops_resources.operator_chart.values_yaml = Some(
+                        "extraEnvs:\n  - name: RUNTIME_NAMESPACE\n    value: flux-operator\n"
+                            .into(),
+                    );
+                    c
+                },
+                Some((
+                    "gitops_resources.operator_chart.values_yaml",
+                    "would never reconcile this one in \"flux-system\"",
+                )),
+            ),
+            (
+                "RUNTIME_NAMESPACE set to the FluxInstance's namespace",
+                {
+                    let mut c = with_instance("flux", "flux-system");
+                    c.gitops_resources.operator_chart.values_yaml = Some(
+                        "extraEnvs:\n  - name: RUNTIME_NAMESPACE\n    value: flux-system\n".into(),
+                    );
+                    c
+                },
+                None,
+            ),
+            (
+                "the operator as its web UI only",
+                {
+                    let mut c = with_instance("flux", "flux-system");
+                    c.gitops_resources.operator_chart.values_yaml =
+                        Some("web:\n  serverOnly: true\n".into());
+                    c
+                },
+                Some(("gitops_resources.operator_chart.values_yaml", "web UI only")),
+            ),
+            ("unknown instance_yaml", Config::default(), None),
+        ];
+        for (case, config, want) in cases {
+            let errors: Vec<_> = found(&config)
+                .into_iter()
+                .filter(|d| d.0 == Severity::Error)
+                .collect();
+            match want {
+                None => assert!(errors.is_empty(), "{case}: {errors:?}"),
+                Some((path, words)) => {
+                    assert_eq!(errors.len(), 1, "{case}: {errors:?}");
+                    assert_eq!(errors[0].1, path, "{case}");
+                    assert!(errors[0].3.contains(words), "{case}: {}", errors[0].3);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_namespace_is_planned_as_apply_resolves_it() {
+        assert_eq!(
+            with_instance("flux", "flux-system")
+                .planned_namespace()
+                .as_deref(),
+            Some("flux-system")
+        );
+        let templated = with_variables(with_instance("flux", "${NS}"), &[("NS", "team-flux")]);
+        assert_eq!(templated.planned_namespace().as_deref(), Some("team-flux"));
+        let unknown = Config {
+            unknown_variables: true,
+            ..with_variables(with_instance("flux", "${NS}"), &[])
+        };
+        assert_eq!(
+            unknown.planned_namespace(),
+            None,
+            "never the placeholder itself"
+        );
+        assert_eq!(Config::default().planned_namespace(), None);
+    }
+
+    #[test]
+    fn what_the_crd_requires_is_warned_at_plan() {
+        let mut c = with_instance("flux", "flux-system");
+        c.sync = Some(Sync {
+            url: Some("ssh://git@github.com/org/infra.git".into()),
+            path: Some("clusters/prod".into()),
+            ..Default::default()
+        });
+        let found = found(&c);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let (severity, path, _, detail) = &found[0];
+        assert_eq!((*severity, path.as_str()), (Severity::Warning, "sync"));
+        assert!(
+            detail.contains("`spec.sync.ref`") && detail.contains("`ref`"),
+            "{detail}"
+        );
+        c.sync.as_mut().expect("sync").r#ref = Some("refs/heads/main".into());
+        assert!(super::tests::found(&c).is_empty());
+        let bare = Config {
+            gitops_resources: GitopsResources {
+                instance_yaml: Maybe::Known("apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\n".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let found = super::tests::found(&bare);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, Severity::Warning);
+        assert!(
+            found[0].3.contains("spec.distribution.version"),
+            "{}",
+            found[0].3
+        );
     }
 }

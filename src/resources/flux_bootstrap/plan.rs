@@ -6,25 +6,19 @@
 //! alone reads as a removal). Managed Secrets the configuration no longer lists are named in a
 //! warning: the write-only diff cannot show that apply deletes them.
 
-use super::model::{parse_instance, parse_secrets, set_computed};
+use super::model::{Config, has_unknown_variables, parse_secrets, set_computed};
 use super::private::{Private, managed_hash};
 use crate::cluster::flux::drift::{Drift, How, What};
+use crate::framework::model::{Unknowns, decode};
 use crate::framework::{Diagnostics, PlanRequest, PlanResponse};
 use crate::values::Value;
 
 pub fn plan(req: PlanRequest) -> PlanResponse {
     let mut planned = req.proposed_new_state;
     let private = Private::decode_without_new_salt(&req.prior_private);
-    let namespace = match req
-        .config
-        .attr("gitops_resources")
-        .and_then(|g| g.attr("instance_yaml"))
-    {
-        Some(Value::String(text)) => parse_instance(text)
-            .map(|m| Value::from(m.namespace()))
-            .unwrap_or_else(|_| Value::unknown()),
-        _ => Value::unknown(),
-    };
+    let namespace = planned_namespace(&req.config)
+        .map(Value::from)
+        .unwrap_or_else(Value::unknown);
     let mut diagnostics = Diagnostics::new();
     if let (Some(ns), false) = (namespace.as_str(), req.prior_state.is_null()) {
         let retired = retired_secrets(&private, req.config.attr("managed_resources"), ns);
@@ -54,6 +48,15 @@ pub fn plan(req: PlanRequest) -> PlanResponse {
         diagnostics,
         ..Default::default()
     }
+}
+
+/// The FluxInstance's namespace as apply will resolve it (runtime variables substituted), `None`
+/// while it is unknown: a placeholder whose variables are not known yet plans an unknown
+/// namespace, never the placeholder itself.
+fn planned_namespace(config: &Value) -> Option<String> {
+    let mut model = decode::<Config>(config, Unknowns::AsNull).ok()?;
+    model.unknown_variables = has_unknown_variables(config);
+    model.planned_namespace()
 }
 
 /// The prior state's `drift` entries, typed (what a refresh found).

@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use super::run::RunError;
 use crate::cluster::flux::FluxError;
+use crate::cluster::flux::diagnosis::{SourceState, instance_hint, object_hint};
 use crate::framework::Diagnostic;
 use crate::resources::engine_report::engine_diagnostic;
 
@@ -19,11 +20,56 @@ fn flux_detail(e: &FluxError, out: &mut String) {
     {
         let _ = writeln!(out, "\n{hint}");
     }
-    if let FluxError::Timeout { .. } = e {
-        let _ = writeln!(
-            out,
-            "\nRaise `timeout` if the cluster is just slow; `debug_on_failure = true` adds the FluxInstance's conditions."
-        );
+    match e {
+        FluxError::Timeout { .. } => {
+            let _ = writeln!(
+                out,
+                "\nRaise `timeout` if the cluster is just slow; `debug_on_failure = true` adds the FluxInstance's conditions."
+            );
+        }
+        FluxError::InstanceFailed {
+            reason,
+            message,
+            sources,
+            ..
+        } => {
+            let hint = instance_hint(reason, message);
+            if !hint.is_empty() {
+                let _ = writeln!(out, "\n{hint}");
+            }
+            sources_detail(sources, out);
+        }
+        FluxError::InstanceNotReady { sources, .. } => {
+            sources_detail(sources, out);
+            if !sources.iter().any(SourceState::failing) {
+                let _ = writeln!(
+                    out,
+                    "\nNo sync object reports a failure yet: the operator may still be installing Flux or waiting for it. Give `timeout` room for the chart installs plus the operator's health-check wait, or set `debug_on_failure = true` for the FluxInstance's conditions."
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The sync objects' state, and what to do about the first that fails.
+fn sources_detail(sources: &[SourceState], out: &mut String) {
+    if sources.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nFlux's sync objects:");
+    for s in sources {
+        let _ = writeln!(out, "  - {s}");
+    }
+    if let Some((s, c)) = sources
+        .iter()
+        .filter(|s| s.failing())
+        .find_map(|s| s.ready.as_ref().map(|c| (s, c)))
+    {
+        let hint = object_hint(&s.kind, &c.reason, &c.message);
+        if !hint.is_empty() {
+            let _ = writeln!(out, "\n{hint}");
+        }
     }
 }
 
@@ -44,6 +90,7 @@ pub fn run_diagnostic(err: &RunError, debug: bool, conditions: Option<&str>) -> 
                     "Bootstrap Job cannot run before the CNI".to_owned()
                 }
                 FluxError::InstanceFailed { .. } => "FluxInstance failed".to_owned(),
+                FluxError::InstanceNotReady { .. } => "FluxInstance not Ready".to_owned(),
                 _ => "Flux bootstrap failed".to_owned(),
             }
         }
@@ -52,4 +99,78 @@ pub fn run_diagnostic(err: &RunError, debug: bool, conditions: Option<&str>) -> 
         let _ = writeln!(detail, "\nFluxInstance conditions:\n{c}");
     }
     Diagnostic::error(summary, detail.trim_end().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::cluster::flux::diagnosis::{Condition, OperatorWait};
+
+    fn git(status: &str, reason: &str, message: &str) -> SourceState {
+        SourceState {
+            kind: "GitRepository".into(),
+            namespace: "flux-system".into(),
+            name: "flux-system".into(),
+            ready: Some(Condition {
+                status: status.into(),
+                reason: reason.into(),
+                message: message.into(),
+            }),
+            exists: true,
+        }
+    }
+
+    #[test]
+    fn a_timeout_before_the_operators_verdict_names_the_source_and_the_fix() {
+        let err = RunError::Flux(FluxError::InstanceNotReady {
+            namespace: "flux-system".into(),
+            name: "flux".into(),
+            after: Duration::from_secs(60),
+            last: "Ready=Unknown (Progressing) Reconciliation in progress".into(),
+            operator_wait: OperatorWait::Default,
+            sources: vec![git(
+                "False",
+                "GitOperationFailed",
+                "failed to checkout and determine revision: unable to clone 'ssh://git@github.com/org/infra.git': ssh: handshake failed: ssh: unable to authenticate, attempted methods [none publickey]",
+            )],
+        });
+        let d = run_diagnostic(&err, false, None);
+        assert_eq!(d.summary, "FluxInstance not Ready");
+        for words in [
+            "timed out after 60s waiting for FluxInstance flux-system/flux to be Ready",
+            "reports a failure only after its health-check wait (300s",
+            "GitRepository/flux-system/flux-system is Ready=False (GitOperationFailed)",
+            "register the deploy key's public half (read access)",
+        ] {
+            assert!(d.detail.contains(words), "{words:?} in\n{}", d.detail);
+        }
+        let waiting = RunError::Flux(FluxError::InstanceNotReady {
+            namespace: "flux-system".into(),
+            name: "flux".into(),
+            after: Duration::from_secs(60),
+            last: "no Ready condition yet".into(),
+            operator_wait: OperatorWait::Default,
+            sources: Vec::new(),
+        });
+        let d = run_diagnostic(&waiting, false, None);
+        assert!(d.detail.contains("Give `timeout` room"), "{}", d.detail);
+    }
+
+    #[test]
+    fn the_operators_failure_names_the_source_with_what_to_do() {
+        let err = RunError::Flux(FluxError::InstanceFailed {
+            namespace: "flux-system".into(),
+            name: "flux".into(),
+            reason: "ReconciliationFailed".into(),
+            message: "reconciliation failed: timeout waiting for: [GitRepository/flux-system/flux-system status: 'Failed']\nGitRepository/flux-system/flux-system status: failed to checkout and determine revision: unable to clone 'ssh://git@github.com/org/infra.git': ssh: handshake failed: knownhosts: key mismatch".into(),
+            sources: vec![git("False", "GitOperationFailed", "ssh: handshake failed: knownhosts: key mismatch")],
+        });
+        let d = run_diagnostic(&err, false, None);
+        assert_eq!(d.summary, "FluxInstance failed");
+        assert!(d.detail.contains("ReconciliationFailed"), "{}", d.detail);
+        assert!(d.detail.contains("known_hosts"), "{}", d.detail);
+        assert!(!d.detail.contains("ArtifactFailed"), "{}", d.detail);
+    }
 }

@@ -57,7 +57,7 @@ fn gitops_resources() -> Attribute {
         .nested(
             Nesting::Single,
             vec![
-                Attribute::required("instance_yaml", Type::String, "One `fluxcd.controlplane.io/v1` FluxInstance named `flux`, with its namespace (e.g. `flux-system`)."),
+                Attribute::required("instance_yaml", Type::String, "One `fluxcd.controlplane.io/v1` FluxInstance named `flux`, with its namespace (e.g. `flux-system`): the Flux Operator reconciles only the FluxInstance `flux` in the namespace it runs in, and this resource installs it in that namespace. Another name is a plan error (checked after `${var}` substitution once the variables are known). The CRD requires `spec.distribution.version` and `registry`, and with a `spec.sync` its `kind`, `url`, `ref` and `path`; `spec.sync.interval` defaults to `1m`."),
                 prerequisites,
                 operator,
             ],
@@ -148,9 +148,9 @@ pub fn schema() -> Schema {
                 ),
                 job(),
                 Attribute::required("revision", Type::Number, "Bump to run the whole bootstrap again (drift is repaired without it).").updates(),
-                Attribute::optional("timeout", Type::String, "Budget of one run (chart installs and the FluxInstance wait): a Go duration, e.g. `10m` (default) or `1h30m`, or seconds (`600`)."),
+                Attribute::optional("timeout", Type::String, "Budget of one run (chart installs and the FluxInstance wait): a Go duration, e.g. `10m` (default) or `1h30m`, or seconds (`600`). The Flux Operator reports a failing sync source only after its own health-check wait (5 minutes unless the FluxInstance's annotation `fluxcd.controlplane.io/reconcileTimeout` says otherwise); when `timeout` runs out first, the error gives the sync source's own status and the fix."),
                 Attribute::optional("debug_on_failure", Type::Bool, "On failure, add the bootstrap Job's log and the FluxInstance's conditions to the error."),
-                Attribute::optional("deletion_policy", Type::String, "`keep` (default): destroy removes the bootstrap namespace and leaves Flux running. `uninstall`: also deletes the FluxInstance, the managed objects and the operator (note: a create that failed leaves the resource tainted, and replacing it destroys first, which with `uninstall` removes Flux)."),
+                Attribute::optional("deletion_policy", Type::String, "`keep` (default): destroy removes the bootstrap namespace and leaves Flux running. `uninstall`: also deletes the FluxInstance first, while the operator still runs, and waits until it is gone (the operator's finalizer removes the Flux controllers, CRDs and objects, and keeps the namespace), then the managed objects and the operator (note: a create that failed leaves the resource tainted, and replacing it destroys first, which with `uninstall` removes Flux)."),
                 Attribute {
                     // Not computed: as with `deletion_policy`, the default is applied, not planned.
                     computed: false,
