@@ -23,6 +23,8 @@
 //! - `pod_security`: the real evaluator's messages, namespace levels, a Job refused until privileged
 //! - `rbac`: the real Helm and kubectl print the authorizer's refusals in a Job's log
 //! - `render`: the engine's render Job prints only kinds, needs no API, shows Helm's errors
+//! - `services`: the Service dataplane after the CNI: names in a pod's hosts file, a listener per
+//!   Service port relayed into a Ready endpoint's network namespace, refused without one
 //! - `workloads`: ReplicaFailure until a ServiceAccount exists, rollouts, DaemonSet placement
 
 #[path = "talos/bootstrap.rs"]
@@ -57,5 +59,7 @@ mod pre_cni;
 mod rbac;
 #[path = "talos/render.rs"]
 mod render;
+#[path = "talos/services.rs"]
+mod services;
 #[path = "talos/workloads.rs"]
 mod workloads;

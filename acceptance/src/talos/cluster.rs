@@ -24,6 +24,7 @@ use super::network::{self, Vantage};
 use super::nodes::{self, NodeInfo, Role};
 use super::pki::Usage;
 use super::programs::{self, ImageKind};
+use super::services::Dataplane;
 use super::tools::Tools;
 
 /// Settings of a cluster.
@@ -87,6 +88,8 @@ pub struct Shared {
     ids: AtomicU64,
     node_clients: Mutex<HashMap<String, kube::Client>>,
     kubectl: Option<PathBuf>,
+    /// The Service dataplane of pod-network pods (names, listeners, relays to endpoints).
+    pub services: Arc<Dataplane>,
 }
 
 impl Shared {
@@ -243,7 +246,8 @@ impl Shared {
         [
             "sh", "ash", "sed", "grep", "awk", "cat", "head", "tail", "tr", "cut", "sort", "wc",
             "base64", "echo", "printf", "ls", "id", "env", "mkdir", "rm", "cp", "mv", "sleep",
-            "test", "[",
+            "test", "[", "seq", // the network applets of the busybox and Alpine images
+            "wget", "nc", "httpd", "nslookup",
         ]
         .iter()
         .map(|applet| (busybox.clone(), (*applet).to_owned()))
@@ -334,24 +338,18 @@ impl Shared {
         control_plane::client_from_kubeconfig(&yaml).await
     }
 
-    /// A pod's `/etc`: `hosts` naming the chart repositories (and the renamed Service), a CA
-    /// bundle with the cluster CA, users for the pods' non-root ids.
-    pub fn write_etc(&self, dir: &Path) -> std::io::Result<()> {
+    /// A pod's `/etc`: `hosts` naming the chart repositories, the renamed `kubernetes` Service
+    /// and, for a pod-network pod (`namespace` given), the Services as seen from its namespace
+    /// ([`super::services`]); a CA bundle with the cluster CA, users for the pods' non-root ids.
+    pub fn write_etc(&self, dir: &Path, namespace: Option<&str>) -> std::io::Result<()> {
         if dir.join("hosts").exists() {
             return Ok(());
         }
         std::fs::create_dir_all(dir.join("ssl/certs"))?;
-        let charts = self
-            .charts
-            .as_ref()
-            .map(|(_, h)| h.join(" "))
-            .unwrap_or_default();
-        std::fs::write(
-            dir.join("hosts"),
-            format!(
-                "127.0.0.1\tlocalhost {charts}\n::1\tlocalhost\n127.0.0.2\tkubernetes kubernetes.default kubernetes.default.svc kubernetes.default.svc.cluster.local\n"
-            ),
-        )?;
+        match namespace {
+            Some(namespace) => self.services.write_hosts(dir, namespace)?,
+            None => std::fs::write(dir.join("hosts"), base_hosts(self.charts.as_ref()))?,
+        }
         std::fs::write(dir.join("resolv.conf"), "")?;
         std::fs::write(dir.join("nsswitch.conf"), "hosts: files dns\n")?;
         std::fs::write(
@@ -362,6 +360,15 @@ impl Shared {
         std::fs::write(dir.join("ssl/certs/ca-certificates.crt"), &self.trusted_pem)?;
         Ok(())
     }
+}
+
+/// The `hosts` lines of every pod: localhost, the chart repositories, the renamed `kubernetes`
+/// Service.
+fn base_hosts(charts: Option<&(SocketAddr, Vec<String>)>) -> String {
+    let charts = charts.map(|(_, h)| h.join(" ")).unwrap_or_default();
+    format!(
+        "127.0.0.1\tlocalhost {charts}\n::1\tlocalhost\n127.0.0.2\tkubernetes kubernetes.default kubernetes.default.svc kubernetes.default.svc.cluster.local\n"
+    )
 }
 
 /// The Helm values of the Talos docs' inline-manifest method for Cilium: IPAM `kubernetes`,
@@ -582,6 +589,8 @@ impl TalosCluster {
             })
             .filter(|p| p.is_file());
         let (cni_tx, _) = watch::channel(0);
+        let chart_hosts = Some((charts.addr, charts.hostnames.clone()));
+        let services = Dataplane::new(base_hosts(chart_hosts.as_ref()));
         let shared = Arc::new(Shared {
             dir: plane.dir.path().join("node"),
             logs: LogStore::new(),
@@ -591,7 +600,7 @@ impl TalosCluster {
             server_url: proxy.url(),
             ca_pem: plane.pki.ca_pem.clone(),
             trusted_pem: format!("{}{}", plane.pki.ca_pem, charts.ca_pem),
-            charts: Some((charts.addr, charts.hostnames.clone())),
+            charts: chart_hosts,
             kubeprism: config.kubeprism,
             kube_proxy_ready: Mutex::new(HashSet::new()),
             nodes: infos.clone(),
@@ -601,9 +610,11 @@ impl TalosCluster {
             ids: AtomicU64::new(1),
             node_clients: Mutex::new(HashMap::new()),
             kubectl,
+            services: services.clone(),
         });
         std::fs::create_dir_all(&shared.dir)?;
         let stop = CancellationToken::new();
+        tokio::spawn(services.run(plane.client().await?, stop.child_token()));
         let mut cluster = TalosCluster {
             plane,
             proxy,

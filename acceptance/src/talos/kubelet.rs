@@ -317,6 +317,9 @@ impl PodWorker {
 
     async fn finish_deletion(&self) {
         let pod = self.current();
+        if let Some(uid) = &pod.metadata.uid {
+            self.kubelet.shared.services.unregister_pod(uid);
+        }
         let pods: Api<Pod> = Api::namespaced(self.kubelet.client.clone(), &self.namespace());
         let params = DeleteParams {
             grace_period_seconds: Some(0),
@@ -383,6 +386,12 @@ impl PodWorker {
                 }
             }
         };
+        // The Service dataplane: every pod is an endpoint; a pod-network pod also a client.
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let etc = (!host_network).then(|| shared.dir.join("pods").join(&uid).join("etc"));
+        shared
+            .services
+            .register_pod(&uid, &self.namespace(), &netns, etc);
         let volumes = match self.volumes(&cancel).await {
             Some(v) => v,
             None => return,
@@ -1399,7 +1408,9 @@ async fn start_program(
             let base = shared.dir.join("pods").join(&uid);
             let root = base.join(format!("{}-{}", spec.name, shared.next_id()));
             let etc = base.join("etc");
-            if let Err(e) = std::fs::create_dir_all(&root).and_then(|_| shared.write_etc(&etc)) {
+            if let Err(e) = std::fs::create_dir_all(&root)
+                .and_then(|_| shared.write_etc(&etc, (!ctx.host_network).then_some(ns.as_str())))
+            {
                 return Exit::start_error(format!("{RUNC}: {e}"));
             }
             let mut mounts = Vec::new();

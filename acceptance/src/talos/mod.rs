@@ -21,6 +21,7 @@ pub mod pki;
 pub mod process;
 pub mod programs;
 pub mod sandbox;
+pub mod services;
 pub mod shared;
 pub mod tools;
 
