@@ -1,8 +1,10 @@
 //! `talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism]
-//! [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14]`:
+//! [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14]
+//! [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE]`:
 //! runs a Talos cluster on the real control plane (the binaries `scripts/install-tools.sh` builds)
 //! until SIGINT/SIGTERM, after writing an admin kubeconfig to PATH (through the fault proxy, as
-//! tests get it).
+//! tests get it). The Git flags serve each DIR's files as the `main` branch of the SSH
+//! repository URL names, its host resolved inside pods only (`talos::git`).
 //!
 //! `talos-sim upgrade-k8s --kubeconfig PATH --inline-manifests NAMES [--manifests-no-prune]
 //! [--manifests-inventory-policy POLICY]`: the manifest sync of `talosctl upgrade-k8s` against a
@@ -11,10 +13,11 @@
 
 use std::path::PathBuf;
 
+use talos_sim::talos::git::GitConfig;
 use talos_sim::talos::manifests::{self, InventoryPolicy, UpgradeOptions};
 use talos_sim::talos::{TalosCluster, TalosConfig, TalosVersion};
 
-const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14]
+const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14] [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE]
        talos-sim upgrade-k8s --kubeconfig PATH --inline-manifests NAMES [--manifests-no-prune] [--manifests-inventory-policy MustMatch|AdoptIfNoInventory|AdoptAll]";
 
 /// What the command line asks for.
@@ -101,6 +104,12 @@ fn parse_serve(args: &[String]) -> anyhow::Result<(TalosConfig, PathBuf)> {
             "--no-pod-security" => config.pod_security = false,
             "--inline-cilium" => config.inline_cilium = Some(value()?),
             "--talos-version" => config.talos_version = TalosVersion::parse(&value()?)?,
+            "--git-repository" => config
+                .git
+                .repositories
+                .push(GitConfig::parse_repository(&value()?)?),
+            "--git-authorized-key" => config.git.authorized_keys.push(PathBuf::from(value()?)),
+            "--git-known-hosts-out" => config.git.known_hosts_out = Some(PathBuf::from(value()?)),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);

@@ -6,6 +6,8 @@
 //! - `control_plane`: versions, start time and memory, Pod Security and RBAC refusals by the real server
 //! - `pods`: the kubelet: pre-CNI networking, real Helm through KubePrism, `kubectl logs` through
 //!   the real apiserver, image pulls, restarts, deletion
+//! - `git`: Git on loopback: the hosts users name resolve inside pods to the SSH git-server; a pod's
+//!   git clones with an authorized key, sees a new commit, is refused once the key is revoked
 //! - `helm`: release records written by the real Helm, read by the provider
 //! - `faults`: the fault proxy in front of the apiserver: identities pass, faults are bounded
 //! - `bootstrap`: KubePrism off: its override is refused, the control plane's own address works
@@ -39,6 +41,8 @@ mod control_plane;
 mod engine;
 #[path = "talos/faults.rs"]
 mod faults;
+#[path = "talos/git.rs"]
+mod git;
 #[path = "talos/helm.rs"]
 mod helm;
 #[path = "talos/inputs.rs"]

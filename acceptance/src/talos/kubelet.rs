@@ -630,6 +630,15 @@ async fn materialize(
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        // The files' mode: the volume's `defaultMode` (an SSH client refuses a private key
+        // that others may read), else 0644.
+        let mode = volume
+            .secret
+            .as_ref()
+            .and_then(|s| s.default_mode)
+            .or(volume.config_map.as_ref().and_then(|c| c.default_mode))
+            .or(volume.projected.as_ref().and_then(|p| p.default_mode))
+            .map_or(0o644, |m| (m & 0o777) as u32);
         if let Some(cm) = &volume.config_map {
             files.extend(
                 configmap_files(
@@ -715,7 +724,7 @@ async fn materialize(
                 std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
             }
             std::fs::write(&file, bytes).map_err(|e| e.to_string())?;
-            set_mode(&file, 0o644);
+            set_mode(&file, mode);
             if let Some(gid) = fs_group {
                 chown(&file, gid);
             }

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod control_plane;
 pub mod emulated;
 pub mod fault_proxy;
+pub mod git;
 pub mod kubelet;
 pub mod kubelet_logs;
 pub mod manifests;
