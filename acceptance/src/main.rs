@@ -245,6 +245,50 @@ mod tests {
     }
 
     #[test]
+    fn parses_git_flags() {
+        let args: Vec<String> = "serve --kubeconfig /k --git-repository ssh://git@github.com/acme/fleet.git=/src/fleet --git-repository ssh://git@gitea.example.internal:2222/infra/fleet=/src/old --git-authorized-key /keys/a.pub --git-authorized-key /keys/b.pub --git-known-hosts-out /tmp/known_hosts"
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        let Command::Serve(config, _) = parse(&args).unwrap() else {
+            panic!("serve");
+        };
+        assert_eq!(
+            config.git.repositories,
+            vec![
+                (
+                    "ssh://git@github.com/acme/fleet.git".to_owned(),
+                    PathBuf::from("/src/fleet")
+                ),
+                (
+                    "ssh://git@gitea.example.internal:2222/infra/fleet".to_owned(),
+                    PathBuf::from("/src/old")
+                ),
+            ]
+        );
+        assert_eq!(config.git.authorized_keys.len(), 2);
+        assert_eq!(
+            config.git.known_hosts_out,
+            Some(PathBuf::from("/tmp/known_hosts"))
+        );
+        let https: Vec<String> = [
+            "serve",
+            "--kubeconfig",
+            "/k",
+            "--git-repository",
+            "https://github.com/a/b=/d",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert!(
+            parse(&https)
+                .unwrap_err()
+                .to_string()
+                .contains("only SSH Git URLs")
+        );
+    }
+
+    #[test]
     fn parses_upgrade_k8s_flags() {
         let args = |line: &str| -> Vec<String> { line.split(' ').map(String::from).collect() };
         let parsed = parse(&args(
