@@ -29,6 +29,9 @@ pub struct GitConfig {
     pub authorized_keys: Vec<PathBuf>,
     /// Where to write the `known_hosts` lines of every served host.
     pub known_hosts_out: Option<PathBuf>,
+    /// Hosts whose server refuses pushes (`git-server --read-only`), as the seeds' read-only
+    /// backup source (`backup.example.internal`).
+    pub read_only_hosts: Vec<String>,
 }
 
 impl GitConfig {
@@ -217,6 +220,13 @@ impl GitServers {
                 .arg(&managed);
             for key in &config.authorized_keys {
                 command.arg("--authorized-key").arg(key);
+            }
+            if config
+                .read_only_hosts
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(&name))
+            {
+                command.arg("--read-only");
             }
             command
                 .stdin(Stdio::null())

@@ -84,6 +84,7 @@ async fn pods_clone_over_ssh_from_the_hosts_users_name() {
             ],
             authorized_keys: Vec::new(),
             known_hosts_out: Some(known_hosts.clone()),
+            read_only_hosts: vec!["backup.example.internal".into()],
         },
         ..TalosConfig::default()
     })
@@ -152,6 +153,36 @@ async fn pods_clone_over_ssh_from_the_hosts_users_name() {
         "{listed} {:?}",
         out
     );
+
+    // A push reaches GitHub's repository; the backup host refuses it (read-only).
+    let ssh = format!(
+        "ssh -i {} -o UserKnownHostsFile={} -o StrictHostKeyChecking=yes -o BatchMode=yes",
+        dir.path().join("deploy").display(),
+        machine_hosts.display()
+    );
+    let work = dir.path().join("work");
+    let sh = |script: String| {
+        std::process::Command::new("sh")
+            .args(["-c", &script])
+            .env("GIT_SSH_COMMAND", &ssh)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap()
+    };
+    let pushed = sh(format!(
+        "git clone -q {github} {w} && cd {w} && echo three > three && git add three && git -c user.name=t -c user.email=t@t commit -qm three && git push -q origin main",
+        github = git.machine_url(GITHUB).unwrap(),
+        w = work.display()
+    ));
+    assert!(pushed.status.success(), "{pushed:?}");
+    assert_ne!(git.head(GITHUB).await.unwrap(), next);
+    let refused = sh(format!(
+        "cd {w} && git push -q {backup} main",
+        backup = git.machine_url(BACKUP).unwrap(),
+        w = work.display()
+    ));
+    assert!(!refused.status.success(), "{refused:?}");
+    assert_eq!(git.head(BACKUP).await.unwrap(), head);
 
     // The key revoked: OpenSSH's refusal, from inside the pod.
     git.revoke(&public).unwrap();
