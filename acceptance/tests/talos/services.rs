@@ -137,6 +137,27 @@ async fn pods_reach_a_service_by_name_and_are_refused_without_endpoints() {
     .await;
     let log = log_of(&cluster, "later").await;
     assert_eq!(common::phase(&later), "Succeeded", "{log}");
+    assert_eq!(log.matches("hello-from-web").count(), 2, "{log}");
+
+    // A Go program (kubectl) resolves the fully qualified name with its trailing dot from the
+    // hosts file, as source-controller's `--storage-adv-addr` default is written.
+    let go: Pod = from_json(json!({
+        "metadata": {"name": "go-client"},
+        "spec": {
+            "restartPolicy": "Never",
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "bitnami/kubectl:1.33",
+                "args": ["--server", "http://web.svc-test.svc.cluster.local.", "get", "--raw", "/index.html"]}],
+        },
+    }));
+    pods.create(&post, &go).await.expect("go client");
+    let go = common::wait_pod(&client, NS, "go-client", 60, |p| {
+        matches!(common::phase(p), "Succeeded" | "Failed")
+    })
+    .await;
+    let log = log_of(&cluster, "go-client").await;
+    assert_eq!(common::phase(&go), "Succeeded", "{log}");
+    assert!(log.contains("hello-from-web"), "{log}");
 
     // The server pod is gone: no Ready endpoint, connection refused.
     pods.delete("web", &DeleteParams::default())
