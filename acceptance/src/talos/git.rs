@@ -231,7 +231,7 @@ impl GitServers {
             command
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
+                .stderr(Stdio::piped())
                 .kill_on_drop(true);
             super::process::tie_to_parent(&mut command);
             let mut child = command.spawn()?;
@@ -239,11 +239,21 @@ impl GitServers {
                 .stdout
                 .take()
                 .ok_or_else(|| anyhow::anyhow!("git-server has no stdout"))?;
+            // Its log (connections, commands, refused keys) at debug level, off the tests' output.
+            if let Some(stderr) = child.stderr.take() {
+                let host = name.clone();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(%host, "{line}");
+                    }
+                });
+            }
             let mut lines = tokio::io::BufReader::new(stdout).lines();
             let line = tokio::time::timeout(std::time::Duration::from_secs(20), lines.next_line())
                 .await
                 .map_err(|_| anyhow::anyhow!("git-server for {name} did not start in 20 s"))??
-                .ok_or_else(|| anyhow::anyhow!("git-server for {name} exited at start"))?;
+                .ok_or_else(|| anyhow::anyhow!("git-server for {name} exited at start (its stderr is logged at debug level: RUST_LOG=talos_sim=debug)"))?;
             let mut words = line.split_whitespace();
             let (Some("listening"), Some(addr), Some(kind), Some(key)) =
                 (words.next(), words.next(), words.next(), words.next())

@@ -32,12 +32,12 @@ fn keygen(dir: &std::path::Path, name: &str) -> (String, String) {
     )
 }
 
-/// A host-network pod (no CNI needed) that runs `script` with the Secret `keys` at `/keys`.
-fn client(name: &str, script: &str) -> Pod {
+/// A pod (host network: no CNI needed) that runs `script` with the Secret `keys` at `/keys`.
+fn client(name: &str, host_network: bool, script: &str) -> Pod {
     from_json(json!({
         "metadata": {"name": name},
         "spec": {
-            "hostNetwork": true,
+            "hostNetwork": host_network,
             "restartPolicy": "Never",
             "tolerations": [{"operator": "Exists"}],
             "volumes": [{"name": "keys", "secret": {"secretName": "keys", "defaultMode": 256}}],
@@ -54,10 +54,14 @@ async fn run(
     cluster: &talos_sim::talos::TalosCluster,
     client: &kube::Client,
     name: &str,
+    host_network: bool,
     script: &str,
 ) -> (bool, String) {
     Api::<Pod>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &self::client(name, script))
+        .create(
+            &PostParams::default(),
+            &self::client(name, host_network, script),
+        )
         .await
         .expect("pod");
     let pod = common::wait_pod(client, NS, name, 90, |p| {
@@ -113,7 +117,7 @@ async fn pods_clone_over_ssh_from_the_hosts_users_name() {
     let clone = format!(
         "git ls-remote {GITHUB} && mkdir -p /tmp && git clone -q {GITHUB} /tmp/fleet && cat /tmp/fleet/clusters/staging/app.yaml && git ls-remote {BACKUP}"
     );
-    let (ok, log) = run(&cluster, &client, "clone", &clone).await;
+    let (ok, log) = run(&cluster, &client, "clone", true, &clone).await;
     assert!(ok, "{log}");
     assert!(log.contains(&format!("{head}\tHEAD")), "{log}");
     assert!(log.contains("app: one"), "{log}");
@@ -122,6 +126,19 @@ async fn pods_clone_over_ssh_from_the_hosts_users_name() {
         4,
         "both hosts serve the commit: {log}"
     );
+
+    // From a pod's own network (Flux's controllers run there) once the CNI is up.
+    common::cni_up(&cluster, &client).await;
+    let (ok, log) = run(
+        &cluster,
+        &client,
+        "pod-network",
+        false,
+        &format!("git ls-remote {GITHUB}"),
+    )
+    .await;
+    assert!(ok, "{log}");
+    assert!(log.contains(&format!("{head}\tHEAD")), "{log}");
 
     // A new commit; the test's own git on the machine sees it too.
     let next = git
@@ -190,6 +207,7 @@ async fn pods_clone_over_ssh_from_the_hosts_users_name() {
         &cluster,
         &client,
         "revoked",
+        true,
         &format!("git ls-remote {GITHUB} 2>&1"),
     )
     .await;

@@ -11,39 +11,6 @@ use super::common::{self, eventually, from_json};
 
 const NS: &str = "svc-test";
 
-/// An emulated Cilium agent on every node: the nodes' CNI comes up.
-async fn cni_up(cluster: &talos_sim::talos::TalosCluster, client: &kube::Client) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
-    for node in cluster.nodes() {
-        let pod: Pod = from_json(json!({
-            "metadata": {"name": format!("cilium-{}", node.name)},
-            "spec": {
-                "nodeName": node.name,
-                "hostNetwork": true,
-                "tolerations": [{"operator": "Exists"}],
-                "containers": [{
-                    "name": "cilium-agent",
-                    "image": "quay.io/cilium/cilium:v1.18.4",
-                    "command": ["cilium-agent"],
-                    "env": [{"name": "KUBERNETES_SERVICE_HOST", "value": "localhost"},
-                            {"name": "KUBERNETES_SERVICE_PORT", "value": "7445"}],
-                }],
-            },
-        }));
-        pods.create(&PostParams::default(), &pod)
-            .await
-            .expect("agent");
-    }
-    eventually(60, "the CNI on every node", || async {
-        cluster
-            .nodes()
-            .iter()
-            .all(|n| cluster.shared.cni_ready(&n.name))
-            .then_some(())
-    })
-    .await;
-}
-
 /// A pod of `image` running `script` once. The clients run Debian's userland (the host's GNU
 /// wget): the static glibc busybox installed here crashes resolving names from `/etc/hosts`,
 /// which Alpine's musl busybox does not.
@@ -71,7 +38,7 @@ async fn log_of(cluster: &talos_sim::talos::TalosCluster, pod: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn pods_reach_a_service_by_name_and_are_refused_without_endpoints() {
     let (cluster, client) = common::start().await;
-    cni_up(&cluster, &client).await;
+    common::cni_up(&cluster, &client).await;
     common::privileged_namespace(&client, NS).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let post = PostParams::default();
