@@ -1,7 +1,8 @@
 //! The Talos layer over a real Kubernetes control plane: the real etcd, kube-apiserver,
 //! kube-controller-manager and kube-scheduler (built by `scripts/install-tools.sh`), and around
 //! them what Talos and the programs that cannot run here are: nodes, kubelets, KubePrism, the
-//! network before the CNI, the chart repositories, emulated Cilium and Flux Operator.
+//! network before the CNI, the Service dataplane after it, the chart repositories, Git over SSH
+//! on loopback, emulated Cilium and Flux Operator.
 //!
 //! Everything in this module acts on the cluster through the Kubernetes API (`kube`), as the
 //! real node components do; nothing reads or writes etcd.
