@@ -1,8 +1,10 @@
 //! `talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism]
-//! [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14]`:
+//! [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14]
+//! [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]...`:
 //! runs a Talos cluster on the real control plane (the binaries `scripts/install-tools.sh` builds)
 //! until SIGINT/SIGTERM, after writing an admin kubeconfig to PATH (through the fault proxy, as
-//! tests get it).
+//! tests get it). The Git flags serve each DIR's files as the `main` branch of the SSH
+//! repository URL names, its host resolved inside pods only (`talos::git`).
 //!
 //! `talos-sim upgrade-k8s --kubeconfig PATH --inline-manifests NAMES [--manifests-no-prune]
 //! [--manifests-inventory-policy POLICY]`: the manifest sync of `talosctl upgrade-k8s` against a
@@ -11,10 +13,11 @@
 
 use std::path::PathBuf;
 
+use talos_sim::talos::git::GitConfig;
 use talos_sim::talos::manifests::{self, InventoryPolicy, UpgradeOptions};
 use talos_sim::talos::{TalosCluster, TalosConfig, TalosVersion};
 
-const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14]
+const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14] [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]...
        talos-sim upgrade-k8s --kubeconfig PATH --inline-manifests NAMES [--manifests-no-prune] [--manifests-inventory-policy MustMatch|AdoptIfNoInventory|AdoptAll]";
 
 /// What the command line asks for.
@@ -101,6 +104,13 @@ fn parse_serve(args: &[String]) -> anyhow::Result<(TalosConfig, PathBuf)> {
             "--no-pod-security" => config.pod_security = false,
             "--inline-cilium" => config.inline_cilium = Some(value()?),
             "--talos-version" => config.talos_version = TalosVersion::parse(&value()?)?,
+            "--git-repository" => config
+                .git
+                .repositories
+                .push(GitConfig::parse_repository(&value()?)?),
+            "--git-authorized-key" => config.git.authorized_keys.push(PathBuf::from(value()?)),
+            "--git-known-hosts-out" => config.git.known_hosts_out = Some(PathBuf::from(value()?)),
+            "--git-read-only-host" => config.git.read_only_hosts.push(value()?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -232,6 +242,51 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("unknown argument \"--simulated\"")
+        );
+    }
+
+    #[test]
+    fn parses_git_flags() {
+        let args: Vec<String> = "serve --kubeconfig /k --git-repository ssh://git@github.com/acme/fleet.git=/src/fleet --git-repository ssh://git@gitea.example.internal:2222/infra/fleet=/src/old --git-authorized-key /keys/a.pub --git-authorized-key /keys/b.pub --git-known-hosts-out /tmp/known_hosts --git-read-only-host backup.example.internal"
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        let Command::Serve(config, _) = parse(&args).unwrap() else {
+            panic!("serve");
+        };
+        assert_eq!(
+            config.git.repositories,
+            vec![
+                (
+                    "ssh://git@github.com/acme/fleet.git".to_owned(),
+                    PathBuf::from("/src/fleet")
+                ),
+                (
+                    "ssh://git@gitea.example.internal:2222/infra/fleet".to_owned(),
+                    PathBuf::from("/src/old")
+                ),
+            ]
+        );
+        assert_eq!(config.git.authorized_keys.len(), 2);
+        assert_eq!(config.git.read_only_hosts, vec!["backup.example.internal"]);
+        assert_eq!(
+            config.git.known_hosts_out,
+            Some(PathBuf::from("/tmp/known_hosts"))
+        );
+        let https: Vec<String> = [
+            "serve",
+            "--kubeconfig",
+            "/k",
+            "--git-repository",
+            "https://github.com/a/b=/d",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert!(
+            parse(&https)
+                .unwrap_err()
+                .to_string()
+                .contains("only SSH Git URLs")
         );
     }
 

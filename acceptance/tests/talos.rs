@@ -6,6 +6,8 @@
 //! - `control_plane`: versions, start time and memory, Pod Security and RBAC refusals by the real server
 //! - `pods`: the kubelet: pre-CNI networking, real Helm through KubePrism, `kubectl logs` through
 //!   the real apiserver, image pulls, restarts, deletion
+//! - `git`: Git on loopback: the hosts users name resolve inside pods to the SSH git-server; a pod's
+//!   git clones with an authorized key, sees a new commit, is refused once the key is revoked
 //! - `helm`: release records written by the real Helm, read by the provider
 //! - `faults`: the fault proxy in front of the apiserver: identities pass, faults are bounded
 //! - `bootstrap`: KubePrism off: its override is refused, the control plane's own address works
@@ -23,6 +25,8 @@
 //! - `pod_security`: the real evaluator's messages, namespace levels, a Job refused until privileged
 //! - `rbac`: the real Helm and kubectl print the authorizer's refusals in a Job's log
 //! - `render`: the engine's render Job prints only kinds, needs no API, shows Helm's errors
+//! - `services`: the Service dataplane after the CNI: names in a pod's hosts file, a listener per
+//!   Service port relayed into a Ready endpoint's network namespace, refused without one
 //! - `workloads`: ReplicaFailure until a ServiceAccount exists, rollouts, DaemonSet placement
 
 #[path = "talos/bootstrap.rs"]
@@ -37,6 +41,8 @@ mod control_plane;
 mod engine;
 #[path = "talos/faults.rs"]
 mod faults;
+#[path = "talos/git.rs"]
+mod git;
 #[path = "talos/helm.rs"]
 mod helm;
 #[path = "talos/inputs.rs"]
@@ -57,5 +63,7 @@ mod pre_cni;
 mod rbac;
 #[path = "talos/render.rs"]
 mod render;
+#[path = "talos/services.rs"]
+mod services;
 #[path = "talos/workloads.rs"]
 mod workloads;

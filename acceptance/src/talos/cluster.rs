@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::control_plane::{self, ControlPlane, ControlPlaneOptions};
 use super::fault_proxy::{FaultProxy, FaultProxyConfig};
+use super::git::{GitConfig, GitServers};
 use super::kubelet::Kubelet;
 use super::kubelet_logs::{KubeletLogServer, LogStore};
 use super::manifests::{self, InlineManifest, TalosVersion};
@@ -24,6 +25,7 @@ use super::network::{self, Vantage};
 use super::nodes::{self, NodeInfo, Role};
 use super::pki::Usage;
 use super::programs::{self, ImageKind};
+use super::services::Dataplane;
 use super::tools::Tools;
 
 /// Settings of a cluster.
@@ -46,6 +48,9 @@ pub struct TalosConfig {
     pub inline_cilium: Option<String>,
     /// The Talos version whose manifest handling the node layer follows (1.13+: the inventory).
     pub talos_version: TalosVersion,
+    /// Git repositories served over SSH on loopback, their hosts resolved inside pods
+    /// ([`super::git`]).
+    pub git: GitConfig,
 }
 
 impl Default for TalosConfig {
@@ -60,6 +65,7 @@ impl Default for TalosConfig {
             controller_manager_flags: Vec::new(),
             inline_cilium: None,
             talos_version: TalosVersion::default(),
+            git: GitConfig::default(),
         }
     }
 }
@@ -87,6 +93,12 @@ pub struct Shared {
     ids: AtomicU64,
     node_clients: Mutex<HashMap<String, kube::Client>>,
     kubectl: Option<PathBuf>,
+    /// The Service dataplane of pod-network pods (names, listeners, relays to endpoints).
+    pub services: Arc<Dataplane>,
+    /// The `hosts` lines of every pod (see [`base_hosts`]).
+    base_hosts: String,
+    /// The Git hosts' relays: (listen in the pod, the server on the machine).
+    git_relays: Vec<(SocketAddr, SocketAddr)>,
 }
 
 impl Shared {
@@ -158,6 +170,10 @@ impl Shared {
         if let Some((charts, _)) = &self.charts {
             relays.push(relay("127.0.0.1:443", *charts));
         }
+        relays.extend(self.git_relays.iter().map(|(listen, target)| Relay {
+            listen: *listen,
+            target: *target,
+        }));
         if let Some(node) = host_network {
             if let Some(port) = self.kubeprism {
                 relays.push(relay(&format!("127.0.0.1:{port}"), self.apiserver));
@@ -243,7 +259,8 @@ impl Shared {
         [
             "sh", "ash", "sed", "grep", "awk", "cat", "head", "tail", "tr", "cut", "sort", "wc",
             "base64", "echo", "printf", "ls", "id", "env", "mkdir", "rm", "cp", "mv", "sleep",
-            "test", "[",
+            "test", "[", "seq", // the network applets of the busybox and Alpine images
+            "wget", "nc", "httpd", "nslookup",
         ]
         .iter()
         .map(|applet| (busybox.clone(), (*applet).to_owned()))
@@ -334,24 +351,18 @@ impl Shared {
         control_plane::client_from_kubeconfig(&yaml).await
     }
 
-    /// A pod's `/etc`: `hosts` naming the chart repositories (and the renamed Service), a CA
-    /// bundle with the cluster CA, users for the pods' non-root ids.
-    pub fn write_etc(&self, dir: &Path) -> std::io::Result<()> {
+    /// A pod's `/etc`: `hosts` naming the chart repositories, the renamed `kubernetes` Service
+    /// and, for a pod-network pod (`namespace` given), the Services as seen from its namespace
+    /// ([`super::services`]); a CA bundle with the cluster CA, users for the pods' non-root ids.
+    pub fn write_etc(&self, dir: &Path, namespace: Option<&str>) -> std::io::Result<()> {
         if dir.join("hosts").exists() {
             return Ok(());
         }
         std::fs::create_dir_all(dir.join("ssl/certs"))?;
-        let charts = self
-            .charts
-            .as_ref()
-            .map(|(_, h)| h.join(" "))
-            .unwrap_or_default();
-        std::fs::write(
-            dir.join("hosts"),
-            format!(
-                "127.0.0.1\tlocalhost {charts}\n::1\tlocalhost\n127.0.0.2\tkubernetes kubernetes.default kubernetes.default.svc kubernetes.default.svc.cluster.local\n"
-            ),
-        )?;
+        match namespace {
+            Some(namespace) => self.services.write_hosts(dir, namespace)?,
+            None => std::fs::write(dir.join("hosts"), &self.base_hosts)?,
+        }
         std::fs::write(dir.join("resolv.conf"), "")?;
         std::fs::write(dir.join("nsswitch.conf"), "hosts: files dns\n")?;
         std::fs::write(
@@ -362,6 +373,16 @@ impl Shared {
         std::fs::write(dir.join("ssl/certs/ca-certificates.crt"), &self.trusted_pem)?;
         Ok(())
     }
+}
+
+/// The `hosts` lines of every pod: localhost, the chart repositories, the renamed `kubernetes`
+/// Service, the Git hosts.
+fn base_hosts(charts: Option<&(SocketAddr, Vec<String>)>, git: Option<&GitServers>) -> String {
+    let charts = charts.map(|(_, h)| h.join(" ")).unwrap_or_default();
+    let git = git.map(GitServers::hosts_lines).unwrap_or_default();
+    format!(
+        "127.0.0.1\tlocalhost {charts}\n::1\tlocalhost\n127.0.0.2\tkubernetes kubernetes.default kubernetes.default.svc kubernetes.default.svc.cluster.local\n{git}"
+    )
 }
 
 /// The Helm values of the Talos docs' inline-manifest method for Cilium: IPAM `kubernetes`,
@@ -391,6 +412,8 @@ pub struct TalosCluster {
     stop: CancellationToken,
     _log_servers: Vec<KubeletLogServer>,
     _host_netns: Vec<Arc<NetNs>>,
+    /// The Git servers of [`TalosConfig::git`].
+    git: Option<GitServers>,
     /// From the first process started to every node registered and its kubelet running.
     pub started_in: Duration,
 }
@@ -582,6 +605,14 @@ impl TalosCluster {
             })
             .filter(|p| p.is_file());
         let (cni_tx, _) = watch::channel(0);
+        let chart_hosts = Some((charts.addr, charts.hostnames.clone()));
+        let git = if config.git.is_empty() {
+            None
+        } else {
+            Some(GitServers::start(&config.git).await?)
+        };
+        let hosts = base_hosts(chart_hosts.as_ref(), git.as_ref());
+        let services = Dataplane::new(hosts.clone());
         let shared = Arc::new(Shared {
             dir: plane.dir.path().join("node"),
             logs: LogStore::new(),
@@ -591,7 +622,7 @@ impl TalosCluster {
             server_url: proxy.url(),
             ca_pem: plane.pki.ca_pem.clone(),
             trusted_pem: format!("{}{}", plane.pki.ca_pem, charts.ca_pem),
-            charts: Some((charts.addr, charts.hostnames.clone())),
+            charts: chart_hosts,
             kubeprism: config.kubeprism,
             kube_proxy_ready: Mutex::new(HashSet::new()),
             nodes: infos.clone(),
@@ -601,9 +632,13 @@ impl TalosCluster {
             ids: AtomicU64::new(1),
             node_clients: Mutex::new(HashMap::new()),
             kubectl,
+            services: services.clone(),
+            base_hosts: hosts,
+            git_relays: git.as_ref().map(GitServers::relays).unwrap_or_default(),
         });
         std::fs::create_dir_all(&shared.dir)?;
         let stop = CancellationToken::new();
+        tokio::spawn(services.run(plane.client().await?, stop.child_token()));
         let mut cluster = TalosCluster {
             plane,
             proxy,
@@ -613,6 +648,7 @@ impl TalosCluster {
             stop: stop.clone(),
             _log_servers: Vec::new(),
             _host_netns: Vec::new(),
+            git,
             started_in: Duration::ZERO,
         };
         for info in &infos {
@@ -778,6 +814,12 @@ impl TalosCluster {
     /// The API endpoint users get (the fault proxy's).
     pub fn server_url(&self) -> String {
         self.proxy.url()
+    }
+
+    /// The Git servers ([`TalosConfig::git`]): commit to a repository, its head, the
+    /// `known_hosts` lines, keys authorized or revoked at run time. `None` without repositories.
+    pub fn git(&self) -> Option<&GitServers> {
+        self.git.as_ref()
     }
 
     /// The faults the proxy injects between the clients and the apiserver.

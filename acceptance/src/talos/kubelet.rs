@@ -317,6 +317,9 @@ impl PodWorker {
 
     async fn finish_deletion(&self) {
         let pod = self.current();
+        if let Some(uid) = &pod.metadata.uid {
+            self.kubelet.shared.services.unregister_pod(uid);
+        }
         let pods: Api<Pod> = Api::namespaced(self.kubelet.client.clone(), &self.namespace());
         let params = DeleteParams {
             grace_period_seconds: Some(0),
@@ -383,6 +386,12 @@ impl PodWorker {
                 }
             }
         };
+        // The Service dataplane: every pod is an endpoint; a pod-network pod also a client.
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let etc = (!host_network).then(|| shared.dir.join("pods").join(&uid).join("etc"));
+        shared
+            .services
+            .register_pod(&uid, &self.namespace(), &netns, etc);
         let volumes = match self.volumes(&cancel).await {
             Some(v) => v,
             None => return,
@@ -621,6 +630,15 @@ async fn materialize(
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        // The files' mode: the volume's `defaultMode` (an SSH client refuses a private key
+        // that others may read), else 0644.
+        let mode = volume
+            .secret
+            .as_ref()
+            .and_then(|s| s.default_mode)
+            .or(volume.config_map.as_ref().and_then(|c| c.default_mode))
+            .or(volume.projected.as_ref().and_then(|p| p.default_mode))
+            .map_or(0o644, |m| (m & 0o777) as u32);
         if let Some(cm) = &volume.config_map {
             files.extend(
                 configmap_files(
@@ -706,7 +724,7 @@ async fn materialize(
                 std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
             }
             std::fs::write(&file, bytes).map_err(|e| e.to_string())?;
-            set_mode(&file, 0o644);
+            set_mode(&file, mode);
             if let Some(gid) = fs_group {
                 chown(&file, gid);
             }
@@ -1399,7 +1417,9 @@ async fn start_program(
             let base = shared.dir.join("pods").join(&uid);
             let root = base.join(format!("{}-{}", spec.name, shared.next_id()));
             let etc = base.join("etc");
-            if let Err(e) = std::fs::create_dir_all(&root).and_then(|_| shared.write_etc(&etc)) {
+            if let Err(e) = std::fs::create_dir_all(&root)
+                .and_then(|_| shared.write_etc(&etc, (!ctx.host_network).then_some(ns.as_str())))
+            {
                 return Exit::start_error(format!("{RUNC}: {e}"));
             }
             let mut mounts = Vec::new();

@@ -74,6 +74,71 @@ impl NetNs {
     pub fn raw_fd(&self) -> i32 {
         self.fd.as_raw_fd()
     }
+
+    /// Runs `work` on a short-lived thread that has joined this namespace: the sockets it
+    /// creates (listeners, connections) belong to the namespace and keep working from any
+    /// thread once handed back.
+    pub async fn within<T, F>(&self, work: F) -> std::io::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> std::io::Result<T> + Send + 'static,
+    {
+        let fd = self.fd.try_clone()?;
+        tokio::task::spawn_blocking(move || {
+            std::thread::spawn(move || {
+                // SAFETY: setns(2) of this thread, which is ours and ends after `work`.
+                if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                work()
+            })
+            .join()
+            .map_err(|_| std::io::Error::other("the namespace thread panicked"))?
+        })
+        .await
+        .map_err(std::io::Error::other)?
+    }
+
+    /// A TCP connection to `addr` made from inside this namespace (a pod's own loopback).
+    pub async fn connect(&self, addr: SocketAddr) -> std::io::Result<TcpStream> {
+        let stream = self
+            .within(move || {
+                let stream =
+                    std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5))?;
+                stream.set_nonblocking(true)?;
+                Ok(stream)
+            })
+            .await?;
+        TcpStream::from_std(stream)
+    }
+
+    /// Listeners bound inside this namespace, one per address.
+    pub async fn bind(
+        &self,
+        addrs: Vec<SocketAddr>,
+    ) -> std::io::Result<Vec<std::io::Result<TcpListener>>> {
+        let bound = self
+            .within(move || {
+                Ok(addrs
+                    .into_iter()
+                    .map(|addr| {
+                        let listener = std::net::TcpListener::bind(addr)?;
+                        listener.set_nonblocking(true)?;
+                        Ok(listener)
+                    })
+                    .collect::<Vec<std::io::Result<std::net::TcpListener>>>())
+            })
+            .await?;
+        Ok(bound
+            .into_iter()
+            .map(|l| l.and_then(TcpListener::from_std))
+            .collect())
+    }
+
+    /// A token cancelled when this namespace is dropped, for tasks that serve in it.
+    pub fn stopped(&self) -> CancellationToken {
+        self.stop.child_token()
+    }
 }
 
 impl Drop for NetNs {

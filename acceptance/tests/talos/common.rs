@@ -216,3 +216,36 @@ pub async fn run_job(
         .unwrap_or_else(|e| panic!("log of job {name}: {e}"));
     (phase(&pod) == "Succeeded", log)
 }
+
+/// An emulated Cilium agent on every node: the nodes' CNI comes up.
+pub async fn cni_up(cluster: &talos_sim::talos::TalosCluster, client: &kube::Client) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    for node in cluster.nodes() {
+        let pod: Pod = from_json(json!({
+            "metadata": {"name": format!("cilium-{}", node.name)},
+            "spec": {
+                "nodeName": node.name,
+                "hostNetwork": true,
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{
+                    "name": "cilium-agent",
+                    "image": "quay.io/cilium/cilium:v1.18.4",
+                    "command": ["cilium-agent"],
+                    "env": [{"name": "KUBERNETES_SERVICE_HOST", "value": "localhost"},
+                            {"name": "KUBERNETES_SERVICE_PORT", "value": "7445"}],
+                }],
+            },
+        }));
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("agent");
+    }
+    eventually(60, "the CNI on every node", || async {
+        cluster
+            .nodes()
+            .iter()
+            .all(|n| cluster.shared.cni_ready(&n.name))
+            .then_some(())
+    })
+    .await;
+}
