@@ -228,7 +228,8 @@ impl Shared {
                 entrypoint: vec![],
                 cmd: vec!["sh".into()],
             }),
-            _ => super::emulated::lookup(&repository).map(ImageKind::Emulated),
+            _ => programs::flux_image(&repository, &self.tools, &self.dir)
+                .or_else(|| super::emulated::lookup(&repository).map(ImageKind::Emulated)),
         }
     }
 

@@ -1,7 +1,7 @@
 //! The Talos layer over a real Kubernetes control plane: the real etcd, kube-apiserver,
 //! kube-controller-manager and kube-scheduler (built by `scripts/install-tools.sh`), and around
 //! them what Talos and the programs that cannot run here are: nodes, kubelets, KubePrism, the
-//! network before the CNI, the chart repositories, emulated Cilium and Flux Operator.
+//! network before the CNI, the chart repositories, emulated Cilium; the real Flux Operator and controllers where built.
 //!
 //! Everything in this module acts on the cluster through the Kubernetes API (`kube`), as the
 //! real node components do; nothing reads or writes etcd.
@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod control_plane;
 pub mod emulated;
 pub mod fault_proxy;
+pub mod flux_distribution;
 pub mod kubelet;
 pub mod kubelet_logs;
 pub mod manifests;

@@ -1,7 +1,9 @@
 //! What runs in a container, chosen by its image: a real program (Helm, with the host's `sh` and
-//! `sed` as the image's userland) in a [`super::sandbox`], or an emulated one for images whose
-//! program cannot run here (the Cilium agent, operator and Envoy, Hubble, the Flux Operator and
-//! controllers, Argo CD, `pause`), which acts through the Kubernetes API like the real one.
+//! `sed` as the image's userland; the Flux Operator, source-controller and kustomize-controller,
+//! see [`flux_image`]) in a [`super::sandbox`], or an emulated one for images whose program
+//! cannot run here (the Cilium agent, operator and Envoy, Hubble, Flux's helm-controller,
+//! notification-controller and image automation controllers, Argo CD, `pause`), which acts
+//! through the Kubernetes API like the real one.
 //!
 //! An image is known by its repository (tag and digest ignored, `docker.io/` and `library/`
 //! normalized away, any registry host accepted so that mirrors work); an unknown one is an
@@ -172,6 +174,74 @@ pub fn tag(image: &str) -> &str {
     match without_digest.rsplit_once(':') {
         Some((_, tag)) if !tag.contains('/') => tag,
         _ => "",
+    }
+}
+
+/// The `/etc/os-release` of `gcr.io/distroless/static` (Debian 12), the base of the Flux
+/// Operator's image: the operator's in-pod check wants `distroless` (by `ID` or `PRETTY_NAME`)
+/// at `VERSION_ID` 12 or later, or `rhel` 8 or later.
+pub const DISTROLESS_OS_RELEASE: &str = "PRETTY_NAME=\"Distroless\"\nNAME=\"Debian GNU/Linux\"\nID=\"debian\"\nVERSION_ID=\"12\"\nVERSION=\"Debian GNU/Linux 12 (bookworm)\"\nHOME_URL=\"https://github.com/GoogleContainerTools/distroless\"\nSUPPORT_URL=\"https://github.com/GoogleContainerTools/distroless/blob/master/README.md\"\nBUG_REPORT_URL=\"https://github.com/GoogleContainerTools/distroless/issues/new\"\n";
+
+/// The images whose real programs are built into `tools.flux` (`scripts/install-tools.sh`), as
+/// upstream's images run them:
+/// - `controlplaneio-fluxcd/flux-operator` (flux-operator v0.59.0's Dockerfile: distroless
+///   static, the binary at `/flux-operator`, `ENTRYPOINT ["/flux-operator"]`, `COPY config/data/
+///   /data/`): `/flux-operator`, the Flux distribution the project writes
+///   ([`super::flux_distribution`]) at `/data`, and distroless' `/etc/os-release`. FIPS mode is
+///   the binary's own (built with `GOFIPS140=latest`, as upstream);
+/// - `fluxcd/source-controller` (alpine, `/usr/local/bin/source-controller`, `ENTRYPOINT
+///   ["source-controller"]`);
+/// - `fluxcd/kustomize-controller` (alpine, `ENTRYPOINT ["/sbin/tini", "--",
+///   "kustomize-controller"]`; run here without tini, which reaps zombies and forwards signals:
+///   the process is PID 1 of nothing, it is killed by its process group).
+///
+/// `None` for other images, and when the binary is missing (the image cannot be pulled). `dir`
+/// is the cluster's folder, where the distribution is written once.
+pub fn flux_image(
+    repository: &str,
+    tools: &super::tools::Tools,
+    dir: &std::path::Path,
+) -> Option<ImageKind> {
+    let binary = |name: &str| {
+        let path = tools.flux.join(name);
+        if path.is_file() {
+            Some(path)
+        } else {
+            tracing::warn!(binary = %path.display(), "the real {name} is not built (scripts/install-tools.sh): its image cannot be pulled");
+            None
+        }
+    };
+    match repository {
+        "controlplaneio-fluxcd/flux-operator" => {
+            let operator = binary("flux-operator")?;
+            let image = dir.join("images/flux-operator");
+            let data = image.join("data");
+            let os_release = image.join("os-release");
+            let written = super::flux_distribution::write(&data, &tools.flux.join("crds"))
+                .and_then(|()| std::fs::write(&os_release, DISTROLESS_OS_RELEASE));
+            if let Err(e) = written {
+                tracing::warn!(error = %e, "failed to write the flux-operator image's files");
+                return None;
+            }
+            Some(ImageKind::Real {
+                binaries: vec![
+                    (operator, "/flux-operator".into()),
+                    (data, "/data".into()),
+                    (os_release, "/etc/os-release".into()),
+                ],
+                entrypoint: vec!["/flux-operator".into()],
+                cmd: vec![],
+            })
+        }
+        "fluxcd/source-controller" | "fluxcd/kustomize-controller" => {
+            let name = repository.trim_start_matches("fluxcd/");
+            Some(ImageKind::Real {
+                binaries: vec![(binary(name)?, name.to_owned())],
+                entrypoint: vec![name.to_owned()],
+                cmd: vec![],
+            })
+        }
+        _ => None,
     }
 }
 
