@@ -6,6 +6,8 @@
 //! - `control_plane`: versions, start time and memory, Pod Security and RBAC refusals by the real server
 //! - `pods`: the kubelet: pre-CNI networking, real Helm through KubePrism, `kubectl logs` through
 //!   the real apiserver, image pulls, restarts, deletion
+//! - `flux`: the real Flux Operator installed by its chart 0.59.0 reconciles the FluxInstance
+//!   `flux` to Ready with the real source-controller and kustomize-controller; `other` is ignored
 //! - `helm`: release records written by the real Helm, read by the provider
 //! - `faults`: the fault proxy in front of the apiserver: identities pass, faults are bounded
 //! - `bootstrap`: KubePrism off: its override is refused, the control plane's own address works
@@ -37,6 +39,8 @@ mod control_plane;
 mod engine;
 #[path = "talos/faults.rs"]
 mod faults;
+#[path = "talos/flux.rs"]
+mod flux;
 #[path = "talos/helm.rs"]
 mod helm;
 #[path = "talos/inputs.rs"]
