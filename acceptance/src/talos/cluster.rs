@@ -228,7 +228,7 @@ impl Shared {
                 entrypoint: vec![],
                 cmd: vec!["sh".into()],
             }),
-            _ => programs::flux_image(&repository, &self.tools, &self.dir)
+            _ => programs::flux_image(image, &self.tools, &self.dir)
                 .or_else(|| super::emulated::lookup(&repository).map(ImageKind::Emulated)),
         }
     }

@@ -9,12 +9,26 @@
 //!   controllers that do not run here (helm-controller, notification-controller, the image
 //!   automation controllers; source-controller and kustomize-controller are real where built,
 //!   see [`super::programs::flux_image`]), Argo CD's components: Ready once connected;
+//! - the Flux Operator at the versions not built here (images tagged older than v0.59.0, the
+//!   older test charts 0.28.0 and 0.33.0; v0.59.0 is the real program): reconciles every
+//!   FluxInstance to `Ready=True` (`ReconciliationSucceeded`), or `Ready=False` (`ArtifactFailed`)
+//!   when its sync URL contains `unreachable` or it carries the annotation
+//!   `talos-sim.dev/unreachable: "true"`. Both differ from the real operator, which reconciles
+//!   only `flux` in its namespace and reports an unreachable Git source as
+//!   `ReconciliationFailed` (field notes §10);
 //! - `pause`: runs until killed.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use serde_json::json;
+
 use super::programs::{Container, Exit, Program, ProgramFuture};
+
+/// Annotation on a FluxInstance making its sync source unreachable.
+pub const UNREACHABLE_ANNOTATION: &str = "talos-sim.dev/unreachable";
 
 /// The emulated program for an image repository, if there is one.
 pub fn lookup(repository: &str) -> Option<Arc<dyn Program>> {
@@ -31,6 +45,7 @@ pub fn lookup(repository: &str) -> Option<Arc<dyn Program>> {
         | "cilium/hubble-ui-backend"
         | "cilium/clustermesh-apiserver"
         | "cilium/certgen" => Arc::new(Daemon::cilium(last)),
+        "controlplaneio-fluxcd/flux-operator" => Arc::new(FluxOperator),
         "pause" | "google_containers/pause" => Arc::new(Pause),
         "kube-proxy" => Arc::new(Daemon::json(last)),
         // The chart repositories' podinfo: a web server that needs no API.
@@ -191,6 +206,88 @@ async fn agent(c: &Container) -> Exit {
     c.set_ready(true);
     c.out("level=info msg=\"Daemon initialization completed\" subsys=daemon");
     std::future::pending().await
+}
+
+/// The Flux Operator: see the module docs.
+pub struct FluxOperator;
+
+impl Program for FluxOperator {
+    fn run(&self, c: Container) -> ProgramFuture {
+        Box::pin(async move {
+            let client = match c.dial().await {
+                Ok(client) => client,
+                Err(e) => {
+                    c.out(&format!("{{\"level\":\"error\",\"msg\":\"unable to get kubernetes version\",\"error\":\"Get \\\"{}\\\": {e}\"}}", c.version_url()));
+                    return Exit::code(1);
+                }
+            };
+            c.set_ready(true);
+            c.out("{\"level\":\"info\",\"msg\":\"Starting Controller\",\"controller\":\"fluxinstance\"}");
+            let gvk = GroupVersionKind::gvk("fluxcd.controlplane.io", "v1", "FluxInstance");
+            let resource = ApiResource::from_gvk_with_plural(&gvk, "fluxinstances");
+            let instances: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            loop {
+                if let Ok(list) = instances.list(&Default::default()).await {
+                    for instance in list.items {
+                        reconcile(&client, &resource, &instance).await;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    }
+}
+
+async fn reconcile(client: &kube::Client, resource: &ApiResource, instance: &DynamicObject) {
+    let (Some(ns), Some(name)) = (&instance.metadata.namespace, &instance.metadata.name) else {
+        return;
+    };
+    let generation = instance.metadata.generation.unwrap_or(1);
+    let unreachable = instance
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(UNREACHABLE_ANNOTATION))
+        .is_some_and(|v| v == "true")
+        || instance
+            .data
+            .pointer("/spec/sync/url")
+            .and_then(|u| u.as_str())
+            .is_some_and(|u| u.contains("unreachable"));
+    let observed = instance
+        .data
+        .pointer("/status/observedGeneration")
+        .and_then(|g| g.as_i64());
+    let ready = instance
+        .data
+        .pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .map(|c| c["status"] == "True");
+    if observed == Some(generation) && ready == Some(!unreachable) {
+        return;
+    }
+    let now = crate::util::now_rfc3339();
+    let condition = if unreachable {
+        json!({"type": "Ready", "status": "False", "reason": "ArtifactFailed", "message": "failed to checkout and determine revision: unable to clone: dial tcp: lookup unreachable: no such host", "lastTransitionTime": now, "observedGeneration": generation})
+    } else {
+        json!({"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded", "message": "Reconciliation finished", "lastTransitionTime": now, "observedGeneration": generation})
+    };
+    let distribution = instance
+        .data
+        .pointer("/spec/distribution/version")
+        .and_then(|v| v.as_str())
+        .unwrap_or("2.x");
+    let patch = json!({"status": {
+        "observedGeneration": generation,
+        "conditions": [condition],
+        "components": [],
+        "lastAppliedRevision": format!("v{}", distribution.trim_start_matches('v')),
+    }});
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, resource);
+    let _ = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await;
 }
 
 #[cfg(test)]

@@ -195,24 +195,27 @@ pub const DISTROLESS_OS_RELEASE: &str = "PRETTY_NAME=\"Distroless\"\nNAME=\"Debi
 ///   "kustomize-controller"]`; run here without tini, which reaps zombies and forwards signals:
 ///   the process is PID 1 of nothing, it is killed by its process group).
 ///
-/// `None` for other images, and when the binary is missing (the image cannot be pulled). `dir`
-/// is the cluster's folder, where the distribution is written once.
+/// `None` for other images (and other operator versions), and when the binary is missing.
+/// `dir` is the cluster's folder, where the distribution is written once.
 pub fn flux_image(
-    repository: &str,
+    image: &str,
     tools: &super::tools::Tools,
     dir: &std::path::Path,
 ) -> Option<ImageKind> {
+    let repository = repository(image);
     let binary = |name: &str| {
         let path = tools.flux.join(name);
         if path.is_file() {
             Some(path)
         } else {
-            tracing::warn!(binary = %path.display(), "the real {name} is not built (scripts/install-tools.sh): its image cannot be pulled");
+            tracing::warn!(binary = %path.display(), "the real {name} is not built (scripts/install-tools.sh): its image is emulated or cannot be pulled");
             None
         }
     };
-    match repository {
-        "controlplaneio-fluxcd/flux-operator" => {
+    match &*repository {
+        // Only the version built here: an older operator image (the test charts 0.28.0 and
+        // 0.33.0) is the emulated one (`super::emulated`).
+        "controlplaneio-fluxcd/flux-operator" if runs_real_operator(tag(image)) => {
             let operator = binary("flux-operator")?;
             let image = dir.join("images/flux-operator");
             let data = image.join("data");
@@ -243,6 +246,15 @@ pub fn flux_image(
         }
         _ => None,
     }
+}
+
+/// The Flux Operator version built here (`scripts/install-tools.sh`).
+pub const FLUX_OPERATOR_VERSION: &str = "v0.59.0";
+
+/// Whether an operator image's tag is the version built here (or names none: `latest`, a
+/// digest alone).
+fn runs_real_operator(tag: &str) -> bool {
+    tag.is_empty() || tag == "latest" || tag == FLUX_OPERATOR_VERSION
 }
 
 /// The Helm major an installer image carries, which decides the real Helm binary its pods run.
