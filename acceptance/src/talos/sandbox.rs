@@ -361,3 +361,55 @@ pub fn spawn(spec: &SandboxSpec) -> std::io::Result<Child> {
     }
     command.spawn()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(binaries: Vec<(PathBuf, String)>) -> SandboxSpec {
+        SandboxSpec {
+            netns_fd: -1,
+            root: PathBuf::from("/r"),
+            etc: PathBuf::from("/pod/etc"),
+            binaries,
+            mounts: Vec::new(),
+            argv: vec!["x".into()],
+            env: BTreeMap::new(),
+            working_dir: None,
+            uid: None,
+            gid: None,
+            groups: Vec::new(),
+        }
+    }
+
+    /// The image's own files: `/etc/os-release` over the pod's `/etc` before it turns
+    /// read-only, `/flux-operator` and `/data` at the root, the rest in `/usr/local/bin`.
+    #[test]
+    fn image_files_at_absolute_paths_are_mounted_there_read_only() {
+        let data = std::env::temp_dir();
+        let ops = plan(&spec(vec![
+            (PathBuf::from("/host/op"), "/flux-operator".into()),
+            (data.clone(), "/data".into()),
+            (PathBuf::from("/host/os"), "/etc/os-release".into()),
+            (PathBuf::from("/host/sc"), "source-controller".into()),
+        ]))
+        .expect("plan");
+        let position = |want: &dyn Fn(&Op) -> bool| ops.iter().position(want).expect("op");
+        let bind_to = |to: &'static str| move |op: &Op| matches!(op, Op::Bind { to: t, read_only: true, .. } if t.as_bytes() == to.as_bytes());
+        let etc_ro = position(&|op| matches!(op, Op::ReadOnly(at) if at.as_bytes() == b"/r/etc"));
+        assert!(position(&bind_to("/r/etc/os-release")) < etc_ro);
+        assert!(
+            position(&|op| matches!(op, Op::Touch(at) if at.as_bytes() == b"/r/flux-operator"))
+                < position(&bind_to("/r/flux-operator"))
+        );
+        assert!(
+            position(&|op| matches!(op, Op::Mkdir(at) if at.as_bytes() == b"/r/data"))
+                < position(&bind_to("/r/data"))
+        );
+        position(&bind_to("/r/usr/local/bin/source-controller"));
+        assert!(
+            plan(&spec(vec![(PathBuf::from("/h"), "/../x".into())])).is_err(),
+            "no path out of the root"
+        );
+    }
+}
