@@ -331,4 +331,40 @@ async fn the_real_flux_operator_reconciles_the_flux_instance_named_flux_with_rea
         about_other
     );
     assert!(about_other.is_empty(), "{about_other:?}");
+    // Deleting the FluxInstance: the operator's finalizer removes what it applied (the
+    // controllers, the Flux CRDs) and keeps the namespace.
+    kss.delete("probe", &Default::default())
+        .await
+        .expect("delete Kustomization");
+    gits.delete("probe", &Default::default())
+        .await
+        .expect("delete GitRepository");
+    api.delete("flux", &Default::default())
+        .await
+        .expect("delete");
+    let deleted = Instant::now();
+    eventually(120, "FluxInstance flux gone", || async {
+        matches!(api.get_opt("flux").await, Ok(None)).then_some(())
+    })
+    .await;
+    for name in ["source-controller", "kustomize-controller"] {
+        eventually(60, &format!("Deployment {name} gone"), || async {
+            matches!(deployments.get_opt(name).await, Ok(None)).then_some(())
+        })
+        .await;
+    }
+    assert!(
+        matches!(
+            crds.get_opt("gitrepositories.source.toolkit.fluxcd.io")
+                .await,
+            Ok(None)
+        ),
+        "the Flux CRDs are removed"
+    );
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    assert!(namespaces.get(NS).await.is_ok(), "the namespace stays");
+    eprintln!(
+        "FluxInstance deleted, controllers and CRDs removed in {:.1} s",
+        deleted.elapsed().as_secs_f64()
+    );
 }
