@@ -189,9 +189,9 @@ pub const DISTROLESS_OS_RELEASE: &str = "PRETTY_NAME=\"Distroless\"\nNAME=\"Debi
 ///   /data/`): `/flux-operator`, the Flux distribution the project writes
 ///   ([`super::flux_distribution`]) at `/data`, and distroless' `/etc/os-release`. FIPS mode is
 ///   the binary's own (built with `GOFIPS140=latest`, as upstream);
-/// - `fluxcd/source-controller` (alpine, `/usr/local/bin/source-controller`, `ENTRYPOINT
+/// - `fluxcd/source-controller` at v1.9.5 (alpine, `/usr/local/bin/source-controller`, `ENTRYPOINT
 ///   ["source-controller"]`);
-/// - `fluxcd/kustomize-controller` (alpine, `ENTRYPOINT ["/sbin/tini", "--",
+/// - `fluxcd/kustomize-controller` at v1.9.5 (alpine, `ENTRYPOINT ["/sbin/tini", "--",
 ///   "kustomize-controller"]`; run here without tini, which reaps zombies and forwards signals:
 ///   the process is PID 1 of nothing, it is killed by its process group).
 ///
@@ -236,7 +236,10 @@ pub fn flux_image(
                 cmd: vec![],
             })
         }
-        "fluxcd/source-controller" | "fluxcd/kustomize-controller" => {
+        // v1.9.5, as Flux 2.9.5 pins both; another version is the emulated controller.
+        "fluxcd/source-controller" | "fluxcd/kustomize-controller"
+            if matches!(tag(image), "" | "latest" | FLUX_CONTROLLERS_VERSION) =>
+        {
             let name = repository.trim_start_matches("fluxcd/");
             Some(ImageKind::Real {
                 binaries: vec![(binary(name)?, name.to_owned())],
@@ -250,6 +253,9 @@ pub fn flux_image(
 
 /// The Flux Operator version built here (`scripts/install-tools.sh`).
 pub const FLUX_OPERATOR_VERSION: &str = "v0.59.0";
+
+/// The version of source-controller and kustomize-controller built here (Flux 2.9.5's).
+pub const FLUX_CONTROLLERS_VERSION: &str = "v1.9.5";
 
 /// Whether an operator image's tag is the version built here (or names none: `latest`, a
 /// digest alone).
@@ -320,6 +326,47 @@ mod tests {
             assert_eq!(HelmMajor::of_image(image), major, "{image}");
         }
         assert_eq!(HelmMajor::DEFAULT, HelmMajor::V4);
+    }
+
+    #[test]
+    fn the_flux_images_built_here_run_their_real_programs_at_their_versions() {
+        let tools_dir = tempfile::tempdir().expect("tmp");
+        let flux = tools_dir.path().join("flux");
+        std::fs::create_dir_all(&flux).expect("dir");
+        for name in ["flux-operator", "source-controller", "kustomize-controller"] {
+            std::fs::write(flux.join(name), "").expect("binary");
+        }
+        let none = std::path::PathBuf::new();
+        let tools = crate::talos::tools::Tools {
+            etcd: none.clone(),
+            kube_apiserver: none.clone(),
+            kube_controller_manager: none.clone(),
+            kube_scheduler: none.clone(),
+            helm: none.clone(),
+            helm4: none,
+            flux,
+        };
+        let dir = tempfile::tempdir().expect("tmp");
+        let real = |image: &str| flux_image(image, &tools, dir.path());
+        let Some(ImageKind::Real {
+            binaries,
+            entrypoint,
+            ..
+        }) = real("ghcr.io/controlplaneio-fluxcd/flux-operator:v0.59.0")
+        else {
+            panic!("the operator at v0.59.0 is real");
+        };
+        assert_eq!(entrypoint, ["/flux-operator"]);
+        let paths: Vec<&str> = binaries.iter().map(|(_, p)| p.as_str()).collect();
+        assert_eq!(paths, ["/flux-operator", "/data", "/etc/os-release"]);
+        assert!(binaries[1].0.join("flux-images/VERSION").is_file());
+        let os = std::fs::read_to_string(&binaries[2].0).expect("os-release");
+        assert!(os.contains("PRETTY_NAME=\"Distroless\"") && os.contains("VERSION_ID=\"12\""));
+        assert!(real("ghcr.io/controlplaneio-fluxcd/flux-operator:v0.33.0").is_none());
+        assert!(real("ghcr.io/fluxcd/source-controller:v1.9.5").is_some());
+        assert!(real("ghcr.io/fluxcd/kustomize-controller:v1.9.5@sha256:a3").is_some());
+        assert!(real("ghcr.io/fluxcd/source-controller:v1.7.0").is_none());
+        assert!(real("ghcr.io/fluxcd/helm-controller:v1.6.4").is_none());
     }
 
     #[test]
