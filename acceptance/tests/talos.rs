@@ -8,6 +8,8 @@
 //!   the real apiserver, image pulls, restarts, deletion
 //! - `git`: Git on loopback: the hosts users name resolve inside pods to the SSH git-server; a pod's
 //!   git clones with an authorized key, sees a new commit, is refused once the key is revoked
+//! - `flux`: the real Flux Operator installed by its chart 0.59.0 reconciles the FluxInstance
+//!   `flux` to Ready with the real source-controller and kustomize-controller; `other` is ignored
 //! - `helm`: release records written by the real Helm, read by the provider
 //! - `faults`: the fault proxy in front of the apiserver: identities pass, faults are bounded
 //! - `bootstrap`: KubePrism off: its override is refused, the control plane's own address works
@@ -41,6 +43,8 @@ mod control_plane;
 mod engine;
 #[path = "talos/faults.rs"]
 mod faults;
+#[path = "talos/flux.rs"]
+mod flux;
 #[path = "talos/git.rs"]
 mod git;
 #[path = "talos/helm.rs"]

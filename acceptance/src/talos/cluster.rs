@@ -51,6 +51,11 @@ pub struct TalosConfig {
     /// Git repositories served over SSH on loopback, their hosts resolved inside pods
     /// ([`super::git`]).
     pub git: GitConfig,
+    /// The Flux Operator v0.59.0 and source-/kustomize-controller v1.9.5 images run the real
+    /// programs (`.tools/flux/`, see [`super::programs::flux_image`]) instead of the emulation.
+    /// Off by default until the CLI suite's Flux roots are served by the loopback Git server:
+    /// the real operator waits up to five minutes on a sync source it cannot reach.
+    pub real_flux: bool,
 }
 
 impl Default for TalosConfig {
@@ -66,6 +71,7 @@ impl Default for TalosConfig {
             inline_cilium: None,
             talos_version: TalosVersion::default(),
             git: GitConfig::default(),
+            real_flux: false,
         }
     }
 }
@@ -99,6 +105,8 @@ pub struct Shared {
     base_hosts: String,
     /// The Git hosts' relays: (listen in the pod, the server on the machine).
     git_relays: Vec<(SocketAddr, SocketAddr)>,
+    /// [`TalosConfig::real_flux`].
+    real_flux: bool,
 }
 
 impl Shared {
@@ -244,7 +252,11 @@ impl Shared {
                 entrypoint: vec![],
                 cmd: vec!["sh".into()],
             }),
-            _ => super::emulated::lookup(&repository).map(ImageKind::Emulated),
+            _ => self
+                .real_flux
+                .then(|| programs::flux_image(image, &self.tools, &self.dir))
+                .flatten()
+                .or_else(|| super::emulated::lookup(&repository).map(ImageKind::Emulated)),
         }
     }
 
@@ -635,6 +647,7 @@ impl TalosCluster {
             services: services.clone(),
             base_hosts: hosts,
             git_relays: git.as_ref().map(GitServers::relays).unwrap_or_default(),
+            real_flux: config.real_flux,
         });
         std::fs::create_dir_all(&shared.dir)?;
         let stop = CancellationToken::new();

@@ -6,10 +6,16 @@
 //!   up); the `mount-cgroup` init container fails on Talos (`cilium-mount: Permission denied`);
 //!   other init containers succeed;
 //! - the Cilium operator, Envoy, Hubble relay and UI, the cluster-mesh apiserver, Flux's
-//!   controllers, Argo CD's components: Ready once connected;
-//! - the Flux Operator: reconciles every FluxInstance to `Ready=True` (`ReconciliationSucceeded`),
-//!   or `Ready=False` (`ArtifactFailed`) when its sync URL contains `unreachable` or it carries
-//!   the annotation `talos-sim.dev/unreachable: "true"`;
+//!   controllers that do not run here (helm-controller, notification-controller, the image
+//!   automation controllers; source-controller and kustomize-controller are real where built,
+//!   see [`super::programs::flux_image`]), Argo CD's components: Ready once connected;
+//! - the Flux Operator at the versions not built here (images tagged older than v0.59.0, the
+//!   older test charts 0.28.0 and 0.33.0; v0.59.0 is the real program): reconciles every
+//!   FluxInstance to `Ready=True` (`ReconciliationSucceeded`), or `Ready=False` (`ArtifactFailed`)
+//!   when its sync URL contains `unreachable` or it carries the annotation
+//!   `talos-sim.dev/unreachable: "true"`. Both differ from the real operator, which reconciles
+//!   only `flux` in its namespace and reports an unreachable Git source as
+//!   `ReconciliationFailed` (field notes §10);
 //! - `pause`: runs until killed.
 
 use std::sync::Arc;

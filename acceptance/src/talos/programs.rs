@@ -1,7 +1,9 @@
 //! What runs in a container, chosen by its image: a real program (Helm, with the host's `sh` and
-//! `sed` as the image's userland) in a [`super::sandbox`], or an emulated one for images whose
-//! program cannot run here (the Cilium agent, operator and Envoy, Hubble, the Flux Operator and
-//! controllers, Argo CD, `pause`), which acts through the Kubernetes API like the real one.
+//! `sed` as the image's userland; the Flux Operator, source-controller and kustomize-controller,
+//! see [`flux_image`]) in a [`super::sandbox`], or an emulated one for images whose program
+//! cannot run here (the Cilium agent, operator and Envoy, Hubble, Flux's helm-controller,
+//! notification-controller and image automation controllers, Argo CD, `pause`), which acts
+//! through the Kubernetes API like the real one.
 //!
 //! An image is known by its repository (tag and digest ignored, `docker.io/` and `library/`
 //! normalized away, any registry host accepted so that mirrors work); an unknown one is an
@@ -175,6 +177,92 @@ pub fn tag(image: &str) -> &str {
     }
 }
 
+/// The `/etc/os-release` of `gcr.io/distroless/static` (Debian 12), the base of the Flux
+/// Operator's image: the operator's in-pod check wants `distroless` (by `ID` or `PRETTY_NAME`)
+/// at `VERSION_ID` 12 or later, or `rhel` 8 or later.
+pub const DISTROLESS_OS_RELEASE: &str = "PRETTY_NAME=\"Distroless\"\nNAME=\"Debian GNU/Linux\"\nID=\"debian\"\nVERSION_ID=\"12\"\nVERSION=\"Debian GNU/Linux 12 (bookworm)\"\nHOME_URL=\"https://github.com/GoogleContainerTools/distroless\"\nSUPPORT_URL=\"https://github.com/GoogleContainerTools/distroless/blob/master/README.md\"\nBUG_REPORT_URL=\"https://github.com/GoogleContainerTools/distroless/issues/new\"\n";
+
+/// The images whose real programs are built into `tools.flux` (`scripts/install-tools.sh`), as
+/// upstream's images run them:
+/// - `controlplaneio-fluxcd/flux-operator` (flux-operator v0.59.0's Dockerfile: distroless
+///   static, the binary at `/flux-operator`, `ENTRYPOINT ["/flux-operator"]`, `COPY config/data/
+///   /data/`): `/flux-operator`, the Flux distribution the project writes
+///   ([`super::flux_distribution`]) at `/data`, and distroless' `/etc/os-release`. FIPS mode is
+///   the binary's own (built with `GOFIPS140=latest`, as upstream);
+/// - `fluxcd/source-controller` at v1.9.5 (alpine, `/usr/local/bin/source-controller`, `ENTRYPOINT
+///   ["source-controller"]`);
+/// - `fluxcd/kustomize-controller` at v1.9.5 (alpine, `ENTRYPOINT ["/sbin/tini", "--",
+///   "kustomize-controller"]`; run here without tini, which reaps zombies and forwards signals:
+///   the process is PID 1 of nothing, it is killed by its process group).
+///
+/// `None` for other images (and other operator versions), and when the binary is missing.
+/// `dir` is the cluster's folder, where the distribution is written once.
+pub fn flux_image(
+    image: &str,
+    tools: &super::tools::Tools,
+    dir: &std::path::Path,
+) -> Option<ImageKind> {
+    let repository = repository(image);
+    let binary = |name: &str| {
+        let path = tools.flux.join(name);
+        if path.is_file() {
+            Some(path)
+        } else {
+            tracing::warn!(binary = %path.display(), "the real {name} is not built (scripts/install-tools.sh): its image is emulated or cannot be pulled");
+            None
+        }
+    };
+    match &*repository {
+        // Only the version built here: an older operator image (the test charts 0.28.0 and
+        // 0.33.0) is the emulated one (`super::emulated`).
+        "controlplaneio-fluxcd/flux-operator" if runs_real_operator(tag(image)) => {
+            let operator = binary("flux-operator")?;
+            let image = dir.join("images/flux-operator");
+            let data = image.join("data");
+            let os_release = image.join("os-release");
+            let written = super::flux_distribution::write(&data, &tools.flux.join("crds"))
+                .and_then(|()| std::fs::write(&os_release, DISTROLESS_OS_RELEASE));
+            if let Err(e) = written {
+                tracing::warn!(error = %e, "failed to write the flux-operator image's files");
+                return None;
+            }
+            Some(ImageKind::Real {
+                binaries: vec![
+                    (operator, "/flux-operator".into()),
+                    (data, "/data".into()),
+                    (os_release, "/etc/os-release".into()),
+                ],
+                entrypoint: vec!["/flux-operator".into()],
+                cmd: vec![],
+            })
+        }
+        // v1.9.5, as Flux 2.9.5 pins both; another version is the emulated controller.
+        "fluxcd/source-controller" | "fluxcd/kustomize-controller"
+            if matches!(tag(image), "" | "latest" | FLUX_CONTROLLERS_VERSION) =>
+        {
+            let name = repository.trim_start_matches("fluxcd/");
+            Some(ImageKind::Real {
+                binaries: vec![(binary(name)?, name.to_owned())],
+                entrypoint: vec![name.to_owned()],
+                cmd: vec![],
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The Flux Operator version built here (`scripts/install-tools.sh`).
+pub const FLUX_OPERATOR_VERSION: &str = "v0.59.0";
+
+/// The version of source-controller and kustomize-controller built here (Flux 2.9.5's).
+pub const FLUX_CONTROLLERS_VERSION: &str = "v1.9.5";
+
+/// Whether an operator image's tag is the version built here (or names none: `latest`, a
+/// digest alone).
+fn runs_real_operator(tag: &str) -> bool {
+    tag.is_empty() || tag == "latest" || tag == FLUX_OPERATOR_VERSION
+}
+
 /// The Helm major an installer image carries, which decides the real Helm binary its pods run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HelmMajor {
@@ -238,6 +326,47 @@ mod tests {
             assert_eq!(HelmMajor::of_image(image), major, "{image}");
         }
         assert_eq!(HelmMajor::DEFAULT, HelmMajor::V4);
+    }
+
+    #[test]
+    fn the_flux_images_built_here_run_their_real_programs_at_their_versions() {
+        let tools_dir = tempfile::tempdir().expect("tmp");
+        let flux = tools_dir.path().join("flux");
+        std::fs::create_dir_all(&flux).expect("dir");
+        for name in ["flux-operator", "source-controller", "kustomize-controller"] {
+            std::fs::write(flux.join(name), "").expect("binary");
+        }
+        let none = std::path::PathBuf::new();
+        let tools = crate::talos::tools::Tools {
+            etcd: none.clone(),
+            kube_apiserver: none.clone(),
+            kube_controller_manager: none.clone(),
+            kube_scheduler: none.clone(),
+            helm: none.clone(),
+            helm4: none,
+            flux,
+        };
+        let dir = tempfile::tempdir().expect("tmp");
+        let real = |image: &str| flux_image(image, &tools, dir.path());
+        let Some(ImageKind::Real {
+            binaries,
+            entrypoint,
+            ..
+        }) = real("ghcr.io/controlplaneio-fluxcd/flux-operator:v0.59.0")
+        else {
+            panic!("the operator at v0.59.0 is real");
+        };
+        assert_eq!(entrypoint, ["/flux-operator"]);
+        let paths: Vec<&str> = binaries.iter().map(|(_, p)| p.as_str()).collect();
+        assert_eq!(paths, ["/flux-operator", "/data", "/etc/os-release"]);
+        assert!(binaries[1].0.join("flux-images/VERSION").is_file());
+        let os = std::fs::read_to_string(&binaries[2].0).expect("os-release");
+        assert!(os.contains("PRETTY_NAME=\"Distroless\"") && os.contains("VERSION_ID=\"12\""));
+        assert!(real("ghcr.io/controlplaneio-fluxcd/flux-operator:v0.33.0").is_none());
+        assert!(real("ghcr.io/fluxcd/source-controller:v1.9.5").is_some());
+        assert!(real("ghcr.io/fluxcd/kustomize-controller:v1.9.5@sha256:a3").is_some());
+        assert!(real("ghcr.io/fluxcd/source-controller:v1.7.0").is_none());
+        assert!(real("ghcr.io/fluxcd/helm-controller:v1.6.4").is_none());
     }
 
     #[test]

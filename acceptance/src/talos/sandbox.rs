@@ -1,7 +1,9 @@
 //! Real programs as pod containers: a process in the pod's loopback-only network namespace, with
 //! a private mount namespace whose root is built for the container: the host's `/usr` (read as
-//! the image's userland: `sh`, `sed`), the real binaries of the image (Helm) in `/usr/local/bin`,
-//! the pod's own `/etc` (`hosts` naming the chart repositories, a CA bundle the pods trust), and
+//! the image's userland: `sh`, `sed`), the real binaries of the image (Helm) in `/usr/local/bin`
+//! or at the image's own paths (`/flux-operator`, its `/data`), the pod's own `/etc` (`hosts`
+//! naming the chart repositories, a CA bundle the pods trust; an image's `/etc/os-release` over
+//! it), and
 //! the pod's volumes at the paths its spec names. Nothing of this touches the host's mount tree.
 //!
 //! Everything the child does between `fork` and `exec` is a raw system call on data prepared
@@ -36,7 +38,9 @@ pub struct SandboxSpec {
     pub root: PathBuf,
     /// The container's `/etc`.
     pub etc: PathBuf,
-    /// Host files visible as `/usr/local/bin/NAME`.
+    /// Host files visible as `/usr/local/bin/NAME`; a NAME that is an absolute path is the
+    /// image's file (or directory) at that path, read-only (`/flux-operator`, `/data`, and in
+    /// `/etc` over the pod's files: `/etc/os-release`).
     pub binaries: Vec<(PathBuf, String)>,
     pub mounts: Vec<Mount>,
     pub argv: Vec<String>,
@@ -63,6 +67,8 @@ enum Op {
         read_only: bool,
     },
     Touch(CString),
+    /// Makes a bind mount read-only.
+    ReadOnly(CString),
     Chroot(CString),
     Chdir(CString),
     Identity {
@@ -106,12 +112,51 @@ fn plan(spec: &SandboxSpec) -> std::io::Result<Vec<Op>> {
     ops.push(Op::Bind {
         from: cstr(&spec.etc)?,
         to: cstr(root.join("etc"))?,
-        read_only: true,
+        read_only: false,
     });
-    if !spec.binaries.is_empty() && Path::new("/usr/local/bin").is_dir() {
+    // The image's own files of `/etc` (`os-release`) over the pod's, before it turns read-only.
+    let (in_etc, at_root): (Vec<_>, Vec<_>) = spec
+        .binaries
+        .iter()
+        .filter(|(_, name)| name.starts_with('/'))
+        .partition(|(_, name)| name.starts_with("/etc/"));
+    for (host, path) in in_etc.iter().chain(&at_root) {
+        let relative = path.trim_start_matches('/');
+        if relative.is_empty() || relative.split('/').any(|c| c == "..") {
+            return Err(std::io::Error::other(format!(
+                "the simulated image has a file at an invalid path {path}"
+            )));
+        }
+        if path.starts_with("/etc/") {
+            ops.push(Op::Touch(cstr(root.join(relative))?));
+        } else {
+            let mut at = root.clone();
+            let components: Vec<&str> = relative.split('/').collect();
+            for (i, component) in components.iter().enumerate() {
+                at.push(component);
+                if i + 1 < components.len() || host.is_dir() {
+                    ops.push(Op::Mkdir(cstr(&at)?));
+                } else {
+                    ops.push(Op::Touch(cstr(&at)?));
+                }
+            }
+        }
+        ops.push(Op::Bind {
+            from: cstr(host)?,
+            to: cstr(root.join(relative))?,
+            read_only: true,
+        });
+    }
+    ops.push(Op::ReadOnly(cstr(root.join("etc"))?));
+    let on_path: Vec<_> = spec
+        .binaries
+        .iter()
+        .filter(|(_, name)| !name.starts_with('/'))
+        .collect();
+    if !on_path.is_empty() && Path::new("/usr/local/bin").is_dir() {
         // The host's own tools there (a machine's kubectl or helm) must not leak into the image.
         ops.push(Op::Tmpfs(cstr(root.join("usr/local/bin"))?));
-        for (host, name) in &spec.binaries {
+        for (host, name) in on_path {
             let to = root.join("usr/local/bin").join(name);
             ops.push(Op::Touch(cstr(&to)?));
             ops.push(Op::Bind {
@@ -257,6 +302,16 @@ fn run_ops(ops: &[Op]) -> std::io::Result<()> {
                         )?;
                     }
                 }
+                Op::ReadOnly(at) => check(
+                    libc::mount(
+                        none,
+                        at.as_ptr(),
+                        none,
+                        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY,
+                        std::ptr::null(),
+                    ),
+                    b"make /etc read-only",
+                )?,
                 Op::Chroot(at) => check(libc::chroot(at.as_ptr()), b"enter the container root")?,
                 Op::Chdir(at) => check(libc::chdir(at.as_ptr()), b"enter the working directory")?,
                 Op::Identity { uid, gid, groups } => {
@@ -305,4 +360,56 @@ pub fn spawn(spec: &SandboxSpec) -> std::io::Result<Child> {
         command.pre_exec(move || run_ops(&ops));
     }
     command.spawn()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(binaries: Vec<(PathBuf, String)>) -> SandboxSpec {
+        SandboxSpec {
+            netns_fd: -1,
+            root: PathBuf::from("/r"),
+            etc: PathBuf::from("/pod/etc"),
+            binaries,
+            mounts: Vec::new(),
+            argv: vec!["x".into()],
+            env: BTreeMap::new(),
+            working_dir: None,
+            uid: None,
+            gid: None,
+            groups: Vec::new(),
+        }
+    }
+
+    /// The image's own files: `/etc/os-release` over the pod's `/etc` before it turns
+    /// read-only, `/flux-operator` and `/data` at the root, the rest in `/usr/local/bin`.
+    #[test]
+    fn image_files_at_absolute_paths_are_mounted_there_read_only() {
+        let data = std::env::temp_dir();
+        let ops = plan(&spec(vec![
+            (PathBuf::from("/host/op"), "/flux-operator".into()),
+            (data.clone(), "/data".into()),
+            (PathBuf::from("/host/os"), "/etc/os-release".into()),
+            (PathBuf::from("/host/sc"), "source-controller".into()),
+        ]))
+        .expect("plan");
+        let position = |want: &dyn Fn(&Op) -> bool| ops.iter().position(want).expect("op");
+        let bind_to = |to: &'static str| move |op: &Op| matches!(op, Op::Bind { to: t, read_only: true, .. } if t.as_bytes() == to.as_bytes());
+        let etc_ro = position(&|op| matches!(op, Op::ReadOnly(at) if at.as_bytes() == b"/r/etc"));
+        assert!(position(&bind_to("/r/etc/os-release")) < etc_ro);
+        assert!(
+            position(&|op| matches!(op, Op::Touch(at) if at.as_bytes() == b"/r/flux-operator"))
+                < position(&bind_to("/r/flux-operator"))
+        );
+        assert!(
+            position(&|op| matches!(op, Op::Mkdir(at) if at.as_bytes() == b"/r/data"))
+                < position(&bind_to("/r/data"))
+        );
+        position(&bind_to("/r/usr/local/bin/source-controller"));
+        assert!(
+            plan(&spec(vec![(PathBuf::from("/h"), "/../x".into())])).is_err(),
+            "no path out of the root"
+        );
+    }
 }

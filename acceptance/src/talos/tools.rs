@@ -14,14 +14,16 @@ pub struct Tools {
     pub helm: PathBuf,
     /// Helm 4 (`scripts/helm4-build`).
     pub helm4: PathBuf,
+    /// The real Flux Operator and controllers and their generated CRDs (`flux-operator`,
+    /// `source-controller`, `kustomize-controller`, `crds/*.yaml`), not required: an image whose
+    /// program is missing there cannot be pulled.
+    pub flux: PathBuf,
 }
 
 impl Tools {
     /// The installed tools, or an error naming the missing one and the script that installs it.
     pub fn find() -> anyhow::Result<Tools> {
-        let root = std::env::var_os("TALOSBOOT_TOOLS")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
+        let root = root();
         let kube = root.join("kube");
         let tools = Tools {
             etcd: kube.join("etcd"),
@@ -30,6 +32,7 @@ impl Tools {
             kube_scheduler: kube.join("kube-scheduler"),
             helm: root.join("helm/helm"),
             helm4: root.join("helm4/helm"),
+            flux: root.join("flux"),
         };
         for path in [
             &tools.etcd,
@@ -48,4 +51,11 @@ impl Tools {
         }
         Ok(tools)
     }
+}
+
+/// The tools folder: `TALOSBOOT_TOOLS`, else `.tools/` at the repository root.
+pub fn root() -> PathBuf {
+    std::env::var_os("TALOSBOOT_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools"))
 }

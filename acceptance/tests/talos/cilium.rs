@@ -56,7 +56,7 @@ fn not_ready_taint(node: &Node) -> bool {
 }
 
 /// Installs `chart` with the engine as talosboot does on Talos (host network, KubePrism).
-async fn install(client: &kube::Client, chart: &ChartInstall) -> helm::install::Installed {
+pub async fn install(client: &kube::Client, chart: &ChartInstall) -> helm::install::Installed {
     helm::install::install_or_upgrade(
         &clients(client),
         &BootstrapNamespace::named("kube-system"),

@@ -43,6 +43,20 @@ struct ChartSpec {
     source: Option<String>,
     /// version -> appVersion.
     versions: BTreeMap<String, String>,
+    #[serde(default)]
+    generated_crds: Option<GeneratedCrds>,
+}
+
+/// The CRDs generated from a project's API types (`.tools/flux/crds/*.yaml`, by
+/// `scripts/install-tools.sh`), put into the packages of the listed versions as
+/// `crds-generated/<name>.yaml`, which the chart's CRD template renders instead of its own.
+#[derive(Debug, Deserialize)]
+struct GeneratedCrds {
+    /// The API group of the CRDs to take (`fluxcd.controlplane.io`).
+    group: String,
+    /// Under the tools folder (`flux/crds`).
+    from: String,
+    versions: Vec<String>,
 }
 
 /// Where a repository lives.
@@ -221,6 +235,15 @@ pub async fn build(charts_dir: &Path, helm: &Path, work_dir: &Path) -> anyhow::R
                 RepositoryKind::Oci { namespace } => namespace.clone(),
             };
             for (version, app_version) in &chart.versions {
+                let source = match &chart.generated_crds {
+                    Some(g) if g.versions.contains(version) => {
+                        let dest = sources_dir.join(format!("{}-{version}", chart.name));
+                        copy_dir(&source, &dest)?;
+                        add_generated_crds(&dest, g)?;
+                        dest
+                    }
+                    _ => source.clone(),
+                };
                 jobs.push(PackageJob {
                     repository: url.clone(),
                     host: host.clone(),
@@ -247,6 +270,27 @@ pub async fn build(charts_dir: &Path, helm: &Path, work_dir: &Path) -> anyhow::R
     publish_http(&mut catalog)?;
     publish_oci(&mut catalog)?;
     Ok(catalog)
+}
+
+/// Writes the generated CRDs of `g.group` into `chart/crds-generated/`; none found (the tools
+/// not built): a warning, and the chart renders its schema-less CRDs.
+fn add_generated_crds(chart: &Path, g: &GeneratedCrds) -> anyhow::Result<()> {
+    let from = crate::talos::tools::root().join(&g.from);
+    let crds = crate::talos::flux_distribution::read_crds(&from);
+    let dir = chart.join("crds-generated");
+    let mut written = 0;
+    for (name, crd) in crds {
+        if crd["spec"]["group"] != g.group.as_str() {
+            continue;
+        }
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(format!("{name}.yaml")), to_yaml(&crd))?;
+        written += 1;
+    }
+    if written == 0 {
+        tracing::warn!(dir = %from.display(), group = %g.group, "no generated CRDs: the chart keeps its schema-less ones");
+    }
+    Ok(())
 }
 
 /// Copies a chart directory, renaming the chart in its `Chart.yaml`.

@@ -64,7 +64,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use catalog::{
     ChartMetadata, HELM_CHART_LAYER, HELM_CONFIG, OCI_MANIFEST, PublishedChart, RepositoryKind,
-    package_metadata, served_hostnames,
+    package_metadata, served_hostnames, to_yaml,
 };
 
 /// How to start a [`ChartServer`].

@@ -1037,6 +1037,13 @@ async fn the_cilium_chart_renders_only_the_value_keys_of_its_minor() {
     }
 }
 
+/// Whether `scripts/install-tools.sh` has generated the Flux Operator's CRDs.
+fn generated_crds() -> bool {
+    crate::talos::tools::root()
+        .join("flux/crds/flux-operator.yaml")
+        .is_file()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_flux_operator_argo_cd_podinfo_and_generic_charts_render_like_upstream() {
     let f = start().await;
@@ -1058,10 +1065,24 @@ async fn the_flux_operator_argo_cd_podinfo_and_generic_charts_render_like_upstre
             assert_eq!(crd["spec"]["scope"], "Namespaced");
             assert_eq!(v["name"], "v1");
             assert_eq!(v["subresources"]["status"], json!({}));
-            assert_eq!(
-                v["schema"]["openAPIV3Schema"]["x-kubernetes-preserve-unknown-fields"],
-                true
-            );
+            let schema = &v["schema"]["openAPIV3Schema"];
+            if version == "0.59.0" && generated_crds() {
+                // The generated CRDs: the real schema, its defaults, upstream's annotation.
+                assert_eq!(
+                    crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+                    "keep"
+                );
+                if plural == "fluxinstances" {
+                    assert_eq!(
+                        schema.pointer(
+                            "/properties/spec/properties/sync/properties/interval/default"
+                        ),
+                        Some(&json!("1m"))
+                    );
+                }
+            } else {
+                assert_eq!(schema["x-kubernetes-preserve-unknown-fields"], true);
+            }
         }
         let d = get(&o, "Deployment", "flux-operator");
         let pod = &d["spec"]["template"]["spec"];
@@ -1072,6 +1093,22 @@ async fn the_flux_operator_argo_cd_podinfo_and_generic_charts_render_like_upstre
             manager["image"],
             format!("ghcr.io/controlplaneio-fluxcd/flux-operator:v{version}")
         );
+        // Upstream's env: the runtime namespace, the report interval, the web UI's port.
+        let env = |name: &str| {
+            manager["env"]
+                .as_array()
+                .and_then(|e| e.iter().find(|e| e["name"] == name))
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            env("RUNTIME_NAMESPACE")["valueFrom"]["fieldRef"]["fieldPath"],
+            "metadata.namespace"
+        );
+        assert_eq!(env("REPORTING_INTERVAL")["value"], "5m");
+        let web_port = if version == "0.28.0" { "0" } else { "9080" };
+        assert_eq!(env("WEB_SERVER_PORT")["value"], web_port);
+        assert_eq!(manager["args"], json!(["--log-level=info"]));
         let svc = get(&o, "Service", "flux-operator");
         assert_eq!(svc["spec"]["type"], "ClusterIP");
         assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
