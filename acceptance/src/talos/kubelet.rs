@@ -389,9 +389,17 @@ impl PodWorker {
         // The Service dataplane: every pod is an endpoint; a pod-network pod also a client.
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let etc = (!host_network).then(|| shared.dir.join("pods").join(&uid).join("etc"));
+        let own_ports = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+            .flat_map(|c| c.ports.iter().flatten())
+            .filter_map(|p| u16::try_from(p.container_port).ok())
+            .collect();
         shared
             .services
-            .register_pod(&uid, &self.namespace(), &netns, etc);
+            .register_pod(&uid, &self.namespace(), &netns, etc, own_ports);
         let volumes = match self.volumes(&cancel).await {
             Some(v) => v,
             None => return,

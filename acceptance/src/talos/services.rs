@@ -13,7 +13,10 @@
 //! the controller). With no Ready endpoint nothing listens, so clients get `connection refused`,
 //! as from kube-proxy's reject rule; an endpoint whose program does not listen resets the
 //! connection. Services and endpoints that change after a pod started are picked up: its hosts
-//! file is rewritten and its listeners follow the slices.
+//! file is rewritten and its listeners follow the slices. Unlike kube-proxy's NAT, a listener
+//! takes its port from a program that binds every address, so a pod gets no listener on a port
+//! its own containers declare (e.g. the Flux programs' metrics port 8080 and the flux-operator
+//! Service's 8080): such a pod cannot reach a Service on a port it serves itself.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -62,7 +65,22 @@ struct PodNet {
     netns: Weak<NetNs>,
     /// The pod's `/etc` (its `hosts` is rewritten when Services change); pod network only.
     etc: Option<PathBuf>,
+    /// The ports the pod's own containers declare: its programs bind them on every address, and
+    /// a Service listener on the same port would refuse that bind (`address already in use`),
+    /// which kube-proxy's NAT never does. So the pod does not reach Services on those ports.
+    own_ports: HashSet<u16>,
     listeners: HashMap<SocketAddr, CancellationToken>,
+}
+
+impl PodNet {
+    /// The Service addresses the pod should listen on and does not yet.
+    fn missing(&self, wanted: &HashMap<SocketAddr, (Key, String)>) -> Vec<SocketAddr> {
+        wanted
+            .keys()
+            .filter(|a| !self.listeners.contains_key(a) && !self.own_ports.contains(&a.port()))
+            .copied()
+            .collect()
+    }
 }
 
 #[derive(Default)]
@@ -157,13 +175,14 @@ impl Dataplane {
     }
 
     /// A pod's network namespace: an endpoint for Services, and for a pod-network pod (`etc`
-    /// given) a client with Service names and listeners.
+    /// given) a client with Service names and listeners, except on `own_ports`.
     pub fn register_pod(
         &self,
         uid: &str,
         namespace: &str,
         netns: &Arc<NetNs>,
         etc: Option<PathBuf>,
+        own_ports: HashSet<u16>,
     ) {
         self.lock().pods.insert(
             uid.to_owned(),
@@ -171,6 +190,7 @@ impl Dataplane {
                 namespace: namespace.to_owned(),
                 netns: Arc::downgrade(netns),
                 etc,
+                own_ports,
                 listeners: HashMap::new(),
             },
         );
@@ -333,11 +353,7 @@ impl Dataplane {
                     }
                     keep
                 });
-                let missing: Vec<SocketAddr> = wanted
-                    .keys()
-                    .filter(|a| !pod.listeners.contains_key(a))
-                    .copied()
-                    .collect();
+                let missing = pod.missing(&wanted);
                 if let (false, Some(netns)) = (missing.is_empty(), pod.netns.upgrade()) {
                     work.push((uid.clone(), netns, missing));
                 }
@@ -580,5 +596,34 @@ mod tests {
                 .listening()
                 .contains_key(&SocketAddr::from((addr, 80)))
         );
+    }
+
+    /// A pod whose program binds its declared port on every address (as Go's `:8080` does) must
+    /// not find that port taken by a Service listener in its own namespace.
+    #[test]
+    fn a_pod_does_not_listen_on_service_ports_its_containers_declare() {
+        let svc = ("flux-system".to_owned(), "flux-operator".to_owned());
+        let wanted = HashMap::from([
+            (
+                SocketAddr::from(([127, 253, 0, 2], 8080)),
+                (svc.clone(), "http".to_owned()),
+            ),
+            (
+                SocketAddr::from(([127, 253, 0, 3], 80)),
+                (svc, "http".to_owned()),
+            ),
+        ]);
+        let pod = |own_ports: &[u16]| PodNet {
+            namespace: "flux-system".into(),
+            netns: Weak::new(),
+            etc: None,
+            own_ports: own_ports.iter().copied().collect(),
+            listeners: HashMap::new(),
+        };
+        assert_eq!(
+            pod(&[8080, 9440]).missing(&wanted),
+            vec![SocketAddr::from(([127, 253, 0, 3], 80))]
+        );
+        assert_eq!(pod(&[]).missing(&wanted).len(), 2);
     }
 }

@@ -106,6 +106,33 @@ fn processes(name: &str) -> Vec<(u32, u64)> {
     found
 }
 
+/// Every pod in [`NS`] with its phase and its containers' waiting or terminated reasons.
+async fn pod_summary(client: &kube::Client) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let Ok(list) = pods.list(&ListParams::default()).await else {
+        return "(no pod list)".into();
+    };
+    list.items
+        .iter()
+        .map(|p| {
+            let status = p.status.clone().unwrap_or_default();
+            let containers = status
+                .container_statuses
+                .unwrap_or_default()
+                .iter()
+                .map(|c| format!("{}={:?}", c.name, c.state))
+                .collect::<Vec<_>>()
+                .join(",");
+            format!(
+                "{} {} {containers}",
+                p.metadata.name.clone().unwrap_or_default(),
+                status.phase.unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 async fn operator_log(client: &kube::Client) -> String {
     pod_logs(client, "app.kubernetes.io/name=flux-operator").await
 }
@@ -195,6 +222,14 @@ async fn the_real_flux_operator_reconciles_the_flux_instance_named_flux_with_rea
     let created = Instant::now();
     let status = eventually(300, "FluxInstance flux Ready=True", || async {
         let obj = api.get("flux").await.ok()?;
+        if created.elapsed() > Duration::from_secs(290) {
+            panic!(
+                "FluxInstance flux not Ready within 290s: {}\npods: {}\n{}",
+                obj.data.get("status").cloned().unwrap_or_default(),
+                pod_summary(&client).await,
+                operator_log(&client).await
+            )
+        }
         match ready(&obj) {
             Some((s, reason, message)) if s == "False" && reason != "Progressing" => {
                 panic!(
