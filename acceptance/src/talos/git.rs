@@ -114,6 +114,24 @@ pub struct GitServers {
     keys: Mutex<Vec<String>>,
 }
 
+/// gitkit (git-server's SSH side) drops the first `/` of the path a client asks for, assuming it
+/// leads: right for `ssh://git@HOST/acme/fleet.git` (`/acme/fleet.git`), wrong for the scp form
+/// `git@HOST:acme/fleet.git`, which asks for `acme/fleet.git` and so reaches `acmefleet.git`. A
+/// symlink at that mangled path lets both forms reach the repository, as on GitHub.
+fn scp_alias(root: &Path, path: &str) -> std::io::Result<()> {
+    let Some((first, rest)) = path.split_once('/') else {
+        return Ok(());
+    };
+    let alias = root.join(format!("{first}{rest}"));
+    if alias.symlink_metadata().is_ok() {
+        return Ok(());
+    }
+    if let Some(parent) = alias.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::os::unix::fs::symlink(root.join(path), alias)
+}
+
 /// The `git-server` binary: `.tools/flux/git-server` (or under `TALOSBOOT_TOOLS`).
 pub fn git_server_binary() -> PathBuf {
     std::env::var_os("TALOSBOOT_TOOLS")
@@ -208,6 +226,7 @@ impl GitServers {
                 init.arg(&bare);
                 run(init, "git init").await?;
                 commit_tree(&bare, files, "talos-sim: the repository's files").await?;
+                scp_alias(&root, &url.path)?;
                 ports.extend(url.port);
             }
             ports.sort_unstable();

@@ -13,9 +13,10 @@ use super::common::{self, from_json};
 
 const NS: &str = "git-test";
 const GITHUB: &str = "ssh://git@github.com/acme/fleet.git";
-/// As `examples/talos-cilium-flux` writes it. (The scp form, `git@HOST:srv/git/infra.git`, reaches
-/// git-server as `srvgit/infra.git`: gitkit drops the first `/` of the path, leading or not.)
+/// As `examples/talos-cilium-flux` writes it.
 const BACKUP: &str = "ssh://git@backup.example.internal/srv/git/infra.git";
+/// The scp form `git` users type for GitHub (Flux itself wants `ssh://`).
+const GITHUB_SCP: &str = "git@github.com:acme/fleet.git";
 
 fn keygen(dir: &std::path::Path, name: &str) -> (String, String) {
     let path = dir.join(name);
@@ -115,7 +116,7 @@ async fn pods_clone_over_ssh_from_the_hosts_users_name() {
 
     let head = git.head(GITHUB).await.unwrap();
     let clone = format!(
-        "git ls-remote {GITHUB} && mkdir -p /tmp && git clone -q {GITHUB} /tmp/fleet && cat /tmp/fleet/clusters/staging/app.yaml && git ls-remote {BACKUP}"
+        "git ls-remote {GITHUB} && mkdir -p /tmp && git clone -q {GITHUB} /tmp/fleet && cat /tmp/fleet/clusters/staging/app.yaml && git ls-remote {BACKUP} && git ls-remote {GITHUB_SCP}"
     );
     let (ok, log) = run(&cluster, &client, "clone", true, &clone).await;
     assert!(ok, "{log}");
@@ -123,8 +124,8 @@ async fn pods_clone_over_ssh_from_the_hosts_users_name() {
     assert!(log.contains("app: one"), "{log}");
     assert_eq!(
         log.matches(&head).count(),
-        4,
-        "both hosts serve the commit: {log}"
+        6,
+        "both hosts serve the commit, GitHub's also in the scp form: {log}"
     );
 
     // From a pod's own network (Flux's controllers run there) once the CNI is up.
