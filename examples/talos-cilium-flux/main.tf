@@ -20,7 +20,7 @@ locals {
     metadata   = { name = "flux-github", namespace = "flux-system" }
     stringData = {
       identity    = var.github_deploy_key
-      known_hosts = "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+      known_hosts = var.flux_known_hosts
     }
   })
   gitea_secret = var.gitea_rollback_key == null ? [] : [yamlencode({

@@ -15,6 +15,12 @@ variable "flux_source_url" {
   description = "Git source Flux bootstraps from. A rebuild during a GitHub outage points it at the read-only Git backup (e.g. `ssh://git@backup.example.internal/srv/git/infra.git`) and applies."
 }
 
+variable "flux_known_hosts" {
+  type        = string
+  default     = "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+  description = "`known_hosts` lines of the Git hosts the source may point at (GitHub's published key by default). For a rebuild from the backup, add the backup host's line: source-controller refuses a host whose key is not listed."
+}
+
 variable "flux_source_ref" {
   type    = string
   default = "refs/heads/main"

@@ -27,6 +27,8 @@ use std::sync::OnceLock;
 
 use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace, repo_root};
 
+mod real_flux;
+
 /// References to resources of other providers, and the variable that stands in for each (an
 /// ephemeral variable for an ephemeral resource: [`stand_in_declaration`]). A longer reference
 /// goes before one it contains.

@@ -550,6 +550,14 @@ impl TestCluster {
         self._talos.is_some()
     }
 
+    /// The cluster's loopback Git servers (`TalosConfig::git`); `None` on an external cluster or
+    /// when none were asked for.
+    pub fn git(&self) -> Option<&talos_sim::talos::git::GitServers> {
+        self._talos
+            .as_ref()
+            .and_then(|ground| ground.cluster().git())
+    }
+
     /// The faults the fault proxy injects between the provider and the API; `None` on an
     /// external cluster. (Never on the shared cluster: other tests would meet them.)
     pub fn faults(&self) -> Option<&talos_sim::Faults> {

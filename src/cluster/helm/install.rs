@@ -148,7 +148,7 @@ impl ChartInstall {
         let mut argv = self.release_args(&["helm", "upgrade", "--install"]);
         argv.extend([
             "--timeout".into(),
-            format!("{}s", timeout.as_secs().max(1)),
+            format!("{}s", helm_timeout(timeout).as_secs()),
             "--history-max".into(),
             self.history_max.unwrap_or(10).to_string(),
         ]);
@@ -193,6 +193,14 @@ impl ChartInstall {
     fn target_name(&self) -> String {
         format!("{}/{}", self.namespace, self.release)
     }
+}
+
+/// Helm's own `--timeout`, a little under the Job's deadline (`deadline`): Helm then says what it
+/// still waited for (which resource, which pod) in the log the diagnostic relays, before the Job
+/// controller ends the pod with nothing said.
+fn helm_timeout(deadline: Duration) -> Duration {
+    let margin = (deadline / 10).clamp(Duration::from_secs(5), Duration::from_secs(30));
+    deadline.saturating_sub(margin).max(Duration::from_secs(1))
 }
 
 /// The release as an install finds it, for [`major::install_flags`].
@@ -493,7 +501,7 @@ pub async fn uninstall(
     ]
     .iter()
     .map(|s| (*s).to_owned())
-    .chain([format!("{}s", timeout.as_secs().max(1))])
+    .chain([format!("{}s", helm_timeout(timeout).as_secs())])
     .collect();
     let spec = RunSpec {
         purpose: format!("uninstall release {namespace}/{release_name}"),
@@ -520,6 +528,15 @@ pub async fn uninstall(
 mod tests {
     use super::super::major::ApplyMethod;
     use super::*;
+
+    #[test]
+    fn helm_gives_up_before_the_job_deadline_to_say_what_it_waited_for() {
+        let secs = |s| helm_timeout(Duration::from_secs(s)).as_secs();
+        assert_eq!(secs(120), 108);
+        assert_eq!(secs(900), 870);
+        assert_eq!(secs(30), 25);
+        assert_eq!(secs(3), 1);
+    }
 
     fn chart() -> ChartInstall {
         ChartInstall {

@@ -77,11 +77,16 @@ impl Resource for FluxBootstrap {
         let mut resp = plan::plan(req);
         if !resp.planned_state.is_null() && !resp.diagnostics.has_errors() {
             let planned = &resp.planned_state;
-            let (operator, namespace) = futures::join!(
+            let (operator, namespace, adopted) = futures::join!(
                 operator_values::warning(ctx, &prior, planned, &config, &private),
                 plan_checks::warnings(ctx, &prior, planned, &config, &private),
+                plan_checks::adopted_instance(ctx, &prior, &config),
             );
-            let found: Vec<_> = operator.into_iter().chain(namespace).collect();
+            let found: Vec<_> = operator
+                .into_iter()
+                .chain(namespace)
+                .chain(adopted)
+                .collect();
             for d in found {
                 resp.diagnostics.push(d);
             }

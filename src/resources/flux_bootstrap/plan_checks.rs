@@ -2,18 +2,23 @@
 //! planned run starts bootstrap Jobs: an existing bootstrap namespace without the Pod Security
 //! label (apply labels it, [`crate::cluster::flux::pod_security`]), and a Job that would need the
 //! pod network or the Service IP on a cluster without a CNI (apply stops before it,
-//! [`crate::cluster::flux::pre_cni`]). Each says what apply does and the fix.
+//! [`crate::cluster::flux::pre_cni`]); and, whenever `instance_yaml` changes, a FluxInstance
+//! that Flux has adopted (apply leaves it to Flux: [`adopted_instance`]). Each says what apply
+//! does and the fix.
 
 use std::time::Duration;
 
 use super::apply::scope;
-use super::inputs::{bootstrap_namespace, job_settings, pre_cni_needs};
+use super::inputs::{Inputs, bootstrap_namespace, job_settings, pre_cni_needs};
 use super::model::Config;
 use super::plan::operator_repair;
 use super::private::Private;
 use crate::cluster::client::PSA_ENFORCE;
+use crate::cluster::flux::instance::read_instance;
+use crate::cluster::flux::ownership::adopted_by_flux;
 use crate::cluster::flux::pod_security::{self, Needed};
 use crate::cluster::flux::{FluxError, pre_cni};
+use crate::cluster::ownership::manager_of_object;
 use crate::framework::model::{Unknowns, decode};
 use crate::framework::{Ctx, Diagnostic};
 use crate::values::Value;
@@ -71,4 +76,46 @@ pub async fn warnings(
         ));
     }
     out
+}
+
+/// `gitops_resources.instance_yaml` as a known string.
+fn instance_yaml(value: &Value) -> Option<&str> {
+    value
+        .attr("gitops_resources")?
+        .attr("instance_yaml")?
+        .as_str()
+}
+
+/// When `instance_yaml` changes and the FluxInstance in the cluster is Flux's (a Kustomization
+/// applies it from Git): apply leaves it alone, so the plan says so rather than let the diff
+/// read as a change to what runs.
+pub async fn adopted_instance(ctx: &Ctx, prior: &Value, config: &Value) -> Option<Diagnostic> {
+    let before = instance_yaml(prior)?;
+    if instance_yaml(config)? == before {
+        return None;
+    }
+    let config = decode::<Config>(config, Unknowns::Reject).ok()?;
+    let inputs = Inputs::resolve(&config).ok()?;
+    let namespace = inputs.namespace.clone();
+    let name = inputs.instance.object["metadata"]["name"]
+        .as_str()?
+        .to_owned();
+    let cluster = crate::resources::cluster(ctx);
+    let live = tokio::time::timeout(PLAN_READ_BUDGET, async {
+        let kube = cluster.connect().await.ok()?;
+        read_instance(&kube, &namespace, &name).await.ok().flatten()
+    })
+    .await
+    .ok()
+    .flatten()?;
+    if !adopted_by_flux(&live) {
+        return None;
+    }
+    let owner = manager_of_object(&live).map_or_else(|| "Flux".to_owned(), |m| m.to_string());
+    Some(Diagnostic::warning(
+        "The FluxInstance is Flux's: apply does not change it",
+        format!(
+            "`gitops_resources.instance_yaml` changed, but {owner} has adopted FluxInstance {namespace}/{name}: the bootstrap never fights Flux, so apply leaves it as Flux applies it from Git (the new text is only kept in state, for a bootstrap of a new cluster). To change the running FluxInstance, commit the change to its file in Git."
+        ),
+    ))
 }
