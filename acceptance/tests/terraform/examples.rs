@@ -6,7 +6,8 @@
 //!   `tofu validate`d in a workspace that declares what the snippet takes from elsewhere;
 //! - the full roots (every other directory under `examples/`): copied whole, as a user would copy
 //!   them, then `init` and `validate`; the ones in [`PLANNED_ROOTS`] are also planned against the
-//!   embedded cluster;
+//!   embedded cluster; `talos-cilium-flux` is also applied against the real Flux Operator and
+//!   controllers with Git over SSH on loopback ([`real_flux`]);
 //! - every ```hcl / ```terraform block of `docs/`: `tofu fmt -check`, and `tofu validate` of a root
 //!   made of the block and placeholders for what it refers to ([`doc_block_root`]).
 //!

@@ -35,8 +35,9 @@ resource "talosboot_flux_bootstrap" "flux_operator_bootstrap" {
     path = "kubernetes/clusters/staging" # prod: "kubernetes/clusters/prod"
   }
 
-  # A rebuild starts with the applications suspended (their Kustomizations use
-  # `suspend: ${FLUX_SUSPEND_APPLICATIONS}` with postBuild.substituteFrom flux-runtime-info).
+  # A rebuild starts with the applications suspended: their Kustomizations say
+  # `suspend: ${FLUX_SUSPEND_APPLICATIONS:=false}`, substituted by the root Kustomization (the
+  # FluxInstance's `kustomize.patches` adds postBuild.substituteFrom flux-runtime-info to it).
   suspend_applications = false
 
   timeout         = "15m"

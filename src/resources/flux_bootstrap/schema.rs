@@ -157,7 +157,7 @@ pub fn schema() -> Schema {
                     ..crate::resources::rbac::attribute()
                 },
                 sync(),
-                Attribute::optional("suspend_applications", Type::Bool, "Exported into `flux-runtime-info` as `FLUX_SUSPEND_APPLICATIONS` (`true`/`false`) so a rebuild can start with the applications suspended (`suspend: ${FLUX_SUSPEND_APPLICATIONS}` in their Kustomizations)."),
+                Attribute::optional("suspend_applications", Type::Bool, "Exported into `flux-runtime-info` as `FLUX_SUSPEND_APPLICATIONS` (`true`/`false`) so a rebuild can start with the applications suspended: `suspend: ${FLUX_SUSPEND_APPLICATIONS:=false}` in their Kustomizations, substituted by the Kustomization that applies them (with the Flux Operator, the FluxInstance's `kustomize.patches` adds `postBuild.substituteFrom` `flux-runtime-info` to the root Kustomization `flux-system`; see `examples/talos-cilium-flux`)."),
                 computed("drift", Type::list(Type::String), "What drifted since the last apply, as `Kind/namespace/name: deleted|changed|failed`; empty after an apply."),
             ],
         ),
