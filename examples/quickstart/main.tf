@@ -22,6 +22,12 @@ variable "deploy_key" {
   default     = "-----BEGIN OPENSSH PRIVATE KEY-----\ndemo-only-key\n-----END OPENSSH PRIVATE KEY-----\n"
 }
 
+variable "known_hosts" {
+  type        = string
+  description = "`known_hosts` line of the Git host (GitHub's published key by default)."
+  default     = "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+}
+
 provider "talosboot" {
   config_path = var.kubeconfig_path
 }
@@ -69,7 +75,7 @@ resource "talosboot_flux_bootstrap" "flux" {
       metadata   = { name = "flux-system", namespace = "flux-system" }
       stringData = {
         identity    = var.deploy_key
-        known_hosts = "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+        known_hosts = var.known_hosts
       }
     })
   }

@@ -11,11 +11,12 @@
 //!   see [`super::programs::flux_image`]), Argo CD's components: Ready once connected;
 //! - the Flux Operator at the versions not built here (images tagged older than v0.59.0, the
 //!   older test charts 0.28.0 and 0.33.0; v0.59.0 is the real program): reconciles every
-//!   FluxInstance to `Ready=True` (`ReconciliationSucceeded`), or `Ready=False` (`ArtifactFailed`)
-//!   when its sync URL contains `unreachable` or it carries the annotation
-//!   `talos-sim.dev/unreachable: "true"`. Both differ from the real operator, which reconciles
-//!   only `flux` in its namespace and reports an unreachable Git source as
-//!   `ReconciliationFailed` (field notes §10);
+//!   FluxInstance to `Ready=True` (`ReconciliationSucceeded`), or, when its sync URL contains
+//!   `unreachable` or it carries the annotation `talos-sim.dev/unreachable: "true"`, to
+//!   `Ready=False` `ReconciliationFailed` naming `GitRepository/<ns>/<ns>`, worded as the real
+//!   operator words it, but at once (the real one says so after its health-check wait, 5 minutes
+//!   by default). Unlike the real operator it reconciles every FluxInstance, not only `flux` in
+//!   its namespace (field notes §10);
 //! - `pause`: runs until killed.
 
 use std::sync::Arc;
@@ -269,7 +270,20 @@ async fn reconcile(client: &kube::Client, resource: &ApiResource, instance: &Dyn
     }
     let now = crate::util::now_rfc3339();
     let condition = if unreachable {
-        json!({"type": "Ready", "status": "False", "reason": "ArtifactFailed", "message": "failed to checkout and determine revision: unable to clone: dial tcp: lookup unreachable: no such host", "lastTransitionTime": now, "observedGeneration": generation})
+        // As the real operator words it once its health check gives up on the sync source
+        // (flux-operator `aggregateNotReadyStatus`, fluxcd/pkg `ssa` WaitForSet), without the wait.
+        let url = instance
+            .data
+            .pointer("/spec/sync/url")
+            .and_then(|u| u.as_str())
+            .unwrap_or("https://unreachable.example/");
+        let host = url
+            .split("://")
+            .nth(1)
+            .and_then(|rest| rest.split(['/', ':']).next())
+            .unwrap_or("unreachable.example");
+        let source = format!("GitRepository/{ns}/{ns}");
+        json!({"type": "Ready", "status": "False", "reason": "ReconciliationFailed", "message": format!("reconciliation failed: timeout waiting for: [{source} status: 'Failed']\n{source} status: failed to checkout and determine revision: unable to clone '{url}': dial tcp: lookup {host}: no such host"), "lastTransitionTime": now, "observedGeneration": generation})
     } else {
         json!({"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded", "message": "Reconciliation finished", "lastTransitionTime": now, "observedGeneration": generation})
     };

@@ -19,7 +19,8 @@
 //!   retired Secret is deleted), nothing restarts.
 //! - `failures::api_faults_during_apply_fail_cleanly_and_the_next_apply_converges`.
 //! - `adoption::import_by_the_flux_instance_namespace`: import, then an in-place update that recreates nothing.
-//! - `failures::a_failing_flux_instance_names_its_reason`: `Ready=False` (`ArtifactFailed`).
+//! - `failures::a_failing_flux_instance_names_its_reason`: `Ready=False` (`ReconciliationFailed`,
+//!   naming the GitRepository, as the real operator reports an unreachable source).
 //! - `adoption::runtime_variables_are_typed_as_the_module_substitutes_them`: `port: ${port}` is
 //!   a number, as with the module's `flux envsubst`.
 //! - `adoption::prerequisites_are_applied_until_flux_adopts_them`: manifests and a chart, `common_metadata`

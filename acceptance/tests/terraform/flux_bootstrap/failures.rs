@@ -114,8 +114,9 @@ async fn a_failing_flux_instance_names_its_reason() {
     let text = out.flat();
     assert!(text.contains("FluxInstance failed"), "{}", out.text());
     assert!(
-        text.contains("ArtifactFailed"),
-        "the reason is named:\n{}",
+        text.contains("ReconciliationFailed")
+            && text.contains("GitRepository/flux-system/flux-system"),
+        "the reason and the failing sync source are named, as the real operator gives them:\n{}",
         out.text()
     );
     assert!(
