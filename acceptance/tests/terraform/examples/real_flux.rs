@@ -83,6 +83,7 @@ struct Rebuild {
     public_key: String,
     client: kube::Client,
     ws: Workspace,
+    /// The commit on `main` of the source the root syncs (each host's repository has its own).
     head: String,
     _dir: tempfile::TempDir,
 }
@@ -114,7 +115,11 @@ async fn start_with_files(env: &[(&str, &str)], files: &[(&str, &str)]) -> Optio
         return None;
     };
     git.authorize(&public).expect("authorize the deploy key");
-    let head = git.head(GITHUB).await.expect("the commit on main");
+    let source = env
+        .iter()
+        .find(|(key, _)| *key == "TF_VAR_flux_source_url")
+        .map_or(GITHUB, |(_, url)| url);
+    let head = git.head(source).await.expect("the commit on main");
     ws.write(
         "stand_ins.auto.tfvars.json",
         &json!({ "ephemeral_talos_cluster_kubeconfig": { "kubeconfig_raw": read(&cluster.kubeconfig_path) } })
