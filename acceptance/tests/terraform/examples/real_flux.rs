@@ -189,6 +189,32 @@ async fn wait_ready(objects: &Api<DynamicObject>, name: &str, status: &str) -> S
     .await
 }
 
+/// The sync source `GitRepository/flux-system/flux-system`, asserted to fetch `url` with the
+/// deploy key's Secret and to hold the artifact of commit `head`; its API and that revision.
+async fn synced_source(
+    client: &kube::Client,
+    url: &str,
+    head: &str,
+) -> (Api<DynamicObject>, String) {
+    let sources = api(
+        client,
+        GIT_REPOSITORY,
+        "gitrepositories",
+        Some("flux-system"),
+    );
+    let source = get(&sources, "flux-system")
+        .await
+        .expect("GitRepository flux-system");
+    assert_eq!(source["spec"]["url"], url, "{source}");
+    assert_eq!(source["spec"]["secretRef"]["name"], "flux-github");
+    let revision = source["status"]["artifact"]["revision"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(revision, format!("refs/heads/main@sha1:{head}"), "{source}");
+    (sources, revision)
+}
+
 /// A plan that changes nothing (`-detailed-exitcode` 0).
 fn assert_plan_empty(ws: &Workspace, after: &str) {
     let plan = ws.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]);
@@ -228,21 +254,7 @@ async fn the_staging_root_bootstraps_real_flux_from_github_over_ssh() {
     ws.ok(APPLY);
     let applied = started.elapsed();
 
-    let sources = api(
-        client,
-        GIT_REPOSITORY,
-        "gitrepositories",
-        Some("flux-system"),
-    );
-    let source = get(&sources, "flux-system")
-        .await
-        .expect("GitRepository flux-system");
-    assert_eq!(source["spec"]["url"], GITHUB, "{source}");
-    assert_eq!(source["spec"]["secretRef"]["name"], "flux-github");
-    let revision = source["status"]["artifact"]["revision"]
-        .as_str()
-        .unwrap_or_default();
-    assert_eq!(revision, format!("refs/heads/main@sha1:{head}"), "{source}");
+    let (sources, revision) = synced_source(client, GITHUB, head).await;
     // kustomize-controller applied the sync path: the app, and the FluxInstance from Git.
     let kustomizations = api(client, KUSTOMIZATION, "kustomizations", Some("flux-system"));
     wait_ready(&kustomizations, "apps", "True").await;
@@ -366,20 +378,7 @@ async fn a_phase_3_rebuild_syncs_from_the_backup_with_applications_suspended() {
     } = &run;
     ws.ok(APPLY);
 
-    let sources = api(
-        client,
-        GIT_REPOSITORY,
-        "gitrepositories",
-        Some("flux-system"),
-    );
-    let source = get(&sources, "flux-system")
-        .await
-        .expect("GitRepository flux-system");
-    assert_eq!(source["spec"]["url"], BACKUP, "{source}");
-    let revision = source["status"]["artifact"]["revision"]
-        .as_str()
-        .unwrap_or_default();
-    assert_eq!(revision, format!("refs/heads/main@sha1:{head}"), "{source}");
+    synced_source(client, BACKUP, head).await;
     let kustomizations = api(client, KUSTOMIZATION, "kustomizations", Some("flux-system"));
     let apps = wait_for(
         "the apps Kustomization",
