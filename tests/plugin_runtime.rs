@@ -483,9 +483,10 @@ async fn provider_exits_when_terraform_is_killed() -> anyhow::Result<()> {
     use tokio::io::AsyncBufReadExt as _;
 
     // `sh` plays Terraform: it starts the provider and is then killed outright.
+    // The pid goes to stderr: on stdout it would race the provider's handshake.
     let mut terraform = tokio::process::Command::new("sh")
         .arg("-c")
-        .arg("\"$0\" & echo $!; wait")
+        .arg("\"$0\" 2>/dev/null & echo $! >&2; wait")
         .arg(support::BINARY)
         .env("TF_PLUGIN_MAGIC_COOKIE", support::MAGIC_COOKIE)
         .env("PLUGIN_PROTOCOL_VERSIONS", "6")
@@ -494,16 +495,20 @@ async fn provider_exits_when_terraform_is_killed() -> anyhow::Result<()> {
         .env_remove("PLUGIN_MAX_PORT")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()?;
     let stdout = terraform.stdout.take().expect("stdout");
+    let stderr = terraform.stderr.take().expect("stderr");
     let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let pid: u32 = tokio::time::timeout(support::STARTUP_TIMEOUT, lines.next_line())
-        .await??
-        .expect("pid line")
-        .trim()
-        .parse()?;
+    let pid: u32 = tokio::time::timeout(
+        support::STARTUP_TIMEOUT,
+        tokio::io::BufReader::new(stderr).lines().next_line(),
+    )
+    .await??
+    .expect("pid line")
+    .trim()
+    .parse()?;
     let handshake = tokio::time::timeout(support::STARTUP_TIMEOUT, lines.next_line())
         .await??
         .expect("handshake line");
