@@ -10,7 +10,7 @@
 //! Map of the crate:
 //! - [`talos`]: [`talos::TalosCluster`] and its parts.
 //! - [`faults`]: the bounded faults ([`Faults`]) the fault proxy injects.
-//! - [`test_gate`]: which tests of a test process run side by side and which run alone.
+//! - [`test_gate`]: which tests of a test process run side by side and which run apart.
 
 pub mod faults;
 pub mod talos;

@@ -36,15 +36,15 @@ pub async fn shared() -> (&'static TalosCluster, kube::Client) {
     (cluster, client)
 }
 
-/// The tests of this suite that run alone (`talos_sim::test_gate`), as libtest names them: none
+/// The tests of this suite that run apart (`talos_sim::test_gate`), as libtest names them: none
 /// yet; every test here bounds its waits generously and measures nothing against the clock but
 /// lower bounds.
-const RUN_ALONE: &[&str] = &[];
+const RUN_APART: &[&str] = &[];
 
-/// Lets the test in through the process's gate (side by side with others, or alone when in
-/// [`RUN_ALONE`]), sets up logging and the TLS provider.
+/// Lets the test in through the process's gate (side by side with others, or apart when in
+/// [`RUN_APART`]), sets up logging and the TLS provider.
 fn init() {
-    talos_sim::test_gate::enter(RUN_ALONE);
+    talos_sim::test_gate::enter(RUN_APART);
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(

@@ -121,7 +121,7 @@ fn settings() -> Settings {
     } else {
         // The short run's eight steps are shared by the two CLIs' variants, four each (each
         // still kills its CLI once): both clients meet the faults, and the suite's chaos time,
-        // spent alone on the machine, stays what one CLI's run took.
+        // spent apart from the other tests, stays what one CLI's run took.
         Settings {
             seed,
             long,

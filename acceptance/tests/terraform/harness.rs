@@ -195,15 +195,17 @@ fn tools() -> &'static PathBuf {
     })
 }
 
-/// The tests of this suite that run alone (`talos_sim::test_gate`), each named as libtest names
-/// it (each CLI's variant of an [`on_both_clis!`] test by its own name). They assert wall-clock bounds or race the apiserver against deadlines of their own, and
-/// starved into spurious failures when other tests shared the two cores:
+/// The tests of this suite that run apart from the side-by-side ones (`talos_sim::test_gate`:
+/// two of them may run at once, so a test's two CLI variants pair up), each named as libtest
+/// names it (each CLI's variant of an [`on_both_clis!`] test by its own name). They assert
+/// wall-clock bounds or race the apiserver against deadlines of their own, and were starved
+/// into spurious failures when other tests shared the two cores:
 /// - the chaos suite: a 2-minute budget, Lease expiry and Job-deadline bounds after each fault;
 /// - the minimal-RBAC installs that end in an uninstall: the provider's render and install runs
 ///   and the uninstall Job against the Job controller's timing;
 /// - the Flux Operator's uninstall (`deletion_policy = "uninstall"`): at three threads its
 ///   uninstall Job once ran until its 2-minute deadline (it takes seconds alone).
-pub const RUN_ALONE: &[&str] = &[
+pub const RUN_APART: &[&str] = &[
     "chaos::chaos_never_leaves_a_lying_state_and_converges::opentofu",
     "chaos::chaos_never_leaves_a_lying_state_and_converges::terraform",
     "helm_release_resource::minimal_rbac_installs_upgrades_and_uninstalls_a_chart::opentofu",
@@ -214,16 +216,16 @@ pub const RUN_ALONE: &[&str] = &[
     "flux_bootstrap::uninstall_policy_removes_flux::terraform",
 ];
 
-/// Lets the current test in through the process's gate: side by side with others, or alone when
-/// it is in [`RUN_ALONE`]. Every test passes it when it asks for its first workspace or cluster.
+/// Lets the current test in through the process's gate: side by side with others, or apart when
+/// it is in [`RUN_APART`]. Every test passes it when it asks for its first workspace or cluster.
 fn enter_gate() {
-    talos_sim::test_gate::enter(RUN_ALONE);
+    talos_sim::test_gate::enter(RUN_APART);
 }
 
-/// A name in [`RUN_ALONE`] that no test has any more (renamed, moved) would silently let that
-/// test share the machine again.
+/// A name in [`RUN_APART`] that no test has any more (renamed, moved) would silently let that
+/// test share the machine with side-by-side tests again.
 #[test]
-fn every_test_named_to_run_alone_exists() {
+fn every_test_named_to_run_apart_exists() {
     let listed = Command::new(std::env::current_exe().expect("test binary path"))
         .args(["--list", "--format", "terse"])
         .output()
@@ -233,8 +235,8 @@ fn every_test_named_to_run_alone_exists() {
         .lines()
         .filter_map(|line| line.strip_suffix(": test"))
         .collect();
-    for name in RUN_ALONE {
-        assert!(tests.contains(name), "RUN_ALONE names no test: {name}");
+    for name in RUN_APART {
+        assert!(tests.contains(name), "RUN_APART names no test: {name}");
     }
 }
 
