@@ -60,10 +60,12 @@ metadata:
   name: {{ $plural }}.fluxcd.controlplane.io
   labels:
     {{- include "flux-operator.labels" $root | nindent 4 }}
-  {{- with $root.Values.commonAnnotations }}
+  {{- /* Upstream's CRDs are kept on uninstall in every chart version (read at 0.28.0 and 0.33.0). */}}
   annotations:
+    helm.sh/resource-policy: keep
+    {{- with $root.Values.commonAnnotations }}
     {{- toYaml . | nindent 4 }}
-  {{- end }}
+    {{- end }}
 spec:
   group: fluxcd.controlplane.io
   names:

@@ -1066,12 +1066,13 @@ async fn the_flux_operator_argo_cd_podinfo_and_generic_charts_render_like_upstre
             assert_eq!(v["name"], "v1");
             assert_eq!(v["subresources"]["status"], json!({}));
             let schema = &v["schema"]["openAPIV3Schema"];
+            // Upstream's CRDs are kept on uninstall, in every chart version.
+            assert_eq!(
+                crd["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
+                "{plural} at {version}"
+            );
             if version == "0.59.0" && generated_crds() {
-                // The generated CRDs: the real schema, its defaults, upstream's annotation.
-                assert_eq!(
-                    crd["metadata"]["annotations"]["helm.sh/resource-policy"],
-                    "keep"
-                );
+                // The generated CRDs: the real schema and its defaults.
                 if plural == "fluxinstances" {
                     assert_eq!(
                         schema.pointer(
