@@ -1688,6 +1688,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn back_off_durations_print_as_go_prints_them() {
+        for (ms, printed) in [
+            (500, "500ms"),
+            (1000, "1s"),
+            (2500, "2.5s"),
+            (10_000, "10s"),
+            (80_000, "1m20s"),
+            (300_000, "5m0s"),
+        ] {
+            assert_eq!(go_duration(Duration::from_millis(ms)), printed);
+        }
+    }
+
+    #[test]
     fn dollar_expansion_follows_the_kubelet() {
         let env = BTreeMap::from([("A".to_owned(), "x".to_owned())]);
         assert_eq!(expand("$(A)-$(B)-$$(A)-$", &env), "x-$(B)-$(A)-$");

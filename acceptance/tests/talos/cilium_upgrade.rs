@@ -453,10 +453,7 @@ async fn an_agent_restart_drops_and_restores_its_nodes_pod_network() {
     let backoff = format!(
         "BackOff: Back-off restarting failed container cilium-agent in pod {name}_kube-system({uid})"
     );
-    assert!(
-        events.contains(&backoff),
-        "{backoff} in {events:?}"
-    );
+    assert!(events.contains(&backoff), "{backoff} in {events:?}");
     assert!(!cluster.cni_ready(&node), "no CNI while the agent crashes");
     let nodes: Api<Node> = Api::all(client.clone());
     common::eventually(30, "the worker NotReady without its CNI", || async {
