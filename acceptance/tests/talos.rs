@@ -5,7 +5,7 @@
 //! Index:
 //! - `control_plane`: versions, start time and memory, Pod Security and RBAC refusals by the real server
 //! - `pods`: the kubelet: pre-CNI networking, real Helm through KubePrism, `kubectl logs` through
-//!   the real apiserver, image pulls, restarts, deletion
+//!   the real apiserver, image pulls, restarts, deletion, kubelet faults from their ConfigMap
 //! - `git`: Git on loopback: the hosts users name resolve inside pods to the SSH git-server; a pod's
 //!   git clones with an authorized key, sees a new commit, is refused once the key is revoked
 //! - `flux`: the real Flux Operator installed by its chart 0.59.0 reconciles the FluxInstance
