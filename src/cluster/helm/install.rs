@@ -524,6 +524,65 @@ pub async fn uninstall(
     .map(|(run, _)| run)
 }
 
+/// The annotation a talosboot create that failed after its release existed leaves on the
+/// release's newest record (the value: its first-deployed time): the destroy of the tainted
+/// object only forgets such a release, and the create that replaces it resumes it in place.
+/// Kept in the cluster, not in private state: the CLIs hand the destroy half of a replacement the
+/// create's planned private state, not the tainted object's.
+pub const FAILED_CREATE: &str = "talosboot.dev/failed-create";
+
+fn record_name(name: &str, revision: i64) -> String {
+    format!("sh.helm.release.v1.{name}.v{revision}")
+}
+
+/// Sets (or, with `None`, removes) an annotation of the record of `revision`.
+///
+/// # Errors
+/// The record cannot be patched.
+pub async fn annotate_record(
+    clients: &Kube,
+    namespace: &str,
+    name: &str,
+    revision: i64,
+    key: &str,
+    value: Option<&str>,
+) -> Result<(), ClusterError> {
+    let secrets: Api<Secret> = Api::namespaced(clients.client.clone(), namespace);
+    let patch = json!({"metadata": {"annotations": {key: value}}});
+    let (record, params, patch) = (
+        record_name(name, revision),
+        PatchParams::default(),
+        Patch::Merge(&patch),
+    );
+    retry("annotate the release record", || {
+        secrets.patch(&record, &params, &patch)
+    })
+    .await
+    .map(|_| ())
+    .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))
+}
+
+/// An annotation of the record of `revision` (`None`: unset, or no such record).
+///
+/// # Errors
+/// The record cannot be read.
+pub async fn record_annotation(
+    clients: &Kube,
+    namespace: &str,
+    name: &str,
+    revision: i64,
+    key: &str,
+) -> Result<Option<String>, ClusterError> {
+    let secrets: Api<Secret> = Api::namespaced(clients.client.clone(), namespace);
+    let found = secrets
+        .get_metadata_opt(&record_name(name, revision))
+        .await
+        .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
+    Ok(found
+        .and_then(|s| s.metadata.annotations)
+        .and_then(|mut a| a.remove(key)))
+}
+
 /// `helm rollback` of a release to `revision` in a bootstrap Job (no `--wait`: the caller judges
 /// readiness natively, naming what is not ready).
 #[allow(clippy::too_many_arguments)]

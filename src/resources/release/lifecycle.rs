@@ -18,7 +18,7 @@ use crate::cluster::converge::{
 };
 use crate::cluster::engine::EngineError;
 use crate::cluster::helm;
-use crate::cluster::helm::install::Installed;
+use crate::cluster::helm::install::{FAILED_CREATE, Installed};
 use crate::cluster::helm::release::{HelmRelease, ReleaseStatus};
 use crate::cluster::helm::release_values;
 use crate::cluster::talos_inventory;
@@ -285,7 +285,7 @@ pub async fn install<K: ChartResource>(
     );
     let refresh_readiness = |r: Option<&HelmRelease>| desired.refresh_readiness(r);
     let wait_readiness = |r: Option<&HelmRelease>| desired.readiness(r);
-    let resumes = prior.is_none() && resumes_failed_create(clients, &desired, private).await;
+    let resumes = prior.is_none() && resumes_failed_create(clients, &desired).await;
     let want = match resumes {
         // The release this resource's failed create left: upgraded (or waited for) in place.
         true => Want::Record(fingerprint(&desired)),
@@ -344,7 +344,7 @@ pub async fn install<K: ChartResource>(
                 (s, _) => s,
             };
             if prior.is_none() {
-                mark_failed_create(state.as_ref(), private, &mut diagnostics);
+                mark_failed_create(clients, state.as_ref(), &mut diagnostics).await;
             }
             return Applied { state, diagnostics };
         }
@@ -387,13 +387,12 @@ pub async fn install<K: ChartResource>(
                 .and_then(|s| s.common().revision)
                 .or(revision);
             if prior.is_none() {
-                mark_failed_create(state.as_ref(), private, &mut diagnostics);
+                mark_failed_create(clients, state.as_ref(), &mut diagnostics).await;
             }
             return Applied { state, diagnostics };
         }
     }
     private.unready_revision = None;
-    private.failed_create = None;
     let state = match observe(clients, &desired).await {
         Ok(o) => refresh_as(desired.clone(), &o, private, &mut diagnostics, true),
         Err(e) => {
@@ -404,6 +403,9 @@ pub async fn install<K: ChartResource>(
             Some(desired.clone())
         }
     };
+    if let (true, Some(state)) = (resumes, &state) {
+        unmark_failed_create(clients, state).await;
+    }
     if state.is_none() {
         diagnostics.error(
             "Release missing after install",
@@ -414,42 +416,69 @@ pub async fn install<K: ChartResource>(
     Applied { state, diagnostics }
 }
 
-/// Whether a create resumes the release this resource's failed create left (its private state
-/// names it, and the release found is that one: the same first-deployed time), rather than
-/// refusing it as somebody else's.
-async fn resumes_failed_create<K: ChartResource>(
-    clients: &Kube,
-    desired: &K,
-    private: &Private,
-) -> bool {
-    let Some(mark) = &private.failed_create else {
+/// Whether a create resumes the release a failed talosboot create left (its newest record carries
+/// [`FAILED_CREATE`]), rather than refusing it as somebody else's.
+async fn resumes_failed_create<K: ChartResource>(clients: &Kube, desired: &K) -> bool {
+    let c = desired.common();
+    let (ns, name) = (c.release_namespace(), c.release_name());
+    let Ok(Some(found)) = helm::install::release(clients, ns, name).await else {
         return false;
     };
-    let c = desired.common();
-    match helm::install::release(clients, c.release_namespace(), c.release_name()).await {
-        Ok(Some(found)) => unix_seconds(&found.first_deployed).to_string() == *mark,
-        _ => false,
-    }
+    helm::install::record_annotation(clients, ns, name, found.revision, FAILED_CREATE)
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|mark| mark == unix_seconds(&found.first_deployed).to_string())
 }
 
 /// After a create failed with its release in the cluster (the object is then tainted): the mark
-/// that makes the tainted object's destroy only forget the release and the replacing create
-/// resume it, so a CNI that serves pods is never uninstalled between the failure and the next
-/// success.
-fn mark_failed_create<K: ChartResource>(
+/// on the release's newest record that makes the tainted object's destroy only forget the
+/// release and the replacing create resume it, so a CNI that serves pods is never uninstalled
+/// between the failure and the next success.
+async fn mark_failed_create<K: ChartResource>(
+    clients: &Kube,
     state: Option<&K>,
-    private: &mut Private,
     diagnostics: &mut Diagnostics,
 ) {
-    let found = state.and_then(|s| s.common().metadata.as_ref().map(|m| (s, m.first_deployed)));
-    let Some((state, first_deployed)) = found.filter(|(_, t)| *t != 0) else {
+    let Some(state) = state else { return };
+    let c = state.common();
+    let (Some(revision), Some(first_deployed)) = (
+        c.revision,
+        c.metadata
+            .as_ref()
+            .map(|m| m.first_deployed)
+            .filter(|t| *t != 0),
+    ) else {
         return;
     };
-    private.failed_create = Some(first_deployed.to_string());
-    diagnostics.warning(
-        format!("{} stays installed", state.label()),
-        format!("The create failed after release {} was installed. OpenTofu/Terraform marks the resource tainted and plans to replace it: talosboot then keeps the release running (the replacement's destroy only forgets it, for any `deletion_policy`) and the next apply resumes it in place. To remove it instead, uninstall it with Helm after the destroy.", state.common().id()),
-    );
+    let (ns, name) = (c.release_namespace(), c.release_name());
+    let mark = first_deployed.to_string();
+    let marked =
+        helm::install::annotate_record(clients, ns, name, revision, FAILED_CREATE, Some(&mark))
+            .await;
+    match marked {
+        Ok(()) => diagnostics.warning(
+            format!("{} stays installed", state.label()),
+            format!("The create failed after release {} was installed. OpenTofu/Terraform marks the resource tainted and plans to replace it: talosboot then keeps the release running (the replacement's destroy only forgets it, for any `deletion_policy`) and the next apply resumes it in place. To remove it instead, uninstall it with Helm after the destroy.", c.id()),
+        ),
+        Err(e) => diagnostics.warning(
+            format!("{} may be uninstalled by the replacement", state.label()),
+            format!("The create failed after release {} was installed, and talosboot could not mark the release to be resumed ({e}): the replacement OpenTofu/Terraform plans would uninstall it first. To keep it running, `untaint` the resource before the next apply.", c.id()),
+        ),
+    }
+}
+
+/// After a resumed create succeeded without a new record (nothing changed): the mark goes.
+async fn unmark_failed_create<K: ChartResource>(clients: &Kube, state: &K) {
+    let c = state.common();
+    if let Some(revision) = c.revision {
+        let (ns, name) = (c.release_namespace(), c.release_name());
+        let cleared =
+            helm::install::annotate_record(clients, ns, name, revision, FAILED_CREATE, None).await;
+        if let Err(e) = cleared {
+            tracing::warn!(error = %e, release = %c.id(), "could not clear the failed-create mark");
+        }
+    }
 }
 
 /// `helm rollback` to the revision that ran before a failed upgrade, then the wait for it: what
@@ -602,15 +631,28 @@ async fn release_from_talos(clients: &Kube, c: &ReleaseCommon, diagnostics: &mut
 }
 
 /// Destroy: uninstall, or forget with `deletion_policy = "keep"` (and after a failed create,
-/// whose replacement resumes the release: see [`Private::failed_create`]).
+/// whose replacement resumes the release: see [`FAILED_CREATE`]).
 pub async fn destroy<K: ChartResource>(
     clients: &Kube,
     prior: &K,
-    private: &Private,
     cancel: &CancellationToken,
 ) -> Diagnostics {
     let mut diagnostics = Diagnostics::new();
-    if private.failed_create.is_some() {
+    let (ns, name) = (
+        prior.common().release_namespace(),
+        prior.common().release_name(),
+    );
+    let left_by_failed_create = match helm::install::release(clients, ns, name).await {
+        Ok(Some(r)) => {
+            helm::install::record_annotation(clients, ns, name, r.revision, FAILED_CREATE)
+                .await
+                .ok()
+                .flatten()
+                .is_some()
+        }
+        _ => false,
+    };
+    if left_by_failed_create {
         diagnostics.warning(
             format!("{} left running", prior.label()),
             format!("Its create failed after the release was installed, so this destroy only forgets release {} (for any `deletion_policy`): a replacement resumes it in place, and a running CNI is never uninstalled between a failure and the next success. To remove it for good, uninstall it with Helm (`helm uninstall -n {} {}`).", prior.common().id(), prior.common().release_namespace(), prior.common().release_name()),

@@ -248,7 +248,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         };
         if req.planned_state.is_null() {
             if let Some(prior) = prior {
-                diagnostics.extend(destroy(&clients, &prior, &private, &ctx.cancel).await);
+                diagnostics.extend(destroy(&clients, &prior, &ctx.cancel).await);
             }
             return ApplyResponse::from(diagnostics);
         }

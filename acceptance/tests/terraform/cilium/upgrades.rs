@@ -255,7 +255,7 @@ async fn an_image_one_node_cannot_pull_fails_at_preflight_before_the_daemonset_c
         .last()
         .map(|n| n.name.clone())
         .expect("a worker");
-    talos.set_image_pull_failure("cilium/cilium:v1.20.2", Some(vec![node.clone()]));
+    talos.set_image_pull_failure("*cilium/cilium:v1.20.2*", Some(vec![node.clone()]));
 
     ws.write("main.tf", &root(&cluster, &cilium_at("1.20.2", "")));
     let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
@@ -284,7 +284,7 @@ async fn an_image_one_node_cannot_pull_fails_at_preflight_before_the_daemonset_c
     );
 
     // Once the node can pull it, the same apply goes through.
-    talos.clear_image_pull_failure("cilium/cilium:v1.20.2", None);
+    talos.clear_image_pull_failure("*cilium/cilium:v1.20.2*", None);
     ws.apply();
     assert!(!ws.plan_has_changes());
 }
@@ -304,7 +304,7 @@ async fn a_node_stuck_mid_rollout_is_named_and_rolled_back() {
         .last()
         .map(|n| n.name.clone())
         .expect("a worker");
-    talos.set_image_pull_failure("cilium/cilium:v1.20.2", Some(vec![node.clone()]));
+    talos.set_image_pull_failure("*cilium/cilium:v1.20.2*", Some(vec![node.clone()]));
 
     ws.write("main.tf", &root(&cluster, &cilium_at("1.20.2", options)));
     let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
@@ -348,7 +348,7 @@ async fn a_failed_create_followed_by_an_apply_never_removes_the_daemonset() {
         .map(|n| n.name.clone())
         .expect("a worker");
     talos.set_image_pull_failure(
-        &format!("cilium/cilium:v{CURRENT}"),
+        &format!("*cilium/cilium:v{CURRENT}*"),
         Some(vec![node.clone()]),
     );
     let ws = workspace(&cluster, &cilium_at(CURRENT, ""));
@@ -358,7 +358,7 @@ async fn a_failed_create_followed_by_an_apply_never_removes_the_daemonset() {
     assert!(ws.state_text().contains("\"status\": \"tainted\""));
     let (_, _, uid) = agent_daemonset(&client).await;
 
-    talos.clear_image_pull_failure(&format!("cilium/cilium:v{CURRENT}"), None);
+    talos.clear_image_pull_failure(&format!("*cilium/cilium:v{CURRENT}*"), None);
     let watch = Watch::start(&client);
     let applied = ws.apply();
     assert!(
