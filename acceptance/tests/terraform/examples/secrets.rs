@@ -208,6 +208,9 @@ async fn the_flux_bootstrap_registry_example_plans_without_its_deploy_key() {
     );
     let cluster = TestCluster::shared().await;
     let mut ws = snippet_root(&dir);
+    // The example alone: its page's `import` block by identity (Terraform's) would look for a
+    // FluxInstance this cluster does not have.
+    ws.write("main.tf", &read(&dir.join("resource.tf")));
     ws.write(
         "provider.tf",
         &format!(
