@@ -156,7 +156,9 @@ const CLUSTER_SUBSYSTEMS: &[(&str, &[&str])] = &[
     ("talos", &[]),
     // Which tool manages an object: labels and annotations only.
     ("ownership", &[]),
-    ("cilium", &["client"]),
+    // Cilium's tables and rules, and its day-2 steps: the pre-flight chart installed and waited
+    // for, the agents' rollout read.
+    ("cilium", &["client", "engine", "helm", "readiness"]),
     ("flux", &["client", "helm", "ownership"]),
     ("talos_inventory", &["client", "helm"]),
 ];

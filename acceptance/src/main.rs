@@ -1,10 +1,15 @@
 //! `talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism]
 //! [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14]
-//! [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]... [--real-flux]`:
+//! [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]... [--real-flux]
+//! [--image-pull-failure PATTERN[@NODES]]... [--crash-loop PATTERN[@NODES]]...`:
 //! runs a Talos cluster on the real control plane (the binaries `scripts/install-tools.sh` builds)
 //! until SIGINT/SIGTERM, after writing an admin kubeconfig to PATH (through the fault proxy, as
 //! tests get it). The Git flags serve each DIR's files as the `main` branch of the SSH
 //! repository URL names, its host resolved inside pods only (`talos::git`).
+//! `--image-pull-failure PATTERN[@NODE,NODE]` and `--crash-loop PATTERN[@NODE,NODE]`
+//! (repeatable) start the cluster with those kubelet faults (`talos::kubelet_faults`); at run
+//! time the ConfigMap `kube-system/talos-sim-kubelet-faults` (keys `image-pull-failure`,
+//! `crash-loop`, one rule a line) sets and clears them.
 //!
 //! `talos-sim upgrade-k8s --kubeconfig PATH --inline-manifests NAMES [--manifests-no-prune]
 //! [--manifests-inventory-policy POLICY]`: the manifest sync of `talosctl upgrade-k8s` against a
@@ -14,10 +19,11 @@
 use std::path::PathBuf;
 
 use talos_sim::talos::git::GitConfig;
+use talos_sim::talos::kubelet_faults::{self, FaultKind};
 use talos_sim::talos::manifests::{self, InventoryPolicy, UpgradeOptions};
 use talos_sim::talos::{TalosCluster, TalosConfig, TalosVersion};
 
-const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14] [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]... [--real-flux]
+const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14] [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]... [--real-flux] [--image-pull-failure PATTERN[@NODE,NODE]]... [--crash-loop PATTERN[@NODE,NODE]]...
        talos-sim upgrade-k8s --kubeconfig PATH --inline-manifests NAMES [--manifests-no-prune] [--manifests-inventory-policy MustMatch|AdoptIfNoInventory|AdoptAll]";
 
 /// What the command line asks for.
@@ -112,6 +118,16 @@ fn parse_serve(args: &[String]) -> anyhow::Result<(TalosConfig, PathBuf)> {
             "--git-known-hosts-out" => config.git.known_hosts_out = Some(PathBuf::from(value()?)),
             "--git-read-only-host" => config.git.read_only_hosts.push(value()?),
             "--real-flux" => config.real_flux = true,
+            "--image-pull-failure" | "--crash-loop" => {
+                let kind = if a == "--crash-loop" {
+                    FaultKind::CrashLoop
+                } else {
+                    FaultKind::ImagePull
+                };
+                let (pattern, nodes) = kubelet_faults::parse_rule(&value()?)
+                    .ok_or_else(|| anyhow::anyhow!("{a} needs an image pattern\n{USAGE}"))?;
+                config.kubelet_faults.push((kind, pattern, nodes));
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -243,6 +259,40 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("unknown argument \"--simulated\"")
+        );
+    }
+
+    #[test]
+    fn parses_kubelet_fault_flags() {
+        let args: Vec<String> = "serve --kubeconfig /k --image-pull-failure quay.io/cilium/cilium:v1.20.2@talos-worker-1,talos-worker-2 --crash-loop *:v9"
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        let Command::Serve(config, _) = parse(&args).unwrap() else {
+            panic!("serve");
+        };
+        assert_eq!(
+            config.kubelet_faults,
+            vec![
+                (
+                    FaultKind::ImagePull,
+                    "quay.io/cilium/cilium:v1.20.2".to_owned(),
+                    Some(vec![
+                        "talos-worker-1".to_owned(),
+                        "talos-worker-2".to_owned()
+                    ])
+                ),
+                (FaultKind::CrashLoop, "*:v9".to_owned(), None),
+            ]
+        );
+        let empty: Vec<String> = ["serve", "--kubeconfig", "/k", "--crash-loop", " "]
+            .map(String::from)
+            .to_vec();
+        assert!(
+            parse(&empty)
+                .unwrap_err()
+                .to_string()
+                .contains("--crash-loop needs an image pattern")
         );
     }
 

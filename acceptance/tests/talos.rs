@@ -5,7 +5,7 @@
 //! Index:
 //! - `control_plane`: versions, start time and memory, Pod Security and RBAC refusals by the real server
 //! - `pods`: the kubelet: pre-CNI networking, real Helm through KubePrism, `kubectl logs` through
-//!   the real apiserver, image pulls, restarts, deletion
+//!   the real apiserver, image pulls, restarts, deletion, kubelet faults from their ConfigMap
 //! - `git`: Git on loopback: the hosts users name resolve inside pods to the SSH git-server; a pod's
 //!   git clones with an authorized key, sees a new commit, is refused once the key is revoked
 //! - `flux`: the real Flux Operator installed by its chart 0.59.0 reconciles the FluxInstance
@@ -15,6 +15,11 @@
 //! - `bootstrap`: KubePrism off: its override is refused, the control plane's own address works
 //! - `cilium`: the engine installs Cilium from its repository; every node becomes Ready; with
 //!   Hubble relay and UI every component rolls out, one operator per node (real scheduler)
+//! - `cilium_upgrade`: day 2 on three nodes with the machine's Helm: a chart upgrade rolls the
+//!   agents one node at a time (`upgradeCompatibility` kept), the pre-flight release beside
+//!   `cilium` with an image unpullable on one node (`ErrImagePull`, events, recovery once
+//!   cleared, uninstall), an agent restart drops its node's pod network (`CrashLoopBackOff` keeps
+//!   it down until cleared)
 //! - `engine`: the engine with `rbac = "minimal"` under the real RBAC authorizer: derived rules,
 //!   diagnoses of a missing permission, no role left behind
 //! - `manifests`: Talos' manifest handling by version: the 1.13+ inventory, `upgrade-k8s`' prune
@@ -35,6 +40,8 @@
 mod bootstrap;
 #[path = "talos/cilium.rs"]
 mod cilium;
+#[path = "talos/cilium_upgrade.rs"]
+mod cilium_upgrade;
 #[path = "talos/common.rs"]
 mod common;
 #[path = "talos/control_plane.rs"]

@@ -19,8 +19,10 @@
 //!   path of every chart install (observe, decide, install or upgrade, wait) and its pure decision;
 //! - [`ownership`] → (nothing): which tool manages an object, from its labels and annotations;
 //! - [`talos`] → (nothing): Cilium's values for Talos;
-//! - [`cilium`] → [`client`]: Cilium's chart versions (removed value keys, the node-port features
-//!   that need the kube-proxy replacement, the Gateway API CRDs) and the CRD check;
+//! - [`cilium`] → [`client`], [`engine`], [`helm`], [`readiness`]: Cilium's chart versions (removed
+//!   value keys, the node-port features that need the kube-proxy replacement, the Gateway API
+//!   CRDs, the upgrade path), the running `cilium-config`, the CRD check, and the day-2 steps (the
+//!   pre-flight chart installed and waited for, the agents' rollout by node);
 //! - [`flux`] → [`client`], [`helm`], [`ownership`]: the Flux bootstrap's native steps;
 //! - [`talos_inventory`] → [`client`], [`helm`]: Talos 1.13+'s bootstrap-manifest inventory, and
 //!   taking an adopting release's objects out of it (so `talosctl upgrade-k8s` does not prune them).

@@ -26,6 +26,12 @@ pub struct Private {
     /// unchanged (a retried CI job must not turn green on a broken CNI).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unready_revision: Option<i64>,
+    /// Chart resources: a create failed after its release existed (the object is tainted). Holds
+    /// the release's first-deployed time: the destroy of the tainted object only forgets the
+    /// release, and the create that replaces it resumes that same release in place, so a CNI
+    /// that runs is never uninstalled between a failed create and the next success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_create: Option<String>,
     /// Flux bootstrap: the managed objects it applied (names and salted hashes, never values).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tracked: Vec<Tracked>,

@@ -18,6 +18,7 @@ use super::control_plane::{self, ControlPlane, ControlPlaneOptions};
 use super::fault_proxy::{FaultProxy, FaultProxyConfig};
 use super::git::{GitConfig, GitServers};
 use super::kubelet::Kubelet;
+use super::kubelet_faults::{self, FaultKind, KubeletFaults, Source};
 use super::kubelet_logs::{KubeletLogServer, LogStore};
 use super::manifests::{self, InlineManifest, TalosVersion};
 use super::netns::{NetNs, Relay};
@@ -56,6 +57,9 @@ pub struct TalosConfig {
     /// Off by default until the CLI suite's Flux roots are served by the loopback Git server:
     /// the real operator waits up to five minutes on a sync source it cannot reach.
     pub real_flux: bool,
+    /// Kubelet faults in force from the start ([`super::kubelet_faults`]; `serve
+    /// --image-pull-failure` / `--crash-loop`): (kind, image pattern, nodes or every node).
+    pub kubelet_faults: Vec<(FaultKind, String, Option<Vec<String>>)>,
 }
 
 impl Default for TalosConfig {
@@ -72,6 +76,7 @@ impl Default for TalosConfig {
             talos_version: TalosVersion::default(),
             git: GitConfig::default(),
             real_flux: false,
+            kubelet_faults: Vec::new(),
         }
     }
 }
@@ -107,6 +112,10 @@ pub struct Shared {
     git_relays: Vec<(SocketAddr, SocketAddr)>,
     /// [`TalosConfig::real_flux`].
     real_flux: bool,
+    /// Image pulls that fail and programs that crash, on chosen nodes ([`super::kubelet_faults`]).
+    pub kubelet_faults: KubeletFaults,
+    /// The images each node has pulled: (node, image reference).
+    images: Mutex<HashSet<(String, String)>>,
 }
 
 impl Shared {
@@ -127,6 +136,22 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains(node)
+    }
+
+    /// Whether `node` has pulled `image` (its container runtime's image store).
+    pub fn has_image(&self, node: &str, image: &str) -> bool {
+        self.images
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&(node.to_owned(), image.to_owned()))
+    }
+
+    /// Records a successful pull.
+    pub fn pulled(&self, node: &str, image: &str) {
+        self.images
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((node.to_owned(), image.to_owned()));
     }
 
     pub fn cni_watch(&self) -> watch::Receiver<u64> {
@@ -400,7 +425,7 @@ fn base_hosts(charts: Option<&(SocketAddr, Vec<String>)>, git: Option<&GitServer
 /// The Helm values of the Talos docs' inline-manifest method for Cilium: IPAM `kubernetes`,
 /// kube-proxy replacement over KubePrism, cgroup auto-mount off, capabilities without
 /// `SYS_MODULE`.
-const INLINE_CILIUM_VALUES: &str = r#"{
+pub const INLINE_CILIUM_VALUES: &str = r#"{
   "ipam": {"mode": "kubernetes"},
   "kubeProxyReplacement": true,
   "k8sServiceHost": "localhost",
@@ -648,10 +673,22 @@ impl TalosCluster {
             base_hosts: hosts,
             git_relays: git.as_ref().map(GitServers::relays).unwrap_or_default(),
             real_flux: config.real_flux,
+            kubelet_faults: KubeletFaults::default(),
+            images: Mutex::new(HashSet::new()),
         });
         std::fs::create_dir_all(&shared.dir)?;
+        for (kind, pattern, nodes) in &config.kubelet_faults {
+            shared
+                .kubelet_faults
+                .set(Source::Process, *kind, pattern, nodes.clone());
+        }
         let stop = CancellationToken::new();
         tokio::spawn(services.run(plane.client().await?, stop.child_token()));
+        tokio::spawn(kubelet_faults_from_configmap(
+            plane.client().await?,
+            shared.clone(),
+            stop.child_token(),
+        ));
         let mut cluster = TalosCluster {
             plane,
             proxy,
@@ -722,6 +759,7 @@ impl TalosCluster {
             client,
             shared: self.shared.clone(),
             host_netns: netns,
+            events: Default::default(),
         });
         tokio::spawn(kubelet.run(stop.clone()));
         self.kubelets.insert(info.name.clone(), stop);
@@ -758,6 +796,76 @@ impl TalosCluster {
             .await
             .map_err(|e| anyhow::anyhow!("failed to deploy kube-proxy: {e}"))?;
         Ok(())
+    }
+
+    /// Makes pulls of images matching `image_pattern` (`*` matches any run of characters: see
+    /// [`super::kubelet_faults`]) fail on `nodes` (`None`: every node), as a registry without
+    /// the image fails them: each container of the image waits in `ErrImagePull`, then
+    /// `ImagePullBackOff`, and the kubelet records the events `Pulling`, `Failed` (`Failed to
+    /// pull image "IMAGE": ...`, `Error: ErrImagePull`), `BackOff` (`Back-off pulling image
+    /// "IMAGE"`) and `Failed` (`Error: ImagePullBackOff`) on the pod. Pods already running are
+    /// not touched.
+    pub fn set_image_pull_failure(&self, image_pattern: &str, nodes: Option<Vec<String>>) {
+        self.shared
+            .kubelet_faults
+            .set(Source::Process, FaultKind::ImagePull, image_pattern, nodes);
+    }
+
+    /// Lifts [`set_image_pull_failure`](Self::set_image_pull_failure) for the same pattern on
+    /// `nodes` (`None`: everywhere): the kubelet's next pull (its back-off is at most 5 s here)
+    /// succeeds and the container starts.
+    pub fn clear_image_pull_failure(&self, image_pattern: &str, nodes: Option<Vec<String>>) {
+        self.shared.kubelet_faults.clear(
+            Source::Process,
+            FaultKind::ImagePull,
+            image_pattern,
+            nodes,
+            &self.node_names(),
+        );
+    }
+
+    /// Makes the containers (not the init containers) of images matching `image_pattern` on
+    /// `nodes` (`None`: every node) start and exit 1 at once: the restart policy applies, so a
+    /// pod's container goes `CrashLoopBackOff` with a growing restart count and the kubelet's
+    /// `BackOff` event (`Back-off restarting failed container NAME in pod POD_NS(UID)`).
+    /// A container already running goes on until it restarts (delete the pod to restart it).
+    pub fn set_crash_loop(&self, image_pattern: &str, nodes: Option<Vec<String>>) {
+        self.shared
+            .kubelet_faults
+            .set(Source::Process, FaultKind::CrashLoop, image_pattern, nodes);
+    }
+
+    /// Lifts [`set_crash_loop`](Self::set_crash_loop): the next restart after the back-off
+    /// runs the program.
+    pub fn clear_crash_loop(&self, image_pattern: &str, nodes: Option<Vec<String>>) {
+        self.shared.kubelet_faults.clear(
+            Source::Process,
+            FaultKind::CrashLoop,
+            image_pattern,
+            nodes,
+            &self.node_names(),
+        );
+    }
+
+    /// Whether the kubelet of `node` has its pod network up (a Ready `cilium-agent` on it):
+    /// what it checks before it creates a pod-network sandbox.
+    pub fn cni_ready(&self, node: &str) -> bool {
+        self.shared.cni_ready(node)
+    }
+
+    /// The package (`.tgz`) the chart repositories serve for `chart` at `version`, for a test's
+    /// own `helm` on the machine (the repositories' hosts resolve only inside pods).
+    pub fn chart_package(&self, chart: &str, version: &str) -> Option<PathBuf> {
+        charts(&self.shared.tools.helm)
+            .ok()?
+            .packages
+            .iter()
+            .find(|(name, v, _)| name == chart && v == version)
+            .map(|(_, _, path)| path.clone())
+    }
+
+    fn node_names(&self) -> Vec<String> {
+        self.shared.nodes.iter().map(|n| n.name.clone()).collect()
     }
 
     /// Cilium as Talos' inline-manifest method installs it: `helm template` with the values the
@@ -844,5 +952,44 @@ impl TalosCluster {
 impl Drop for TalosCluster {
     fn drop(&mut self) {
         self.stop.cancel();
+    }
+}
+
+/// Keeps the faults of the ConfigMap `kube-system/talos-sim-kubelet-faults` in force (how a
+/// running `talos-sim serve` is told at run time: keys `image-pull-failure` and `crash-loop`, one
+/// `PATTERN` or `PATTERN@NODE,NODE` a line); a deleted ConfigMap clears them.
+async fn kubelet_faults_from_configmap(
+    client: kube::Client,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+) {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let api: Api<ConfigMap> = Api::namespaced(client, "kube-system");
+    let config =
+        watcher::Config::default().fields(&format!("metadata.name={}", kubelet_faults::CONFIGMAP));
+    let mut events = watcher(api, config).boxed();
+    loop {
+        let event = tokio::select! {
+            _ = stop.cancelled() => return,
+            event = events.next() => event,
+        };
+        match event {
+            Some(Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm))) => {
+                let data = cm.data.unwrap_or_default();
+                shared
+                    .kubelet_faults
+                    .replace(Source::ConfigMap, kubelet_faults::rules_of(&data));
+            }
+            Some(Ok(watcher::Event::Delete(_))) => {
+                shared.kubelet_faults.replace(Source::ConfigMap, Vec::new());
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "kubelet faults watch error");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            None => return,
+        }
     }
 }

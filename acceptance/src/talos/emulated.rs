@@ -4,7 +4,10 @@
 //! pod's ServiceAccount:
 //! - the Cilium agent image: `cilium-agent` becomes Ready (the kubelet then marks the node's CNI
 //!   up); the `mount-cgroup` init container fails on Talos (`cilium-mount: Permission denied`);
-//!   other init containers succeed;
+//!   other init containers succeed; the pre-flight's containers (upstream's
+//!   `cilium-pre-flight-check`: `touch /tmp/ready; sleep 1h`, Ready at once, the probes' 5 s delay
+//!   not waited for, as the agent's are not; `cnp-validator` and
+//!   `cilium-pre-flight-fqdn-precache`: connect, then Ready) run until killed;
 //! - the Cilium operator, Envoy, Hubble relay and UI, the cluster-mesh apiserver, Flux's
 //!   controllers that do not run here (helm-controller, notification-controller, the image
 //!   automation controllers; source-controller and kustomize-controller are real where built,
@@ -170,6 +173,22 @@ impl Program for CiliumAgentImage {
                         "nsenter: failed to execute /opt/cni/bin/cilium-mount: Permission denied",
                     );
                     Exit::code(126)
+                }
+                // The pre-flight DaemonSet's check: the image pulled and started is all it shows.
+                ("cilium-pre-flight-check", _) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    c.set_ready(true);
+                    std::future::pending().await
+                }
+                // `cilium-dbg preflight validate-cnp` (the pre-flight Deployment) and the FQDN
+                // pre-cache poller read the API: unreachable, they fail as the agent does.
+                ("cnp-validator" | "cilium-pre-flight-fqdn-precache", _) => {
+                    if let Err(e) = c.dial().await {
+                        c.out(&format!("level=fatal msg=\"Unable to contact k8s api-server\" error=\"Get \\\"{}\\\": {e}\" subsys=preflight", c.version_url()));
+                        return Exit::code(1);
+                    }
+                    c.set_ready(true);
+                    std::future::pending().await
                 }
                 ("config", _) => {
                     if let Err(e) = c.dial().await {

@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::cluster::Shared;
+use super::kubelet_faults::FaultKind;
 use super::network::{self, Endpoint, Route, Vantage};
 use super::programs::{Container, Exit, ImageKind};
 use super::sandbox::{self, Mount, SandboxSpec};
@@ -53,12 +54,66 @@ const DEADLINE_MESSAGE: &str = "Pod was active on the node longer than the speci
 const IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const RUNC: &str = "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process";
 
+/// The image pull back-off: the real kubelet's starts at 10 s and doubles up to 5 minutes;
+/// here 1 s up to 5 s, so that a test sees a cleared fault recover within seconds.
+const PULL_BACKOFF_START: Duration = Duration::from_secs(1);
+const PULL_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// The container's `imagePullPolicy`, defaulted as the apiserver defaults it (`Always` for an
+/// untagged or `:latest` image, else `IfNotPresent`).
+fn pull_policy(spec: &ContainerSpec) -> String {
+    spec.image_pull_policy.clone().unwrap_or_else(|| {
+        let image = spec.image.as_deref().unwrap_or_default();
+        let tag = super::programs::tag(image);
+        if tag.is_empty() || tag == "latest" {
+            "Always".into()
+        } else {
+            "IfNotPresent".into()
+        }
+    })
+}
+
+/// What containerd answers for an image its registry does not have, as the kubelet reports it.
+fn pull_error(image: &str) -> String {
+    format!(
+        "rpc error: code = NotFound desc = failed to pull and unpack image \"{image}\": failed to resolve reference \"{image}\": {image}: not found"
+    )
+}
+
+/// A duration as Go prints it (`500ms`, `10s`, `1m20s`), for the kubelet's back-off messages.
+fn go_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let secs = d.as_secs();
+    let frac = ms % 1000;
+    let s = if frac == 0 {
+        format!("{}s", secs % 60)
+    } else {
+        format!(
+            "{}.{}s",
+            secs % 60,
+            format!("{frac:03}").trim_end_matches('0')
+        )
+    };
+    match secs / 60 {
+        0 => s,
+        m => format!("{m}m{s}"),
+    }
+}
+
+/// The events a kubelet recorded, for aggregation: the real recorder's correlator counts an
+/// identical event (same object, type, reason and message) on the one it wrote first.
+pub type EventCache = std::sync::Mutex<HashMap<(String, String, String, String), (String, i32)>>;
+
 /// One node's kubelet.
 pub struct Kubelet {
     pub node: String,
     pub client: kube::Client,
     pub shared: Arc<Shared>,
     pub host_netns: Arc<super::netns::NetNs>,
+    pub events: EventCache,
 }
 
 fn now() -> String {
@@ -319,6 +374,11 @@ impl PodWorker {
         let pod = self.current();
         if let Some(uid) = &pod.metadata.uid {
             self.kubelet.shared.services.unregister_pod(uid);
+            self.kubelet
+                .events
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|key, _| &key.0 != uid);
         }
         let pods: Api<Pod> = Api::namespaced(self.kubelet.client.clone(), &self.namespace());
         let params = DeleteParams {
@@ -601,6 +661,29 @@ async fn event(kubelet: &Kubelet, pod: &Pod, kind: &str, reason: &str, message: 
     use k8s_openapi::api::core::v1::Event;
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let events: Api<Event> = Api::namespaced(kubelet.client.clone(), &ns);
+    let key = (
+        pod.metadata.uid.clone().unwrap_or_default(),
+        kind.to_owned(),
+        reason.to_owned(),
+        message.to_owned(),
+    );
+    let seen = {
+        let mut cache = kubelet.events.lock().unwrap_or_else(|e| e.into_inner());
+        cache.get_mut(&key).map(|(name, count)| {
+            *count += 1;
+            (name.clone(), *count)
+        })
+    };
+    if let Some((name, count)) = seen {
+        let patch = json!({"count": count, "lastTimestamp": now()});
+        match events
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return,
+            Err(e) => tracing::debug!(error = %e, "failed to count an event"),
+        }
+    }
     let name = format!(
         "{}.{:x}",
         pod.metadata.name.as_deref().unwrap_or("pod"),
@@ -617,8 +700,17 @@ async fn event(kubelet: &Kubelet, pod: &Pod, kind: &str, reason: &str, message: 
         Ok(e) => e,
         Err(_) => return,
     };
-    if let Err(e) = events.create(&PostParams::default(), &event).await {
-        tracing::debug!(error = %e, "failed to record an event");
+    match events.create(&PostParams::default(), &event).await {
+        Ok(created) => {
+            if let Some(name) = created.metadata.name {
+                kubelet
+                    .events
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, (name, 1));
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "failed to record an event"),
     }
 }
 
@@ -1061,32 +1153,67 @@ async fn run_container(
         let _ = updates.send(Update::Status(status.clone()));
     };
     let mut backoff = Duration::from_millis(500);
+    let mut pull_backoff = PULL_BACKOFF_START;
     loop {
-        // The image.
+        // The image: pulled, or the kubelet's pull failure and back-off (pkg/kubelet/images):
+        // an image no emulation knows, or one made unpullable on this node
+        // ([`super::kubelet_faults`]). Each retry pulls again, so a cleared fault lets it start.
         let kind = loop {
-            if let Some(kind) = shared.image_kind(&image) {
-                break kind;
+            let known = shared.image_kind(&image);
+            // `IfNotPresent` (the default for a tagged image) does not pull an image the node
+            // has: what a pre-flight pre-pulled survives a registry that fails later.
+            let present =
+                pull_policy(&spec) != "Always" && shared.has_image(&ctx.kubelet.node, &image);
+            let injected = !present
+                && shared
+                    .kubelet_faults
+                    .matches(FaultKind::ImagePull, &image, &ctx.kubelet.node);
+            match known {
+                Some(kind) if !injected => {
+                    shared.pulled(&ctx.kubelet.node, &image);
+                    break kind;
+                }
+                _ => {}
             }
-            let message = format!(
-                "rpc error: code = NotFound desc = failed to pull and unpack image \"{image}\": failed to resolve reference \"{image}\": not found"
-            );
-            event(
-                &ctx.kubelet,
-                &ctx.pod,
-                "Warning",
-                "Failed",
-                &format!("Failed to pull image \"{image}\": {message}"),
-            )
-            .await;
+            let message = pull_error(&image);
+            let events = [
+                ("Normal", "Pulling", format!("Pulling image \"{image}\"")),
+                (
+                    "Warning",
+                    "Failed",
+                    format!("Failed to pull image \"{image}\": {message}"),
+                ),
+                ("Warning", "Failed", "Error: ErrImagePull".to_owned()),
+            ];
+            for (kind, reason, text) in &events {
+                event(&ctx.kubelet, &ctx.pod, kind, reason, text).await;
+            }
             status.state = json!({"waiting": {"reason": "ErrImagePull", "message": message}});
             shared
                 .logs
                 .set_waiting(&ns, &pod_name, &uid, &spec.name, "ErrImagePull");
             send(&status);
+            // The next sync of the pod finds the image in back-off.
             tokio::select! {
                 _ = cancel.cancelled() => { let _ = updates.send(Update::Done); return; }
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
+            event(
+                &ctx.kubelet,
+                &ctx.pod,
+                "Normal",
+                "BackOff",
+                &format!("Back-off pulling image \"{image}\""),
+            )
+            .await;
+            event(
+                &ctx.kubelet,
+                &ctx.pod,
+                "Warning",
+                "Failed",
+                "Error: ImagePullBackOff",
+            )
+            .await;
             status.state = json!({"waiting": {"reason": "ImagePullBackOff", "message": format!("Back-off pulling image \"{image}\": ErrImagePull: {message}")}});
             shared
                 .logs
@@ -1094,8 +1221,9 @@ async fn run_container(
             send(&status);
             tokio::select! {
                 _ = cancel.cancelled() => { let _ = updates.send(Update::Done); return; }
-                _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                _ = tokio::time::sleep(pull_backoff) => {}
             }
+            pull_backoff = (pull_backoff * 2).min(PULL_BACKOFF_MAX);
         };
         let exit = match environment(&ctx, &spec).await {
             Err(message) => {
@@ -1190,7 +1318,21 @@ async fn run_container(
         }
         status.last_state = status.state.clone();
         status.restart_count += 1;
-        status.state = json!({"waiting": {"reason": "CrashLoopBackOff", "message": format!("back-off {}s restarting failed container={} pod={pod_name}", backoff.as_secs().max(1), spec.name)}});
+        // The kubelet's words (pkg/kubelet/kuberuntime, doBackOff), the pod as `format.Pod`
+        // prints it.
+        let pod_ref = format!("{pod_name}_{ns}({uid})");
+        event(
+            &ctx.kubelet,
+            &ctx.pod,
+            "Warning",
+            "BackOff",
+            &format!(
+                "Back-off restarting failed container {} in pod {pod_ref}",
+                spec.name
+            ),
+        )
+        .await;
+        status.state = json!({"waiting": {"reason": "CrashLoopBackOff", "message": format!("back-off {} restarting failed container={} pod={pod_ref}", go_duration(backoff), spec.name)}});
         shared
             .logs
             .set_waiting(&ns, &pod_name, &uid, &spec.name, "CrashLoopBackOff");
@@ -1313,6 +1455,21 @@ async fn start_program(
 ) -> Exit {
     if let Err(exit) = start_check(spec) {
         return exit;
+    }
+    // An injected crash ([`super::kubelet_faults`]): the program starts and exits 1.
+    let image = spec.image.clone().unwrap_or_default();
+    if !init
+        && ctx.kubelet.shared.kubelet_faults.matches(
+            FaultKind::CrashLoop,
+            &image,
+            &ctx.kubelet.node,
+        )
+    {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = cancel.cancelled() => return Exit::code(137),
+        }
+        return Exit::code(1);
     }
     // The node layer's pod-level fault: the program hangs (an installer stuck on a lock, a
     // network that swallows packets) until the pod is deleted.
@@ -1529,6 +1686,20 @@ async fn start_program(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn back_off_durations_print_as_go_prints_them() {
+        for (ms, printed) in [
+            (500, "500ms"),
+            (1000, "1s"),
+            (2500, "2.5s"),
+            (10_000, "10s"),
+            (80_000, "1m20s"),
+            (300_000, "5m0s"),
+        ] {
+            assert_eq!(go_duration(Duration::from_millis(ms)), printed);
+        }
+    }
 
     #[test]
     fn dollar_expansion_follows_the_kubelet() {

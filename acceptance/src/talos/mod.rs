@@ -16,6 +16,7 @@ pub mod fault_proxy;
 pub mod flux_distribution;
 pub mod git;
 pub mod kubelet;
+pub mod kubelet_faults;
 pub mod kubelet_logs;
 pub mod manifests;
 pub mod netns;

@@ -252,3 +252,85 @@ async fn a_killed_container_ends_with_137_and_its_job_fails() {
     })
     .await;
 }
+
+fn waiting_reason(pod: &Pod) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .first()?
+        .state
+        .as_ref()?
+        .waiting
+        .as_ref()?
+        .reason
+        .clone()
+}
+
+/// How a running `talos-sim serve` is given kubelet faults: the ConfigMap
+/// `kube-system/talos-sim-kubelet-faults`. A rule naming one node fails pulls there only; deleting
+/// the ConfigMap clears it, and the kubelet's next retry starts the container.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_kubelet_faults_configmap_fails_pulls_on_its_nodes_until_deleted() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let (cluster, client) = common::start().await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let faults: ConfigMap = from_json(json!({
+        "metadata": {"name": talos_sim::talos::kubelet_faults::CONFIGMAP},
+        "data": {"image-pull-failure": "registry.k8s.io/pause:*@talos-worker-1\n"},
+    }));
+    configmaps
+        .create(&PostParams::default(), &faults)
+        .await
+        .expect("faults");
+    // The node layer's watch reads it (before then, a pull would succeed).
+    common::eventually(30, "the ConfigMap's rule in force", || async {
+        cluster
+            .shared
+            .kubelet_faults
+            .matches(
+                talos_sim::talos::kubelet_faults::FaultKind::ImagePull,
+                "registry.k8s.io/pause:3.10",
+                "talos-worker-1",
+            )
+            .then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    for node in ["talos-cp-1", "talos-worker-1"] {
+        let pod: Pod = from_json(json!({
+            "metadata": {"name": format!("pause-{node}")},
+            "spec": {
+                "nodeName": node,
+                "hostNetwork": true,
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+            },
+        }));
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("pod");
+    }
+    common::wait_pod(&client, "kube-system", "pause-talos-worker-1", 60, |p| {
+        matches!(
+            waiting_reason(p).as_deref(),
+            Some("ErrImagePull" | "ImagePullBackOff")
+        )
+    })
+    .await;
+    common::wait_pod(&client, "kube-system", "pause-talos-cp-1", 60, |p| {
+        common::phase(p) == "Running"
+    })
+    .await;
+    configmaps
+        .delete(
+            talos_sim::talos::kubelet_faults::CONFIGMAP,
+            &DeleteParams::default(),
+        )
+        .await
+        .expect("delete the faults");
+    common::wait_pod(&client, "kube-system", "pause-talos-worker-1", 30, |p| {
+        common::phase(p) == "Running"
+    })
+    .await;
+}

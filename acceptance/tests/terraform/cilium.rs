@@ -22,6 +22,7 @@ mod failures;
 mod install;
 mod interruptions;
 mod talos_prune;
+mod upgrades;
 mod values;
 
 use std::collections::BTreeMap;

@@ -386,6 +386,9 @@ impl Workspace {
             // (the CLIs are Go programs: the same collector setting as the control plane's)
             .env("GOGC", talos_sim::talos::process::GOGC)
             .env("TF_IN_AUTOMATION", "1")
+            // The chart repositories are reachable only from the pods here (loopback), never
+            // from the machine: the provider must not try at plan.
+            .env("TALOSBOOT_OFFLINE", "1")
             .env("TF_INPUT", "0")
             .env_remove("KUBE_CONFIG_PATH")
             .env_remove("TF_PLUGIN_CACHE_DIR")
@@ -569,6 +572,20 @@ impl TestCluster {
             Some(Ground::Shared(_)) => {
                 panic!(
                     "faults on the shared cluster would reach other tests: use TestCluster::start"
+                )
+            }
+            None => None,
+        }
+    }
+
+    /// The emulated cluster itself, for the node layer's faults (image pulls, crashes); `None`
+    /// on an external cluster. (Never on the shared cluster: other tests would meet them.)
+    pub fn talos(&self) -> Option<&talos_sim::talos::TalosCluster> {
+        match &self._talos {
+            Some(Ground::Fresh(talos)) => Some(talos),
+            Some(Ground::Shared(_)) => {
+                panic!(
+                    "node faults on the shared cluster would reach other tests: use TestCluster::start"
                 )
             }
             None => None,

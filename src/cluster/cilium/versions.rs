@@ -29,6 +29,11 @@ impl Minor {
         Minor { major, minor }
     }
 
+    /// The minor of a chart version.
+    pub fn of(version: &crate::cluster::helm::chart_version::ChartVersion) -> Minor {
+        Minor::new(version.major, version.minor)
+    }
+
     /// `1.20.2`, `v1.19.0-rc.1` -> 1.20, 1.19; `None` for anything without two numbers.
     pub fn parse(version: &str) -> Option<Minor> {
         let v = version.trim().strip_prefix('v').unwrap_or(version.trim());
@@ -223,7 +228,7 @@ pub const NODE_PORT_FEATURES: &[&str] = &[
 ];
 
 /// A boolean value as Helm templates read it (`true`, `"true"`).
-fn truthy(v: Option<&Json>) -> bool {
+pub fn truthy(v: Option<&Json>) -> bool {
     match v {
         Some(Json::Bool(b)) => *b,
         Some(Json::String(s)) => s == "true",

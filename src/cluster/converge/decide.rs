@@ -36,10 +36,7 @@ pub struct Fingerprint<'a> {
     pub content_digest: Option<&'a str>,
 }
 
-/// Whether two spellings name the same chart version (`v1.18.4` is `1.18.4` to Helm).
-pub fn same_version(a: &str, b: &str) -> bool {
-    a.trim_start_matches('v') == b.trim_start_matches('v')
-}
+pub use crate::cluster::helm::chart_version::same_version;
 
 /// The decision. `current` is the status of the release record (an uninstalled one counts as
 /// none); `prior` what the last apply installed (`None` on a create); `desired` what this apply

@@ -524,6 +524,59 @@ pub async fn uninstall(
     .map(|(run, _)| run)
 }
 
+/// `helm rollback` of a release to `revision` in a bootstrap Job (no `--wait`: the caller judges
+/// readiness natively, naming what is not ready).
+#[allow(clippy::too_many_arguments)]
+pub async fn rollback(
+    clients: &Kube,
+    bootstrap_ns: &BootstrapNamespace,
+    job: &JobSettings,
+    namespace: &str,
+    release_name: &str,
+    revision: i64,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<RunOutcome, EngineError> {
+    let rbac = match job.rbac {
+        RbacPolicy::ClusterAdmin => Rbac::ClusterAdmin,
+        // The objects of the record it returns to are those of the current one or fewer.
+        RbacPolicy::Minimal => match release(clients, namespace, release_name).await? {
+            Some(current) => Rbac::Minimal(rbac::uninstall_rules(clients, &current).await?),
+            None => Rbac::Minimal(helm_install_rules(namespace, &[])),
+        },
+    };
+    let command = [
+        "helm".to_owned(),
+        "rollback".to_owned(),
+        release_name.to_owned(),
+        revision.to_string(),
+        "--namespace".to_owned(),
+        namespace.to_owned(),
+        "--timeout".to_owned(),
+        format!("{}s", helm_timeout(timeout).as_secs()),
+    ]
+    .to_vec();
+    let spec = RunSpec {
+        purpose: format!("roll release {namespace}/{release_name} back to revision {revision}"),
+        target: release_target(namespace, release_name),
+        namespace: bootstrap_ns.clone(),
+        job: job.clone(),
+        command,
+        env: helm_env(),
+        files: BTreeMap::new(),
+        binary_files: BTreeMap::new(),
+        secret_files: BTreeMap::new(),
+        timeout,
+        rbac,
+        capture_output: false,
+    };
+    engine::run_with(clients, &spec, cancel, || {
+        unlock_pending(clients, namespace, release_name)
+    })
+    .await
+    .map(|(run, _)| run)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::major::ApplyMethod;

@@ -1,16 +1,19 @@
 //! Helm: chart installs and uninstalls run as programs on the bootstrap [`engine`](super::engine)
 //! ([`install`], speaking Helm 3 and 4: [`major`]), the release records Helm keeps in Secrets ([`release`]), values arithmetic
 //! ([`values`]), the RBAC a `rbac = "minimal"` install derives from the chart's render
-//! ([`rbac`]), and the release status ([`status`]).
+//! ([`rbac`]), the release status ([`status`]), and chart versions as Helm compares them
+//! ([`chart_version`]).
 //!
 //! The engine knows nothing of Helm: the steps around its runs are named here.
 
 pub mod adoption;
+pub mod chart_version;
 pub mod install;
 pub mod major;
 pub mod rbac;
 pub mod release;
 pub mod release_values;
+pub mod repository;
 pub mod status;
 pub mod values;
 
@@ -23,4 +26,4 @@ pub const READ_RELEASE: Step = Step::Caller("read the Helm release");
 /// The `helm template` run and the reads that learn what a chart creates.
 pub const RENDER: Step = Step::Caller("learn what the chart creates (rbac = \"minimal\")");
 /// The checks of the cluster before an install.
-pub const PREFLIGHT: Step = Step::Caller("check the cluster before installing");
+pub const PREREQUISITES: Step = Step::Caller("check the cluster before installing");

@@ -1,7 +1,7 @@
 //! Resource `talosboot_cilium`: Cilium installed, adopted, upgraded, watched and repaired before any
 //! CNI exists, as Cilium's values and readiness on top of the shared chart-release lifecycle
 //! ([`crate::resources::release`]). Reads top-down: [`schema`], [`model`] (inputs, Talos values,
-//! checks), [`plan`], [`preflight`] (the kube-proxy and Gateway API CRD checks, at plan and before
+//! checks), [`plan`], [`prerequisites`] (the kube-proxy and Gateway API CRD checks, at plan and before
 //! any Job),
 //! [`readiness`] (what "ready" means for Cilium, the components in the state), [`moved`] (from
 //! `helm_release`), [`versions`] (the values checked against the chart version), then what it is
@@ -10,9 +10,10 @@
 pub mod model;
 pub mod moved;
 pub mod plan;
-pub mod preflight;
+pub mod prerequisites;
 pub mod readiness;
 pub mod schema;
+pub mod upgrade;
 pub mod versions;
 
 use futures::future::BoxFuture;
@@ -28,7 +29,7 @@ use crate::framework::{Diagnostics, MoveRequest, PlanResponse, Schema};
 use crate::resources::private::Private;
 use crate::resources::release::resource::ReleaseResource;
 use crate::resources::release::{
-    ChartResource, Observed, PreflightAt, Readiness, WorkloadSource, common_in_field,
+    ChartResource, CheckAt, Observed, Readiness, WorkloadSource, common_in_field,
 };
 use crate::values::Value;
 
@@ -58,10 +59,10 @@ impl ChartResource for Cilium {
         )
     }
     fn base_values(&self) -> Json {
-        self.talos_values()
+        Cilium::base_values(self)
     }
     fn chart_install(&self) -> Result<ChartInstall, String> {
-        let mut install = self.common.chart_install(self.talos_values())?;
+        let mut install = self.common.chart_install(Cilium::base_values(self))?;
         install.description = Some(format!(
             "talosboot: Cilium {}",
             self.common.version.clone().unwrap_or_default()
@@ -105,12 +106,12 @@ impl ChartResource for Cilium {
     fn workload_source(&self) -> WorkloadSource {
         WorkloadSource::ManifestListed
     }
-    fn preflight<'a>(
+    fn prerequisites<'a>(
         &'a self,
         clients: &'a Kube,
-        at: PreflightAt,
+        at: CheckAt,
     ) -> BoxFuture<'a, Result<Diagnostics, ClusterError>> {
-        Box::pin(preflight::check(self, clients, at))
+        Box::pin(prerequisites::check(self, clients, at))
     }
     fn validate(&self, diagnostics: &mut Diagnostics) {
         model::validate(self, diagnostics);
@@ -118,7 +119,40 @@ impl ChartResource for Cilium {
     fn plan(config: &Value, _prior: &Value, resp: &mut PlanResponse) {
         plan::plan(config, resp);
     }
-    fn planned_for_preflight(planned: &Value, config: &Value) -> Option<Self> {
+    fn settle(config: &Value, prior: &Value, proposed: &mut Value) {
+        upgrade::settle(config, prior, proposed);
+    }
+    fn plan_checks<'a>(
+        &'a self,
+        prior: Option<&'a Self>,
+        budget: std::time::Duration,
+    ) -> BoxFuture<'a, Diagnostics> {
+        Box::pin(upgrade::plan_checks(self, prior, budget))
+    }
+    fn before_upgrade<'a>(
+        &'a self,
+        clients: &'a Kube,
+        running: &'a HelmRelease,
+        deadline: std::time::Instant,
+        cancel: &'a tokio_util::sync::CancellationToken,
+    ) -> BoxFuture<'a, Diagnostics> {
+        Box::pin(upgrade::before_upgrade(
+            self, clients, running, deadline, cancel,
+        ))
+    }
+    fn rollout_details<'a>(&'a self, clients: &'a Kube) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let ns = self.common.release_namespace();
+            crate::cluster::cilium::rollout::read(clients, ns, "cilium")
+                .await
+                .map(|r| r.lines())
+                .unwrap_or_default()
+        })
+    }
+    fn rollback_on_failure(&self) -> bool {
+        Cilium::rollback_on_failure(self)
+    }
+    fn planned_for_checks(planned: &Value, config: &Value) -> Option<Self> {
         plan::planned_with_known_values(config, planned)
     }
     fn record(&mut self, observed: &Observed) {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
+use crate::cluster::cilium::running_config::{critical_paths, kube_proxy_replacement_on};
 use crate::cluster::endpoint::ApiEndpoint;
 pub use crate::cluster::helm::values::SetValue;
 use crate::framework::Diagnostics;
@@ -45,6 +46,17 @@ pub struct Cilium {
     pub common: ReleaseCommon,
     pub talos_defaults: Option<bool>,
     pub kube_proxy_replacement: Option<bool>,
+    /// The minor first installed (`1.19`), passed as `upgradeCompatibility` so that defaults a
+    /// newer chart changed do not flip on the running cluster.
+    pub upgrade_compatibility: Option<String>,
+    /// One minor at a time, checked at plan (`false`: the user knows better).
+    pub upgrade_path_check: Option<bool>,
+    /// Cilium's pre-flight DaemonSet before a version upgrade.
+    pub preflight: Option<bool>,
+    /// A version upgrade that does not roll out is rolled back to the revision that ran.
+    pub rollback_on_failure: Option<bool>,
+    /// Critical running settings (value paths) this configuration may change on purpose.
+    pub accept_running_config_changes: Option<Vec<String>>,
     pub agents: Option<Agents>,
     pub components: Option<BTreeMap<String, Component>>,
     pub nodes_ready: Option<bool>,
@@ -59,6 +71,16 @@ impl Cilium {
         self.kube_proxy_replacement.unwrap_or(true)
     }
 
+    pub fn upgrade_path_check(&self) -> bool {
+        self.upgrade_path_check.unwrap_or(true)
+    }
+    pub fn preflight(&self) -> bool {
+        self.preflight.unwrap_or(true)
+    }
+    pub fn rollback_on_failure(&self) -> bool {
+        self.rollback_on_failure.unwrap_or(false)
+    }
+
     /// The Talos values under the user's, in the variant `kube_proxy_replacement` chooses.
     pub fn talos_values(&self) -> Json {
         match (self.talos_defaults(), self.kube_proxy_replacement()) {
@@ -68,10 +90,20 @@ impl Cilium {
         }
     }
 
-    /// The values Helm will record as the release's user-supplied values: Talos defaults, then
+    /// What goes under the user's values: the Talos values, and `upgradeCompatibility` once the
+    /// first installed minor is known (the user's values still win over both).
+    pub fn base_values(&self) -> Json {
+        let mut values = self.talos_values();
+        if let (Some(minor), Json::Object(map)) = (&self.upgrade_compatibility, &mut values) {
+            map.insert("upgradeCompatibility".into(), Json::String(minor.clone()));
+        }
+        values
+    }
+
+    /// The values Helm will record as the release's user-supplied values: the base values, then
     /// each `values` document, then `set`, then `set_sensitive`.
     pub fn merged_values(&self) -> Result<Json, String> {
-        self.common.merged_values(self.talos_values())
+        self.common.merged_values(self.base_values())
     }
 
     /// Whether the installed Cilium will replace kube-proxy, and whether the input says so (or
@@ -81,12 +113,8 @@ impl Cilium {
     /// The values do not merge (a document that is not YAML, a bad `set` path).
     pub fn replacement_choice(&self) -> Result<ReplacementChoice, String> {
         let values = self.merged_values()?;
-        let on = match values.get("kubeProxyReplacement") {
-            Some(Json::Bool(b)) => *b,
-            Some(Json::String(s)) => matches!(s.as_str(), "true" | "strict"),
-            // Absent: the chart's default, `false`.
-            _ => false,
-        };
+        // Absent: the chart's default, `false`.
+        let on = kube_proxy_replacement_on(values.get("kubeProxyReplacement"));
         Ok(ReplacementChoice {
             on,
             from_input: self.talos_defaults() && on == self.kube_proxy_replacement(),
@@ -130,6 +158,29 @@ fn exact_version(v: &str) -> bool {
 /// unknown values (decoded as absent) are skipped.
 pub fn validate(c: &Cilium, d: &mut Diagnostics) {
     let at = AttributePath::attr;
+    for (i, path) in c.accept_running_config_changes.iter().flatten().enumerate() {
+        if !critical_paths().any(|p| p == path) {
+            let known: Vec<&str> = critical_paths().collect();
+            d.error_at(
+                at("accept_running_config_changes").then_index(i as i64),
+                "Not a setting that needs accepting",
+                format!("{path:?} is not one of the settings a running Cilium refuses to change: {}. Other settings change with a warning.", known.join(", ")),
+            );
+        }
+    }
+    if let Some(minor) = &c.upgrade_compatibility {
+        if crate::cluster::cilium::versions::Minor::parse(minor)
+            .is_none_or(|m| m.to_string() != *minor)
+        {
+            d.error_at(
+                at("upgrade_compatibility"),
+                "Not a Cilium minor",
+                format!(
+                    "{minor:?} is not a minor such as `1.19` (the release line first installed)."
+                ),
+            );
+        }
+    }
     let c = &c.common;
     if let Some(v) = &c.version {
         if !exact_version(v) {

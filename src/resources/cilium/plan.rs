@@ -3,6 +3,7 @@
 //! the schema): the inputs its values depend on, the Service-IP warning and the version checks.
 
 use super::model::Cilium;
+use crate::cluster::cilium::running_config::kube_proxy_replacement_on;
 use crate::framework::PlanResponse;
 use crate::framework::model::{Unknowns, decode};
 use crate::values::Value;
@@ -15,6 +16,7 @@ pub const VALUE_INPUTS: &[&str] = &[
     "talos_defaults",
     "kube_proxy_replacement",
     "api_endpoint",
+    "upgrade_compatibility",
 ];
 
 /// What Cilium adds to the shared plan: a warning when its agents would need the Service IP, and
@@ -39,6 +41,7 @@ const VALUE_SOURCES: &[&str] = &[
     "talos_defaults",
     "kube_proxy_replacement",
     "api_endpoint",
+    "upgrade_compatibility",
 ];
 
 /// The planned model with the configuration's write-only values, when every input its values are
@@ -69,9 +72,7 @@ fn service_host_warning(config: &Value, planned: &Value) -> Option<String> {
     let values = planned_with_known_values(config, planned)?
         .merged_values()
         .ok()?;
-    let replacement = values.get("kubeProxyReplacement");
-    let on = matches!(replacement, Some(serde_json::Value::Bool(true)))
-        || replacement.and_then(serde_json::Value::as_str) == Some("true");
+    let on = kube_proxy_replacement_on(values.get("kubeProxyReplacement"));
     let host = values
         .get("k8sServiceHost")
         .and_then(serde_json::Value::as_str)

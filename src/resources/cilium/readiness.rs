@@ -4,7 +4,7 @@
 //! their features the `hubble-relay`, `hubble-ui` and `clustermesh-apiserver` Deployments), each
 //! rolled out at its current generation, plus every node Ready without the not-ready taint; the
 //! components, agents and nodes in the state; and the kube-proxy check before an install
-//! ([`super::preflight`]).
+//! ([`super::prerequisites`]).
 
 use super::model::{Agents, Cilium, Component};
 use crate::cluster::helm::release::HelmRelease;

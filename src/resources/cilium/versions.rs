@@ -103,7 +103,7 @@ fn node_port_error(c: &Cilium, version: &str, features: &[&str], from_input: boo
     located(d, at)
 }
 
-/// Whether the installed values turn Gateway API on (the preflight then checks its CRDs).
+/// Whether the installed values turn Gateway API on (the prerequisites check then reads its CRDs).
 pub fn gateway_api_on(values: &Json) -> bool {
     crate::cluster::cilium::versions::gateway_api_enabled(values)
 }

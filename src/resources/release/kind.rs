@@ -4,10 +4,13 @@
 //! checks and plan warnings. Everything else (plan, apply, read, import, destroy, the install
 //! decision) is shared, in this module's siblings.
 
+use std::time::Instant;
+
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value as Json, json};
+use tokio_util::sync::CancellationToken;
 
 use super::common::ReleaseCommon;
 use super::{Observed, Readiness, WorkloadSource};
@@ -22,9 +25,9 @@ use crate::framework::{Diagnostics, MoveRequest, PlanResponse, Schema};
 use crate::resources::private::Private;
 use crate::values::Value;
 
-/// When a [`ChartResource::preflight`] runs.
+/// When a [`ChartResource::prerequisites`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PreflightAt {
+pub enum CheckAt {
     /// Best-effort: one try, bounded, skipped when the cluster cannot be read.
     Plan,
     /// Before any Job runs: retried, and an error stops the apply.
@@ -100,23 +103,59 @@ pub trait ChartResource:
     }
     /// Checks of the cluster before an install or upgrade runs: an error diagnostic stops it
     /// before any Job. Called at apply, and at plan (best-effort, when the cluster is reachable).
-    fn preflight<'a>(
+    fn prerequisites<'a>(
         &'a self,
         _clients: &'a Kube,
-        _at: PreflightAt,
+        _at: CheckAt,
     ) -> BoxFuture<'a, Result<Diagnostics, ClusterError>> {
         Box::pin(async { Ok(Diagnostics::new()) })
     }
 
+    /// Before a Helm upgrade of a release that runs (`running`, its newest record), after the
+    /// [`ChartResource::prerequisites`]: work of the resource's own that must succeed first (Cilium's
+    /// pre-flight DaemonSet). An error diagnostic stops the converge before the upgrade; by
+    /// `deadline`. Default: nothing.
+    fn before_upgrade<'a>(
+        &'a self,
+        _clients: &'a Kube,
+        _running: &'a HelmRelease,
+        _deadline: Instant,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Diagnostics> {
+        Box::pin(async { Diagnostics::new() })
+    }
+    /// Lines that say where a rollout that did not become ready stands (Cilium: the agents by
+    /// node), for the failure's detail. Default: none.
+    fn rollout_details<'a>(&'a self, _clients: &'a Kube) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async { Vec::new() })
+    }
+    /// Whether an upgrade that did not become ready is rolled back to the revision that ran.
+    fn rollback_on_failure(&self) -> bool {
+        false
+    }
+
     /// Checks of the resource's own inputs, without I/O ([`ReleaseCommon::validate`] runs too).
     fn validate(&self, _diagnostics: &mut Diagnostics) {}
+    /// Settles, in the proposed state, inputs the plan derives from the configuration and the
+    /// prior state, before the values are hashed (Cilium's `upgrade_compatibility`).
+    fn settle(_config: &Value, _prior: &Value, _proposed: &mut Value) {}
+    /// Plan-time checks that may read outside the configuration (a chart repository),
+    /// best-effort within `budget`: never an error because something could not be read. `prior`
+    /// is the prior state (`None` on a create).
+    fn plan_checks<'a>(
+        &'a self,
+        _prior: Option<&'a Self>,
+        _budget: std::time::Duration,
+    ) -> BoxFuture<'a, Diagnostics> {
+        Box::pin(async { Diagnostics::new() })
+    }
     /// What the resource adds to the shared plan (warnings, its own computed attributes).
     /// `config` and `prior` as in the request.
     fn plan(_config: &Value, _prior: &Value, _resp: &mut PlanResponse) {}
-    /// The model a plan-time [`ChartResource::preflight`] checks: the planned object (with the
+    /// The model a plan-time [`ChartResource::prerequisites`] checks: the planned object (with the
     /// configuration's write-only inputs) when every input the check reads is known at plan.
     /// `None` (the default) skips the check at plan; apply still runs it.
-    fn planned_for_preflight(_planned: &Value, _config: &Value) -> Option<Self> {
+    fn planned_for_checks(_planned: &Value, _config: &Value) -> Option<Self> {
         None
     }
 

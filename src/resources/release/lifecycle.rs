@@ -10,7 +10,7 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{ReleaseMetadata, unix_seconds};
-use super::{ChartResource, PreflightAt, ReleaseCommon, ReleaseFields};
+use super::{ChartResource, CheckAt, ReleaseCommon, ReleaseFields};
 use crate::cluster::Kube;
 use crate::cluster::converge::{
     self, Converge, ConvergeError, Converged, Decision, Fingerprint, Install, Observed,
@@ -183,12 +183,14 @@ async fn mark_sensitive(clients: &Kube, c: &ReleaseCommon) {
 }
 
 /// What a chart resource adds between the converge steps: the Repair warning and its
-/// preflight before a Job, the sensitive-path marks and the Job's warnings after it, and the
+/// prerequisites before a Job, the sensitive-path marks and the Job's warnings after it, and the
 /// release's objects out of Talos' inventory before the wait.
 struct ResourceSteps<'a, K> {
     desired: &'a K,
     what: &'a str,
     diagnostics: &'a mut Diagnostics,
+    deadline: Instant,
+    cancel: &'a CancellationToken,
 }
 
 #[async_trait::async_trait]
@@ -200,20 +202,32 @@ impl<K: ChartResource> Steps for ResourceSteps<'_, K> {
                 format!("Release {} exists with status {:?} (revision {}), left by an earlier run; talosboot upgrades it in place.", self.desired.common().id(), stuck.status.as_str(), stuck.revision),
             );
         }
-        match self.desired.preflight(clients, PreflightAt::Apply).await {
+        match self.desired.prerequisites(clients, CheckAt::Apply).await {
             Ok(found) => {
                 let refused = found.has_errors();
                 self.diagnostics.extend(found);
-                !refused
+                if refused {
+                    return false;
+                }
             }
             Err(e) => {
                 self.diagnostics.push(engine_diagnostic(
                     self.what,
-                    &EngineError::api(helm::PREFLIGHT, e),
+                    &EngineError::api(helm::PREREQUISITES, e),
                 ));
-                false
+                return false;
             }
         }
+        if let (Decision::Upgrade, Some(running)) = (d, observed.current()) {
+            let found = self
+                .desired
+                .before_upgrade(clients, running, self.deadline, self.cancel)
+                .await;
+            let refused = found.has_errors();
+            self.diagnostics.extend(found);
+            return !refused;
+        }
+        true
     }
 
     async fn after_install(&mut self, clients: &Kube, done: &Installed) {
@@ -271,12 +285,19 @@ pub async fn install<K: ChartResource>(
     );
     let refresh_readiness = |r: Option<&HelmRelease>| desired.refresh_readiness(r);
     let wait_readiness = |r: Option<&HelmRelease>| desired.readiness(r);
-    let c = Converge {
-        subject: subject(&desired, &refresh_readiness),
-        want: Want::Since {
+    let resumes = prior.is_none() && resumes_failed_create(clients, &desired, private).await;
+    let want = match resumes {
+        // The release this resource's failed create left: upgraded (or waited for) in place.
+        true => Want::Record(fingerprint(&desired)),
+        false => Want::Since {
             prior: prior.map(fingerprint),
             desired: fingerprint(&desired),
         },
+    };
+    let deadline = started + desired.common().timeout();
+    let c = Converge {
+        subject: subject(&desired, &refresh_readiness),
+        want,
         install: Install {
             chart: &chart,
             bootstrap: &bootstrap,
@@ -286,12 +307,14 @@ pub async fn install<K: ChartResource>(
             .common()
             .wait()
             .then_some(&wait_readiness as &ReadinessOf<'_>),
-        deadline: started + desired.common().timeout(),
+        deadline,
     };
     let mut steps = ResourceSteps {
         desired: &desired,
         what: &what,
         diagnostics: &mut diagnostics,
+        deadline,
+        cancel,
     };
     let converged = converge::converge(clients, &c, &mut steps, cancel).await;
     match converged {
@@ -320,6 +343,9 @@ pub async fn install<K: ChartResource>(
                 (Some(s), None) if s.common().status.is_none() => None,
                 (s, _) => s,
             };
+            if prior.is_none() {
+                mark_failed_create(state.as_ref(), private, &mut diagnostics);
+            }
             return Applied { state, diagnostics };
         }
         Err(ConvergeError::Read(e)) => {
@@ -333,20 +359,41 @@ pub async fn install<K: ChartResource>(
             not_ready,
             revision,
         }) => {
-            diagnostics.push(not_ready_diagnostic(
+            let mut failed = not_ready_diagnostic(
                 &format!("wait for {} to become ready", desired.label()),
                 &not_ready,
                 desired.common().timeout().as_secs(),
-            ));
+            );
+            let by_node = desired.rollout_details(clients).await;
+            if !by_node.is_empty() {
+                failed.detail.push_str(&format!(
+                    "\n\nRollout by node:\n  - {}",
+                    by_node.join("\n  - ")
+                ));
+            }
+            let target = prior.and_then(|p| p.common().revision);
+            if let (true, Some(target), Some(failed_revision)) =
+                (desired.rollback_on_failure(), target, revision)
+            {
+                if failed_revision > target {
+                    let rolled = roll_back(clients, &desired, prior, target, cancel).await;
+                    failed.detail.push_str(&format!("\n\n{rolled}"));
+                }
+            }
+            diagnostics.push(failed);
             let state = truthful(clients, &desired, private, &mut diagnostics).await;
             private.unready_revision = state
                 .as_ref()
                 .and_then(|s| s.common().revision)
                 .or(revision);
+            if prior.is_none() {
+                mark_failed_create(state.as_ref(), private, &mut diagnostics);
+            }
             return Applied { state, diagnostics };
         }
     }
     private.unready_revision = None;
+    private.failed_create = None;
     let state = match observe(clients, &desired).await {
         Ok(o) => refresh_as(desired.clone(), &o, private, &mut diagnostics, true),
         Err(e) => {
@@ -365,6 +412,104 @@ pub async fn install<K: ChartResource>(
     }
     tracing::info!(release = %desired.common().id(), elapsed_ms = started.elapsed().as_millis() as u64, "release applied");
     Applied { state, diagnostics }
+}
+
+/// Whether a create resumes the release this resource's failed create left (its private state
+/// names it, and the release found is that one: the same first-deployed time), rather than
+/// refusing it as somebody else's.
+async fn resumes_failed_create<K: ChartResource>(
+    clients: &Kube,
+    desired: &K,
+    private: &Private,
+) -> bool {
+    let Some(mark) = &private.failed_create else {
+        return false;
+    };
+    let c = desired.common();
+    match helm::install::release(clients, c.release_namespace(), c.release_name()).await {
+        Ok(Some(found)) => unix_seconds(&found.first_deployed).to_string() == *mark,
+        _ => false,
+    }
+}
+
+/// After a create failed with its release in the cluster (the object is then tainted): the mark
+/// that makes the tainted object's destroy only forget the release and the replacing create
+/// resume it, so a CNI that serves pods is never uninstalled between the failure and the next
+/// success.
+fn mark_failed_create<K: ChartResource>(
+    state: Option<&K>,
+    private: &mut Private,
+    diagnostics: &mut Diagnostics,
+) {
+    let found = state.and_then(|s| s.common().metadata.as_ref().map(|m| (s, m.first_deployed)));
+    let Some((state, first_deployed)) = found.filter(|(_, t)| *t != 0) else {
+        return;
+    };
+    private.failed_create = Some(first_deployed.to_string());
+    diagnostics.warning(
+        format!("{} stays installed", state.label()),
+        format!("The create failed after release {} was installed. OpenTofu/Terraform marks the resource tainted and plans to replace it: talosboot then keeps the release running (the replacement's destroy only forgets it, for any `deletion_policy`) and the next apply resumes it in place. To remove it instead, uninstall it with Helm after the destroy.", state.common().id()),
+    );
+}
+
+/// `helm rollback` to the revision that ran before a failed upgrade, then the wait for it: what
+/// happened, in a sentence for the failure's detail.
+async fn roll_back<K: ChartResource>(
+    clients: &Kube,
+    desired: &K,
+    prior: Option<&K>,
+    target: i64,
+    cancel: &CancellationToken,
+) -> String {
+    let c = desired.common();
+    let (ns, name) = (c.release_namespace(), c.release_name());
+    let before = prior
+        .and_then(|p| p.common().chart_version.clone())
+        .unwrap_or_default();
+    // The rollback gets a budget of its own: the upgrade may have used the timeout up.
+    let budget = c.timeout();
+    let rolled = helm::install::rollback(
+        clients,
+        &desired.bootstrap_namespace(),
+        &c.job_settings(),
+        ns,
+        name,
+        target,
+        budget,
+        cancel,
+    )
+    .await;
+    if let Err(e) = rolled {
+        return format!(
+            "`rollback_on_failure`: the rollback to revision {target} failed too: {e}. Roll back by hand (`helm rollback -n {ns} {name} {target}`)."
+        );
+    }
+    let release = helm::install::release(clients, ns, name)
+        .await
+        .ok()
+        .flatten();
+    let r = desired.readiness(release.as_ref());
+    let waited = crate::cluster::readiness::wait_ready(
+        clients,
+        ns,
+        &r.workloads,
+        &r.pods,
+        r.nodes,
+        Instant::now() + budget,
+        cancel,
+    )
+    .await;
+    let revision = release.map(|r| r.revision).unwrap_or_default();
+    match waited {
+        Ok(_) => format!(
+            "`rollback_on_failure`: rolled back to revision {target} (chart {before}), now revision {revision}, and it is ready again: the upgrade changed nothing that lasts. The state says what runs; the next plan proposes the upgrade again."
+        ),
+        Err(n) => format!(
+            "`rollback_on_failure`: rolled back to revision {target} (chart {before}), now revision {revision}, but it did not become ready again within {}s either: {}.",
+            budget.as_secs(),
+            n.workloads.join(", ")
+        ),
+    }
 }
 
 /// The converge declined to run a Job: a create found a live release, or another tool manages
@@ -456,13 +601,22 @@ async fn release_from_talos(clients: &Kube, c: &ReleaseCommon, diagnostics: &mut
     }
 }
 
-/// Destroy: uninstall, or forget with `deletion_policy = "keep"`.
+/// Destroy: uninstall, or forget with `deletion_policy = "keep"` (and after a failed create,
+/// whose replacement resumes the release: see [`Private::failed_create`]).
 pub async fn destroy<K: ChartResource>(
     clients: &Kube,
     prior: &K,
+    private: &Private,
     cancel: &CancellationToken,
 ) -> Diagnostics {
     let mut diagnostics = Diagnostics::new();
+    if private.failed_create.is_some() {
+        diagnostics.warning(
+            format!("{} left running", prior.label()),
+            format!("Its create failed after the release was installed, so this destroy only forgets release {} (for any `deletion_policy`): a replacement resumes it in place, and a running CNI is never uninstalled between a failure and the next success. To remove it for good, uninstall it with Helm (`helm uninstall -n {} {}`).", prior.common().id(), prior.common().release_namespace(), prior.common().release_name()),
+        );
+        return diagnostics;
+    }
     if prior.common().keep_on_destroy() {
         diagnostics.warning(
             format!("{} left running", prior.label()),

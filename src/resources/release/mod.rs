@@ -29,7 +29,7 @@ pub use crate::cluster::converge::{
 };
 pub use common::{ReleaseCommon, ReleaseFields};
 pub(crate) use kind::common_in_field;
-pub use kind::{ChartResource, PreflightAt};
+pub use kind::{ChartResource, CheckAt};
 pub use lifecycle::{Applied, destroy, install, observe, refresh, refresh_as};
 
 use crate::framework::Diagnostics;

@@ -79,7 +79,13 @@ fn sensitive_paths(config: &Value, prior: &Value, recorded: &RecordedValues) -> 
 }
 
 /// The plan of a [`ChartResource`]: the shared plan, then what the resource adds.
-pub fn plan<K: ChartResource>(req: PlanRequest, recorded: Option<&RecordedValues>) -> PlanResponse {
+pub fn plan<K: ChartResource>(
+    mut req: PlanRequest,
+    recorded: Option<&RecordedValues>,
+) -> PlanResponse {
+    if !req.proposed_new_state.is_null() {
+        K::settle(&req.config, &req.prior_state, &mut req.proposed_new_state);
+    }
     let schema = K::schema();
     let upgrade_inputs = schema.block.update_inputs();
     let after_upgrade = schema.block.changed_by_update();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::helm_major;
 use super::plan::changes_values;
-use super::{ChartResource, PreflightAt, destroy, install, observe, refresh};
+use super::{ChartResource, CheckAt, destroy, install, observe, refresh};
 use crate::cluster::Kube;
 use crate::cluster::engine::EngineError;
 use crate::cluster::helm::release::values_digest;
@@ -59,13 +59,13 @@ fn decoded<K: ChartResource>(
 /// time is checked again at apply).
 const PLAN_PREFLIGHT_BUDGET: Duration = Duration::from_secs(5);
 
-/// [`Release::preflight`] at plan, best-effort: only when the provider is configured and the
+/// [`ChartResource::prerequisites`] at plan, best-effort: only when the provider is configured and the
 /// cluster answers within [`PLAN_PREFLIGHT_BUDGET`]; never an error because it could not.
-async fn plan_preflight<K: ChartResource>(ctx: &Ctx, m: &K) -> Diagnostics {
+async fn plan_prerequisites<K: ChartResource>(ctx: &Ctx, m: &K) -> Diagnostics {
     let cluster = crate::resources::cluster(ctx);
     let checked = tokio::time::timeout(PLAN_PREFLIGHT_BUDGET, async {
         let clients = cluster.connect().await.ok()?;
-        match m.preflight(&clients, PreflightAt::Plan).await {
+        match m.prerequisites(&clients, CheckAt::Plan).await {
             Ok(found) => Some(found),
             Err(e) => {
                 tracing::debug!(error = %e, "plan-time cluster check skipped");
@@ -183,6 +183,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             prior_private: req.prior_private.clone(),
             client_capabilities: req.client_capabilities,
         };
+        let prior_state = req.prior_state.clone();
         let mut resp = super::plan::plan::<K>(req, None);
         let private = Private::decode(&again.prior_private);
         if changes_values(&again.prior_state, &resp.planned_state, &private) {
@@ -198,8 +199,20 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             .attr("revision")
             .is_some_and(Value::is_unknown);
         if installs && !resp.diagnostics.has_errors() {
-            if let Some(m) = K::planned_for_preflight(&resp.planned_state, &config) {
-                resp.diagnostics.extend(plan_preflight(ctx, &m).await);
+            if let Some(m) = K::planned_for_checks(&resp.planned_state, &config) {
+                resp.diagnostics.extend(plan_prerequisites(ctx, &m).await);
+            }
+        }
+        if installs && !resp.diagnostics.has_errors() {
+            let planned = decode::<K>(&resp.planned_state, Unknowns::AsNull).ok();
+            let prior = (!prior_state.is_null())
+                .then(|| decode::<K>(&prior_state, Unknowns::AsNull).ok())
+                .flatten();
+            if let Some(planned) = planned {
+                let found = planned
+                    .plan_checks(prior.as_ref(), PLAN_PREFLIGHT_BUDGET)
+                    .await;
+                resp.diagnostics.extend(found);
             }
         }
         if !resp.diagnostics.has_errors() {
@@ -235,7 +248,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         };
         if req.planned_state.is_null() {
             if let Some(prior) = prior {
-                diagnostics.extend(destroy(&clients, &prior, &ctx.cancel).await);
+                diagnostics.extend(destroy(&clients, &prior, &private, &ctx.cancel).await);
             }
             return ApplyResponse::from(diagnostics);
         }

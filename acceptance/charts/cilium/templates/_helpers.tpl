@@ -24,14 +24,29 @@
 {{- end -}}
 {{- end -}}
 
-{{/* Whether the Envoy DaemonSet runs: `envoy.enabled`, default true from chart 1.16 on. */}}
+{{/* Whether the Envoy DaemonSet runs: `envoy.enabled`, else the default of the minor first
+installed (`upgradeCompatibility`, empty: this chart's defaults), true from 1.16 on, as
+upstream's helper decides it. */}}
 {{- define "envoyDaemonSetEnabled" -}}
 {{- if not .Values.l7Proxy -}}
 false
 {{- else if not (kindIs "invalid" .Values.envoy.enabled) -}}
 {{- .Values.envoy.enabled -}}
 {{- else -}}
-{{- semverCompare ">=1.16.0-0" .Chart.Version -}}
+{{- semverCompare ">=1.16" (default "1.16" .Values.upgradeCompatibility) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Chart 1.20's `envoy-xds-mode`: `envoy.xdsMode`, else "ads" for a cluster first installed at
+1.20 or later and "split" (the agent's default before 1.20) for one installed earlier, as
+upstream decides it by `upgradeCompatibility`. */}}
+{{- define "cilium.envoyXdsMode" -}}
+{{- if (dig "xdsMode" "" (default (dict) .Values.envoy)) -}}
+{{- .Values.envoy.xdsMode -}}
+{{- else if semverCompare ">=1.20" (default "1.20" .Values.upgradeCompatibility) -}}
+ads
+{{- else -}}
+split
 {{- end -}}
 {{- end -}}
 

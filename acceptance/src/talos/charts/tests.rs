@@ -19,7 +19,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::catalog::sha256_hex;
 use super::*;
 
-const CILIUM_VERSIONS: [&str; 5] = ["1.16.3", "1.17.9", "1.18.4", "1.19.7", "1.20.2"];
+const CILIUM_VERSIONS: [&str; 8] = [
+    "1.16.3", "1.17.9", "1.18.3", "1.18.4", "1.19.6", "1.19.7", "1.20.1", "1.20.2",
+];
 
 /// What `helm template` is told the cluster runs, as the provider's render Job does (a release
 /// build of Helm 3.18 assumes v1.33.0 without it; see
@@ -1035,6 +1037,197 @@ async fn the_cilium_chart_renders_only_the_value_keys_of_its_minor() {
             "false"
         );
     }
+}
+
+/// The pre-flight release of Cilium's upgrade guide (`preflight.enabled=true agent=false
+/// operator.enabled=false`) renders only upstream's pre-flight objects, none of the `cilium`
+/// release's (so both install side by side); `agent=false` or `operator.enabled=false` alone skip
+/// what upstream skips with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cilium_pre_flight_renders_only_its_own_objects() {
+    let f = start().await;
+    let dir = f.dir.path().to_path_buf();
+    let values = json!({"preflight": {"enabled": true}, "agent": false,
+        "operator": {"enabled": false}, "k8sServiceHost": "localhost", "k8sServicePort": 7445});
+    for version in ["1.19.7", "1.20.2"] {
+        let tgz = f.server.package("cilium", version).unwrap().to_path_buf();
+        let o = render(&tgz, "cilium-preflight", "kube-system", &values, &dir).unwrap();
+        let set = kinds_and_names(&o);
+        let expected: BTreeSet<String> = [
+            "DaemonSet/cilium-pre-flight-check",
+            "Deployment/cilium-pre-flight-check",
+            "ServiceAccount/cilium-pre-flight",
+            "ClusterRole/cilium-pre-flight",
+            "ClusterRoleBinding/cilium-pre-flight",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+        assert_eq!(set, expected, "{version}: nothing of the cilium release");
+        let ds = get(&o, "DaemonSet", "cilium-pre-flight-check");
+        assert_eq!(
+            ds["spec"]["selector"]["matchLabels"],
+            json!({"k8s-app": "cilium-pre-flight-check", "kubernetes.io/cluster-service": "true"})
+        );
+        let pod = &ds["spec"]["template"]["spec"];
+        let image = format!("quay.io/cilium/cilium:v{version}");
+        for (list, name) in [
+            ("initContainers", "clean-cilium-state"),
+            ("containers", "cilium-pre-flight-check"),
+        ] {
+            assert_eq!(
+                container(pod, list, name)["image"],
+                image.as_str(),
+                "{name}"
+            );
+        }
+        assert_eq!(pod["hostNetwork"], true);
+        assert_eq!(pod["priorityClassName"], "system-node-critical");
+        assert_eq!(pod["serviceAccountName"], "cilium-pre-flight");
+        assert_eq!(
+            pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"]
+                ["matchLabels"]["k8s-app"],
+            "cilium",
+            "only where an agent runs"
+        );
+        let tolerated: Vec<&str> = pod["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["key"].as_str())
+            .collect();
+        assert!(
+            tolerated.contains(&"node-role.kubernetes.io/control-plane")
+                && tolerated.contains(&"node.kubernetes.io/not-ready"),
+            "{tolerated:?}"
+        );
+        // As upstream: the check itself gets no API endpoint; the policy validator does.
+        let check = container(pod, "containers", "cilium-pre-flight-check");
+        assert_eq!(env_value(check, "KUBERNETES_SERVICE_HOST"), None);
+        let validator =
+            &get(&o, "Deployment", "cilium-pre-flight-check")["spec"]["template"]["spec"];
+        let cnp = container(validator, "containers", "cnp-validator");
+        assert_eq!(
+            (
+                env_value(cnp, "KUBERNETES_SERVICE_HOST").as_deref(),
+                env_value(cnp, "KUBERNETES_SERVICE_PORT").as_deref()
+            ),
+            (Some("localhost"), Some("7445"))
+        );
+        // With the FQDN pre-cache, its poller container has the endpoint too.
+        let mut fqdn = values.clone();
+        fqdn["preflight"]["tofqdnsPreCache"] = json!("/var/run/cilium/dns-precache.json");
+        let o = render(&tgz, "cilium-preflight", "kube-system", &fqdn, &dir).unwrap();
+        let pod = &get(&o, "DaemonSet", "cilium-pre-flight-check")["spec"]["template"]["spec"];
+        let poller = container(pod, "containers", "cilium-pre-flight-fqdn-precache");
+        assert_eq!(
+            env_value(poller, "KUBERNETES_SERVICE_HOST").as_deref(),
+            Some("localhost")
+        );
+        // Agent off, operator on: the operator and its cilium-config, no agent objects.
+        let o = render(
+            &tgz,
+            "cilium",
+            "kube-system",
+            &json!({"agent": false}),
+            &dir,
+        )
+        .unwrap();
+        let set = kinds_and_names(&o);
+        assert!(
+            set.contains("Deployment/cilium-operator") && set.contains("ConfigMap/cilium-config")
+        );
+        for gone in [
+            "DaemonSet/cilium",
+            "ServiceAccount/cilium",
+            "ClusterRole/cilium",
+            "Role/cilium-config-agent",
+            "Service/hubble-peer",
+            "DaemonSet/cilium-pre-flight-check",
+        ] {
+            assert!(!set.contains(gone), "{gone} in {set:?}");
+        }
+        let o = render(
+            &tgz,
+            "cilium",
+            "kube-system",
+            &json!({"operator": {"enabled": false}}),
+            &dir,
+        )
+        .unwrap();
+        let set = kinds_and_names(&o);
+        assert!(set.contains("DaemonSet/cilium") && !set.contains("Deployment/cilium-operator"));
+    }
+}
+
+/// `upgradeCompatibility` keeps the defaults of the minor first installed, as upstream's
+/// `semverCompare ... (default "X" .Values.upgradeCompatibility)`: chart 1.20 defaults
+/// `envoy-xds-mode` to `ads`, `"1.19"` keeps 1.19's `split` (chart 1.19 has no such key), an
+/// explicit `envoy.xdsMode` wins; `"1.15"` keeps Envoy inside the agent (its DaemonSet from 1.16).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_compatibility_keeps_the_first_installed_minors_defaults() {
+    let f = start().await;
+    let dir = f.dir.path().to_path_buf();
+    let xds = |version: &str, values: Value| {
+        let tgz = f.server.package("cilium", version).unwrap().to_path_buf();
+        let o = render(&tgz, "cilium", "kube-system", &values, &dir).unwrap();
+        get(&o, "ConfigMap", "cilium-config")["data"]
+            .get("envoy-xds-mode")
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    let table: [(&str, Value, Option<&str>); 6] = [
+        ("1.20.2", json!({}), Some("ads")),
+        (
+            "1.20.1",
+            json!({"upgradeCompatibility": "1.20"}),
+            Some("ads"),
+        ),
+        (
+            "1.20.2",
+            json!({"upgradeCompatibility": "1.19"}),
+            Some("split"),
+        ),
+        (
+            "1.20.2",
+            json!({"upgradeCompatibility": "1.18"}),
+            Some("split"),
+        ),
+        (
+            "1.20.2",
+            json!({"upgradeCompatibility": "1.19", "envoy": {"xdsMode": "ads"}}),
+            Some("ads"),
+        ),
+        ("1.19.7", json!({"upgradeCompatibility": "1.19"}), None),
+    ];
+    for (version, values, want) in table {
+        assert_eq!(
+            xds(version, values.clone()).as_deref(),
+            want,
+            "{version} {values}"
+        );
+    }
+    let tgz = f.server.package("cilium", "1.20.2").unwrap().to_path_buf();
+    let old = render(
+        &tgz,
+        "cilium",
+        "kube-system",
+        &json!({"upgradeCompatibility": "1.15"}),
+        &dir,
+    )
+    .unwrap();
+    assert!(find(&old, "DaemonSet", "cilium-envoy").is_none());
+    assert_eq!(
+        get(&old, "ConfigMap", "cilium-config")["data"]["external-envoy-proxy"],
+        "false"
+    );
+    let new = render(&tgz, "cilium", "kube-system", &json!({}), &dir).unwrap();
+    assert!(find(&new, "DaemonSet", "cilium-envoy").is_some());
+    // Upstream's update strategy of the agents (values.yaml: maxUnavailable 2).
+    assert_eq!(
+        get(&new, "DaemonSet", "cilium")["spec"]["updateStrategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}})
+    );
 }
 
 /// Whether `scripts/install-tools.sh` has generated the Flux Operator's CRDs.

@@ -56,7 +56,7 @@ on_both_clis!(async inline_manifest_cilium_is_adopted_in_place);
 async fn inline_manifest_cilium_is_adopted_in_place() {
     // Talos 1.12: no manifest inventory (1.13 and 1.14 are in `talos_prune`).
     let cluster = TestCluster::start_with(talos_sim::talos::TalosConfig {
-        inline_cilium: Some("1.18.4".into()),
+        inline_cilium: Some("1.19.7".into()),
         talos_version: talos_sim::talos::TalosVersion::V1_12,
         ..Default::default()
     })

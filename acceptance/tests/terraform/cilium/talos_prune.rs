@@ -27,10 +27,10 @@ use crate::harness::TestCluster;
 use super::adoption::uids;
 use super::*;
 
-/// A cluster whose Cilium 1.18.4 came from an inline manifest named `cilium`, as `version` does it.
+/// A cluster whose Cilium 1.19.7 came from an inline manifest named `cilium`, as `version` does it.
 async fn inline_cilium(version: TalosVersion) -> Option<TestCluster> {
     let cluster = TestCluster::start_with(TalosConfig {
-        inline_cilium: Some("1.18.4".into()),
+        inline_cilium: Some("1.19.7".into()),
         talos_version: version,
         ..Default::default()
     })
@@ -237,7 +237,7 @@ async fn without_talosboot_the_same_prune_deletes_an_adopted_cilium() {
         &client,
         &[
             "upgrade", "--install", "cilium", "cilium",
-            "--repo", "https://helm.cilium.io", "--version", "1.18.4", "-n", NS,
+            "--repo", "https://helm.cilium.io", "--version", "1.19.7", "-n", NS,
             "--take-ownership",
             "--set", "ipam.mode=kubernetes",
             "--set", "cgroup.autoMount.enabled=false",

@@ -8,18 +8,26 @@
 //! - with `gatewayAPI.enabled`, the Gateway API CRDs the chart version's operator needs
 //!   ([`crate::cluster::cilium::gateway_api`]): a missing one is an error naming it and the
 //!   Gateway API release to install (the operator would turn its Gateway controller off without
-//!   a word).
+//!   a word);
+//! - against a Cilium that runs already (its ConfigMap `cilium-config`, whatever installed it:
+//!   Talos inline manifests for an adoption, the release itself for an upgrade), every setting the
+//!   install would change ([`crate::cluster::cilium::running_config`]): a warning listing them
+//!   (old -> new), and an error for one that needs a migration (`kubeProxyReplacement`, `ipam.mode`,
+//!   `routingMode`, `tunnelProtocol`, `k8sServiceHost`/`Port`, `cluster.name`/`id`) unless
+//!   `accept_running_config_changes` names it.
 
 use super::model::Cilium;
 use super::versions::{gateway_api_on, origin};
 use crate::cluster::ClusterError;
 use crate::cluster::Kube;
 use crate::cluster::cilium::gateway_api::{CrdGap, find_gaps};
+use crate::cluster::cilium::running_config;
 use crate::cluster::cilium::versions::{GatewayApiRelease, Minor, gateway_api_requirements};
+use crate::cluster::helm::chart_version::ChartVersion;
 use crate::cluster::kube_proxy::{self, Mismatch, Patience};
 use crate::cluster::talos;
 use crate::framework::{Diagnostic, Diagnostics};
-use crate::resources::release::PreflightAt;
+use crate::resources::release::CheckAt;
 use crate::values::AttributePath;
 
 /// Where the configuration's choice comes from, for the message.
@@ -33,7 +41,7 @@ fn source(from_input: bool, on: bool) -> String {
 }
 
 /// The diagnostic for a mismatch, on `kube_proxy_replacement` when the input decides it.
-pub fn mismatch_diagnostic(mismatch: Mismatch, from_input: bool, at: PreflightAt) -> Diagnostic {
+pub fn mismatch_diagnostic(mismatch: Mismatch, from_input: bool, at: CheckAt) -> Diagnostic {
     let mut d = match mismatch {
         Mismatch::BothHandleServices => Diagnostic::warning(
             "kube-proxy and Cilium would both handle Services",
@@ -64,8 +72,8 @@ pub fn mismatch_diagnostic(mismatch: Mismatch, from_input: bool, at: PreflightAt
                 kube_proxy::NAMESPACE,
                 kube_proxy::NAME,
                 match at {
-                    PreflightAt::Plan => "",
-                    PreflightAt::Apply => " Nothing was installed: no Job ran.",
+                    CheckAt::Plan => "",
+                    CheckAt::Apply => " Nothing was installed: no Job ran.",
                 },
             ),
         ),
@@ -83,10 +91,132 @@ pub fn mismatch_diagnostic(mismatch: Mismatch, from_input: bool, at: PreflightAt
 pub async fn check(
     cilium: &Cilium,
     clients: &Kube,
-    at: PreflightAt,
+    at: CheckAt,
 ) -> Result<Diagnostics, ClusterError> {
     let mut diagnostics = check_kube_proxy(cilium, clients, at).await?;
     diagnostics.extend(check_gateway_api(cilium, clients, at).await?);
+    diagnostics.extend(check_running_config(cilium, clients, at).await?);
+    diagnostics.extend(check_adopted_version(cilium, clients).await?);
+    Ok(diagnostics)
+}
+
+/// An adoption (`adopt_existing`) of a Cilium without a Helm record follows the upgrade path too:
+/// the version that runs is the agent image's tag (`quay.io/cilium/cilium:v1.18.4@sha256:...`).
+async fn check_adopted_version(
+    cilium: &Cilium,
+    clients: &Kube,
+) -> Result<Diagnostics, ClusterError> {
+    if cilium.common.adopt_existing != Some(true) {
+        return Ok(Diagnostics::new());
+    }
+    let Some(wanted) = cilium
+        .common
+        .version
+        .as_deref()
+        .and_then(ChartVersion::parse)
+    else {
+        return Ok(Diagnostics::new());
+    };
+    let namespace = cilium.common.release_namespace();
+    let ds = kube::Api::<k8s_openapi::api::apps::v1::DaemonSet>::namespaced(
+        clients.client.clone(),
+        namespace,
+    )
+    .get_opt("cilium")
+    .await
+    .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
+    let running = ds
+        .and_then(|ds| ds.spec)
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.containers.into_iter().find(|c| c.name == "cilium-agent"))
+        .and_then(|c| c.image)
+        .and_then(|image| image_version(&image));
+    Ok(match running {
+        Some(running) => {
+            super::upgrade::path_diagnostics(&running, &wanted, &[], cilium.upgrade_path_check())
+        }
+        None => Diagnostics::new(),
+    })
+}
+
+/// The version an image reference's tag names (`repo/cilium:v1.18.4@sha256:...` -> 1.18.4).
+fn image_version(image: &str) -> Option<ChartVersion> {
+    let without_digest = image.split('@').next()?;
+    let (_, tag) = without_digest.rsplit_once(':')?;
+    (!tag.contains('/'))
+        .then(|| ChartVersion::parse(tag))
+        .flatten()
+}
+
+/// The running `cilium-config` against the planned values (see the module docs). Nothing when no
+/// Cilium runs yet, or the values do not merge (their own check says so).
+async fn check_running_config(
+    cilium: &Cilium,
+    clients: &Kube,
+    at: CheckAt,
+) -> Result<Diagnostics, ClusterError> {
+    let mut diagnostics = Diagnostics::new();
+    let Ok(values) = cilium.merged_values() else {
+        return Ok(diagnostics);
+    };
+    let namespace = cilium.common.release_namespace();
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(clients.client.clone(), namespace);
+    let Some(config) = api
+        .get_opt(running_config::CONFIG_MAP)
+        .await
+        .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?
+    else {
+        return Ok(diagnostics);
+    };
+    let changes = running_config::changes(&config.data.unwrap_or_default(), &values);
+    if changes.is_empty() {
+        return Ok(diagnostics);
+    }
+    let accepted = cilium
+        .accept_running_config_changes
+        .clone()
+        .unwrap_or_default();
+    let (refused, allowed): (Vec<_>, Vec<_>) = changes
+        .iter()
+        .partition(|c| c.setting.critical && !accepted.iter().any(|a| a == c.setting.value_path));
+    let list = |changes: &[&running_config::SettingChange]| {
+        changes
+            .iter()
+            .map(|c| format!("  - {}", c.describe()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if !refused.is_empty() {
+        let paths: Vec<String> = refused
+            .iter()
+            .map(|c| format!("\"{}\"", c.setting.value_path))
+            .collect();
+        diagnostics.push(Diagnostic::error(
+            "The install would change settings of the running Cilium",
+            format!(
+                "Cilium runs in this cluster ({namespace}/{}), and this configuration would change settings that need a migration on a running CNI:\n{}\nA flip of these takes the pod network or the agents' API access down until every node is migrated. Make the values match what runs (`kubectl -n {namespace} get configmap {} -o yaml`), or, if you planned the migration, accept each change with `accept_running_config_changes = [{}]`.{}",
+                running_config::CONFIG_MAP,
+                list(&refused),
+                running_config::CONFIG_MAP,
+                paths.join(", "),
+                match at {
+                    CheckAt::Plan => "",
+                    CheckAt::Apply => " Nothing was installed: no Job ran.",
+                },
+            ),
+        ).at(AttributePath::attr("accept_running_config_changes")));
+    }
+    if !allowed.is_empty() {
+        diagnostics.warning(
+            "The install changes settings of the running Cilium",
+            format!(
+                "Cilium runs in this cluster, and the apply changes these of its settings (running -> planned, ConfigMap {namespace}/{}):\n{}",
+                running_config::CONFIG_MAP,
+                list(&allowed),
+            ),
+        );
+    }
     Ok(diagnostics)
 }
 
@@ -95,7 +225,7 @@ pub fn gateway_api_diagnostic(
     version: &str,
     release: &GatewayApiRelease,
     gaps: &[CrdGap],
-    at: PreflightAt,
+    at: CheckAt,
 ) -> Diagnostic {
     let list = gaps
         .iter()
@@ -109,8 +239,8 @@ pub fn gateway_api_diagnostic(
             release = release.release,
             command = release.install_command(),
             nothing = match at {
-                PreflightAt::Plan => "",
-                PreflightAt::Apply => " Nothing was installed: no Job ran.",
+                CheckAt::Plan => "",
+                CheckAt::Apply => " Nothing was installed: no Job ran.",
             },
         ),
     )
@@ -124,7 +254,7 @@ pub fn gateway_api_diagnostic(
 pub async fn check_gateway_api(
     cilium: &Cilium,
     clients: &Kube,
-    at: PreflightAt,
+    at: CheckAt,
 ) -> Result<Diagnostics, ClusterError> {
     let mut diagnostics = Diagnostics::new();
     let Ok(values) = cilium.merged_values() else {
@@ -166,7 +296,7 @@ pub async fn check_gateway_api(
 pub async fn check_kube_proxy(
     cilium: &Cilium,
     clients: &Kube,
-    at: PreflightAt,
+    at: CheckAt,
 ) -> Result<Diagnostics, ClusterError> {
     let mut diagnostics = Diagnostics::new();
     // Values that do not merge are reported on their attribute by validation and apply.
@@ -174,8 +304,8 @@ pub async fn check_kube_proxy(
         return Ok(diagnostics);
     };
     let patience = match at {
-        PreflightAt::Plan => Patience::Once,
-        PreflightAt::Apply => Patience::Retried,
+        CheckAt::Plan => Patience::Once,
+        CheckAt::Apply => Patience::Retried,
     };
     let found = kube_proxy::find(clients, patience).await?;
     if let Some(mismatch) = kube_proxy::judge(choice.on, found) {
@@ -187,6 +317,21 @@ pub async fn check_kube_proxy(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_agent_image_names_the_version_that_runs() {
+        let v = |i| image_version(i).map(|v| v.to_string());
+        assert_eq!(
+            v("quay.io/cilium/cilium:v1.18.4@sha256:abc"),
+            Some("1.18.4".into())
+        );
+        assert_eq!(
+            v("mirror.example:5000/cilium/cilium:v1.19.7"),
+            Some("1.19.7".into())
+        );
+        assert_eq!(v("mirror.example:5000/cilium/cilium"), None);
+        assert_eq!(v("quay.io/cilium/cilium:latest"), None);
+    }
     use crate::framework::Severity;
 
     #[test]
@@ -197,7 +342,7 @@ mod tests {
             crd: release.crds[5],
             gap: Gap::Missing,
         }];
-        let d = gateway_api_diagnostic("1.20.2", release, &gaps, PreflightAt::Apply);
+        let d = gateway_api_diagnostic("1.20.2", release, &gaps, CheckAt::Apply);
         assert_eq!(d.severity, Severity::Error);
         assert!(
             d.detail.contains(
@@ -217,13 +362,13 @@ mod tests {
 
     #[test]
     fn a_mismatch_names_the_input_that_decides_it() {
-        let both = mismatch_diagnostic(Mismatch::BothHandleServices, true, PreflightAt::Plan);
+        let both = mismatch_diagnostic(Mismatch::BothHandleServices, true, CheckAt::Plan);
         assert_eq!(both.severity, Severity::Warning);
         assert_eq!(
             both.attribute.as_ref().map(|p| p.describe()).as_deref(),
             Some("kube_proxy_replacement")
         );
-        let none = mismatch_diagnostic(Mismatch::NothingRoutesServices, true, PreflightAt::Apply);
+        let none = mismatch_diagnostic(Mismatch::NothingRoutesServices, true, CheckAt::Apply);
         assert_eq!(none.severity, Severity::Error);
         assert!(none.detail.contains("no Job ran"), "{}", none.detail);
         // Both say how to turn kube-proxy off or on in each machine-config form: the v1alpha1
@@ -249,7 +394,7 @@ mod tests {
             }
         }
         let from_values =
-            mismatch_diagnostic(Mismatch::NothingRoutesServices, false, PreflightAt::Plan);
+            mismatch_diagnostic(Mismatch::NothingRoutesServices, false, CheckAt::Plan);
         assert!(from_values.attribute.is_none());
         assert!(
             from_values
