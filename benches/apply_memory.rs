@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 const RUNS: usize = 3;
 const POLL_EVERY: Duration = Duration::from_millis(10);
-const PROVIDER_VERSION: &str = "0.1.0";
+const PROVIDER_VERSION: &str = "0.2.0";
 const NULL_VERSION: &str = "2.1.2";
 const REGISTRY_HOSTS: [&str; 2] = ["registry.opentofu.org", "registry.terraform.io"];
 
@@ -381,6 +381,12 @@ fn main() {
     talosboot.env.push((
         "TF_VAR_kubeconfig_path".into(),
         kubeconfig.display().to_string(),
+    ));
+    // The quickstart's deploy key has no default; the emulated Flux Operator clones nothing.
+    talosboot.env.push((
+        "TF_VAR_deploy_key".into(),
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nbench-only\n-----END OPENSSH PRIVATE KEY-----\n"
+            .into(),
     ));
     talosboot.init();
     let null = Root::new(&tools, NULL_ROOT, "terraform-provider-null");

@@ -1,11 +1,13 @@
 //! Registry documentation rendered from the schema, so descriptions have a single source.
 //!
 //! `tests/docs.rs` compares `docs/` with this rendering and rewrites it when run with
-//! `TALOSBOOT_UPDATE_DOCS=1`: a schema change without a docs update fails the tests.
+//! `TALOSBOOT_UPDATE_DOCS=1`: a schema change without a docs update fails the tests. The pages'
+//! frontmatter `description` is the first sentence of the type's description ([`first_sentence`]),
+//! which `tests/docs.rs` checks is a whole sentence.
 
 use std::fmt::Write;
 
-use crate::framework::{Attribute, AttributeType, Nesting, Schema};
+use crate::framework::{Attribute, AttributeType, Nesting, Schema, Signature};
 use crate::values::Type;
 
 /// `docs/index.md`.
@@ -70,11 +72,103 @@ pub fn type_page(
     out
 }
 
-fn first_sentence(text: &str) -> &str {
-    text.split(". ")
-        .next()
-        .unwrap_or(text)
-        .trim_end_matches('.')
+/// The first sentence of `text`, with its full stop: the frontmatter `description` a registry
+/// shows in its lists. A sentence ends at `. ` or at the end of the first paragraph, never inside
+/// a code span (`` `a. b` ``), so the result keeps its backticks balanced.
+pub fn first_sentence(text: &str) -> String {
+    let paragraph = text.split("\n\n").next().unwrap_or(text).trim();
+    let mut in_code = false;
+    let mut end = paragraph.len();
+    let bytes = paragraph.as_bytes();
+    for (i, b) in bytes.iter().enumerate() {
+        match b {
+            b'`' => in_code = !in_code,
+            b'.' if !in_code && bytes.get(i + 1).is_some_and(u8::is_ascii_whitespace) => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let sentence = paragraph[..end].trim_end_matches('.').trim_end();
+    format!("{sentence}.")
+}
+
+/// `docs/functions/<name>.md`: the page tfplugindocs writes for a provider-defined function
+/// (summary, description, example, signature, arguments).
+pub fn function_page(name: &str, signature: &Signature, example: &str) -> String {
+    let mut out = String::new();
+    let summary = if signature.summary.is_empty() {
+        first_sentence(&signature.description)
+    } else {
+        first_sentence(&signature.summary)
+    };
+    let _ = writeln!(
+        out,
+        "---\npage_title: \"{name} function - talosboot\"\nsubcategory: \"\"\ndescription: |-\n  {summary}\n---\n"
+    );
+    let _ = writeln!(out, "# function: {name}\n\n{}\n", signature.description);
+    let _ = writeln!(
+        out,
+        "## Example Usage\n\n```terraform\n{}\n```\n",
+        example.trim_end()
+    );
+    let mut params: Vec<String> = signature
+        .parameters
+        .iter()
+        .map(|p| format!("{} {}", p.name, hcl_type(&p.ty)))
+        .collect();
+    if let Some(v) = &signature.variadic {
+        params.push(format!("{}... {}", v.name, hcl_type(&v.ty)));
+    }
+    let _ = writeln!(
+        out,
+        "## Signature\n\n<!-- signature generated from the provider's function signature; edit it in src/functions/ -->\n```text\n{name}({}) {}\n```\n",
+        params.join(", "),
+        hcl_type(&signature.return_type)
+    );
+    let _ = writeln!(out, "## Arguments\n");
+    if signature.parameters.is_empty() && signature.variadic.is_none() {
+        let _ = writeln!(out, "None.\n");
+    }
+    for (i, p) in signature
+        .parameters
+        .iter()
+        .chain(signature.variadic.iter())
+        .enumerate()
+    {
+        let nullable = if p.allow_null { ", Nullable" } else { "" };
+        let _ = writeln!(
+            out,
+            "{}. `{}` ({}{nullable}) {}",
+            i + 1,
+            p.name,
+            cty_label(&p.ty),
+            p.description
+        );
+    }
+    if !signature.parameters.is_empty() || signature.variadic.is_some() {
+        out.push('\n');
+    }
+    if !signature.deprecation.is_empty() {
+        let _ = writeln!(out, "~> **Deprecated:** {}\n", signature.deprecation);
+    }
+    out
+}
+
+/// A type as configuration writes it (`string`, `list(string)`, `object`).
+fn hcl_type(ty: &Type) -> String {
+    match ty {
+        Type::Bool => "bool".into(),
+        Type::Number => "number".into(),
+        Type::String => "string".into(),
+        Type::Dynamic => "dynamic".into(),
+        Type::List(e) => format!("list({})", hcl_type(e)),
+        Type::Set(e) => format!("set({})", hcl_type(e)),
+        Type::Map(e) => format!("map({})", hcl_type(e)),
+        Type::Object { .. } => "object".into(),
+        Type::Tuple(_) => "tuple".into(),
+    }
 }
 
 fn render_attributes(out: &mut String, attributes: &[Attribute]) {

@@ -1,5 +1,6 @@
-//! The registry docs in `docs/` are rendered from the schema descriptions; this test fails when they
-//! drift, and when `docs/` has a page for a type the provider no longer has.
+//! The registry docs in `docs/` are rendered from the schema descriptions (and the functions'
+//! signatures); this test fails when they drift, when `docs/` has a page for a type or function
+//! the provider no longer has, and when a page's frontmatter `description` is not a whole sentence.
 //!
 //! Regenerate with `TALOSBOOT_UPDATE_DOCS=1 cargo test --test docs`: that run rewrites the stale
 //! pages and still fails, naming them (so a CI that sets the variable cannot pass on stale docs);
@@ -7,7 +8,7 @@
 
 use std::path::Path;
 
-use talosboot::docs::{provider_page, type_page};
+use talosboot::docs::{function_page, provider_page, type_page};
 
 const GUIDE: &str = "The talosboot provider takes a fresh Talos cluster from \"API up, no CNI\" to Cilium and Flux running and owned by GitOps, from a plain `tofu apply`. It connects lazily: `plan` works before the cluster is reachable, with provider settings that are still unknown.";
 
@@ -108,10 +109,25 @@ fn registry_docs_match_the_schema() {
             &mut stale,
         );
     }
-    let orphaned: Vec<String> = ["docs/resources", "docs/data-sources", "docs/list-resources"]
-        .iter()
-        .flat_map(|d| orphans(&root.join(d), &rendered))
-        .collect();
+    for (name, signature) in dispatcher.functions() {
+        let example = read(&format!("examples/functions/{name}/function.tf"));
+        let page = root.join(format!("docs/functions/{name}.md"));
+        rendered.push(page.display().to_string());
+        check(
+            &page,
+            &function_page(name, &signature, &example),
+            &mut stale,
+        );
+    }
+    let orphaned: Vec<String> = [
+        "docs/resources",
+        "docs/data-sources",
+        "docs/list-resources",
+        "docs/functions",
+    ]
+    .iter()
+    .flat_map(|d| orphans(&root.join(d), &rendered))
+    .collect();
     assert!(
         orphaned.is_empty(),
         "docs for types the provider does not have: {orphaned:?}; remove them"
@@ -172,4 +188,99 @@ fn user_docs_and_examples_have_no_project_internal_words() {
         "project-internal words in user docs or examples:\n{}",
         found.join("\n")
     );
+}
+
+/// The frontmatter `description` of a page (the `description: |-` block's lines, joined).
+fn frontmatter_description(page: &str) -> Option<String> {
+    let front = page.strip_prefix("---\n")?.split_once("\n---\n")?.0;
+    let mut lines = front.lines().skip_while(|l| !l.starts_with("description:"));
+    let first = lines.next()?;
+    let inline = first.trim_start_matches("description:").trim();
+    if !inline.is_empty() && inline != "|-" {
+        return Some(inline.trim_matches('"').to_owned());
+    }
+    let text: Vec<&str> = lines
+        .take_while(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    Some(text.join(" "))
+}
+
+/// What is wrong with a description as a registry list shows it: not a whole sentence (a capital
+/// first, a full stop last), or a code span left open.
+fn description_problems(description: &str) -> Vec<&'static str> {
+    let mut problems = Vec::new();
+    if !description.chars().next().is_some_and(char::is_uppercase) {
+        problems.push("does not start with a capital letter");
+    }
+    if !description.ends_with('.') {
+        problems.push("does not end with a full stop");
+    }
+    if description.matches('`').count() % 2 != 0 {
+        problems.push("has an unclosed backtick");
+    }
+    if description.ends_with(" .") || description.ends_with("(.") {
+        problems.push("is cut before its end");
+    }
+    let opened = description.matches('(').count();
+    if opened != description.matches(')').count() {
+        problems.push("has unbalanced parentheses");
+    }
+    problems
+}
+
+#[test]
+fn description_checks_catch_a_cut_sentence() {
+    // The flux_bootstrap page of 0.1.0: split at the first ". " inside a code span.
+    let cut = "Bootstraps the Flux Operator and a FluxInstance the way the `flux-operator-bootstrap` module does (same arguments: replace `module \"...\" { source = ";
+    assert!(!description_problems(cut).is_empty());
+    assert!(description_problems("Reads the current record of a Helm release.").is_empty());
+    assert_eq!(
+        talosboot::docs::first_sentence("Runs `a. b` here. Then more."),
+        "Runs `a. b` here."
+    );
+    assert_eq!(
+        talosboot::docs::first_sentence("One paragraph only\n\nThe next."),
+        "One paragraph only."
+    );
+}
+
+#[test]
+fn every_generated_page_has_a_whole_sentence_as_description() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = Vec::new();
+    for dir in [
+        "docs",
+        "docs/resources",
+        "docs/data-sources",
+        "docs/list-resources",
+        "docs/functions",
+        "docs/guides",
+    ] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
+        pages.extend(
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "md")),
+        );
+    }
+    assert!(pages.len() >= 8, "{pages:?}");
+    let mut bad = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("read page");
+        let Some(description) = frontmatter_description(&text) else {
+            bad.push(format!("{}: no frontmatter description", page.display()));
+            continue;
+        };
+        for problem in description_problems(&description) {
+            bad.push(format!(
+                "{}: description {problem}: {description:?}",
+                page.display()
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

@@ -146,6 +146,9 @@ const FLUX_MODULE_INPUTS: &[&str] = &[
     "revision",
     "timeout",
     "debug_on_failure",
+    // Testing-only inputs of the module (its `variables.tf` says so).
+    "debug_fault_injection_message",
+    "debug_flux_operator_image_tag",
 ];
 
 /// Every attribute path of a schema block (`a`, `a.b`, ...), nested attributes and blocks included.

@@ -2,7 +2,7 @@ terraform {
   required_providers {
     talosboot = {
       source  = "talosboot/talosboot"
-      version = "0.1.0"
+      version = "~> 0.2"
     }
     # Argo CD (argocd.tf) stays a hashicorp/helm release, as in the root this layer comes from.
     helm = {

@@ -2,7 +2,7 @@ terraform {
   required_providers {
     talosboot = {
       source  = "talosboot/talosboot" # registry.opentofu.org / registry.terraform.io
-      version = "0.1.0"
+      version = "~> 0.2"
     }
   }
 }

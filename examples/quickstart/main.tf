@@ -1,10 +1,14 @@
 # Quickstart: a fresh Talos cluster (API up, no CNI) to Cilium and Flux running, from one `tofu apply`.
 # scripts/demo runs this against the embedded Talos cluster (or a real one: TALOSBOOT_KUBECONFIG).
 terraform {
+  # Ephemeral variables and write-only attributes (the deploy key below): OpenTofu 1.11+ or
+  # Terraform 1.11+.
+  required_version = ">= 1.11"
+
   required_providers {
     talosboot = {
       source  = "talosboot/talosboot"
-      version = "0.1.0"
+      version = "~> 0.2"
     }
   }
 }
@@ -14,12 +18,16 @@ variable "kubeconfig_path" {
   description = "Path to the cluster's kubeconfig (e.g. written by `talosctl -n <control-plane IP> kubeconfig kubeconfig`)."
 }
 
+# Your repository's deploy key: an SSH key pair whose public half you add to the repository
+# (GitHub: Settings, Deploy keys; read access is enough), and whose private half you give at apply
+# time, e.g. `export TF_VAR_deploy_key="$(cat ~/.ssh/flux-deploy-key)"` or from your secret store.
+# Ephemeral: it is in no state or plan file. scripts/demo makes a fresh pair and serves the
+# repository itself.
 variable "deploy_key" {
   type        = string
-  description = "The Git deploy key Flux pulls with (in real roots: from a secret store)."
+  description = "The SSH private key Flux pulls the Git repository with (OpenSSH format)."
   sensitive   = true
   ephemeral   = true
-  default     = "-----BEGIN OPENSSH PRIVATE KEY-----\ndemo-only-key\n-----END OPENSSH PRIVATE KEY-----\n"
 }
 
 variable "known_hosts" {
@@ -58,7 +66,7 @@ resource "talosboot_flux_bootstrap" "flux" {
         components   = ["source-controller", "kustomize-controller", "helm-controller"]
         sync = {
           kind       = "GitRepository"
-          url        = "ssh://git@github.com/example/infra.git"
+          url        = "ssh://git@github.com/example/infra.git" # your repository
           ref        = "refs/heads/main"
           path       = "kubernetes/clusters/demo"
           pullSecret = "flux-system"

@@ -9,7 +9,7 @@ terraform {
     }
     talosboot = {
       source  = "talosboot/talosboot"
-      version = "0.1.0"
+      version = "~> 0.2"
     }
   }
 }

@@ -254,7 +254,7 @@ pub trait Resource: Send + Sync + 'static {
         diagnostics.error(
             "Import is not supported",
             format!(
-                "{} cannot be imported; create it with `terraform apply` instead.",
+                "{} cannot be imported; create it with `tofu apply` (or `terraform apply`) instead.",
                 self.type_name()
             ),
         );

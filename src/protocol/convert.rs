@@ -27,7 +27,7 @@ pub fn decode(
     decoded.map_err(|(e, path)| {
         let d = Diagnostic::error(
             format!("Failed to decode the {what}"),
-            format!("Terraform sent a value this provider could not decode: {e}. This usually means Terraform and the provider disagree on the schema; run `terraform init -upgrade`."),
+            format!("OpenTofu/Terraform sent a value this provider could not decode: {e}. This usually means the CLI and the provider disagree on the schema; run `tofu init -upgrade` (or `terraform init -upgrade`)."),
         );
         if path.is_root() { d } else { d.at(path) }
     })

@@ -246,7 +246,7 @@ pub(super) async fn upgrade_resource_state(
     if raw.json.is_empty() && !raw.flatmap.is_empty() {
         return Err(one(Diagnostic::error(
             "Unsupported legacy state",
-            "This state was written in the flatmap format of Terraform 0.11 or older, which talosboot never used. Remove it from state (`terraform state rm`) and import the resource.",
+            "This state was written in the flatmap format of Terraform 0.11 or older, which talosboot never used. Remove it from state (`tofu state rm` or `terraform state rm`) and import the resource.",
         )));
     }
     let upgrade = UpgradeRequest {

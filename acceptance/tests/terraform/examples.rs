@@ -1,13 +1,17 @@
-//! Every HCL file under `examples/` and every HCL block in `docs/` is checked with the real OpenTofu
-//! CLI, so the docs built from them cannot rot:
+//! Every HCL file under `examples/` and every HCL block in `docs/` is checked with the real CLIs,
+//! OpenTofu 1.12.6 and Terraform 1.16.4 (every test here runs on both), against the built provider
+//! in a filesystem mirror, so the docs built from them cannot rot (`tests/hcl_snippets.rs` parses
+//! the same text with an HCL parser, diagnostics included):
 //! - all example files: `tofu fmt -check`, and each directory belongs to one of the checks below;
-//! - the registry snippets (`examples/provider`, `examples/resources/*`, `examples/data-sources/*`):
-//!   one per type the provider serves (a resource has `resource.tf` and `import.sh`), each
-//!   `tofu validate`d in a workspace that declares what the snippet takes from elsewhere;
+//! - the registry snippets (`examples/provider`, `examples/resources/*`, `examples/data-sources/*`,
+//!   `examples/functions/*`): one per type or function the provider serves (a resource has
+//!   `resource.tf` and `import.sh`), each `validate`d in a workspace that declares what the
+//!   snippet takes from elsewhere;
 //! - the full roots (every other directory under `examples/`): copied whole, as a user would copy
 //!   them, then `init` and `validate`; the ones in [`PLANNED_ROOTS`] are also planned against the
 //!   embedded cluster; `talos-cilium-flux` is also applied against the real Flux Operator and
 //!   controllers with Git over SSH on loopback ([`real_flux`]);
+//! - no example puts a secret into state or a plan file ([`secrets`]);
 //! - every ```hcl / ```terraform block of `docs/`: `tofu fmt -check`, and `tofu validate` of a root
 //!   made of the block and placeholders for what it refers to ([`doc_block_root`]).
 //!
@@ -29,6 +33,7 @@ use std::sync::OnceLock;
 use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace, repo_root};
 
 mod real_flux;
+mod secrets;
 
 /// References to resources of other providers, and the variable that stands in for each (an
 /// ephemeral variable for an ephemeral resource: [`stand_in_declaration`]). A longer reference
@@ -39,10 +44,6 @@ const STAND_INS: &[(&str, &str)] = &[
         "ephemeral_talos_cluster_kubeconfig",
     ),
     ("talos_cluster_kubeconfig.this", "talos_cluster_kubeconfig"),
-    (
-        "data.bitwarden_secret.flux_deploy_key",
-        "bitwarden_secret_flux_deploy_key",
-    ),
 ];
 
 /// The declaration of the variable `var` standing in for `reference`: ephemeral when the
@@ -68,7 +69,13 @@ const STUBS: &[(&str, &str, &str)] = &[
 const INSTALLED: &[&str] = &["talosboot/talosboot", "hashicorp/null"];
 
 /// Directories under `examples/` that are registry snippets, not roots.
-const SNIPPET_KINDS: &[&str] = &["provider", "resources", "data-sources", "list-resources"];
+const SNIPPET_KINDS: &[&str] = &[
+    "provider",
+    "resources",
+    "data-sources",
+    "list-resources",
+    "functions",
+];
 
 /// Full roots that are also planned against the embedded cluster: directory, and files left out
 /// of the plan because they use a stubbed provider (which cannot plan).
@@ -113,10 +120,11 @@ fn rel(path: &Path) -> String {
         .to_string()
 }
 
-/// The snippet directories: `provider`, `resources/<type>`, `data-sources/<type>`.
+/// The snippet directories: `provider`, `resources/<type>`, `data-sources/<type>`,
+/// `functions/<name>`.
 fn snippet_dirs() -> Vec<PathBuf> {
     let mut dirs = vec![examples().join("provider")];
-    for kind in ["resources", "data-sources"] {
+    for kind in ["resources", "data-sources", "functions"] {
         let mut found: Vec<PathBuf> = std::fs::read_dir(examples().join(kind))
             .map(|r| {
                 r.flatten()
@@ -379,6 +387,35 @@ fn registry_examples_exist_for_every_type() {
             "examples/list-resources/{name} documents a list type the provider does not serve: {lists:?}"
         );
     }
+    // Functions: one `function.tf` per function (its registry page's example), calling it.
+    let functions: Vec<String> = dispatcher
+        .functions()
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    assert!(
+        functions.iter().any(|f| f == "cilium_talos_values"),
+        "{functions:?}"
+    );
+    for f in &functions {
+        let file = examples().join("functions").join(f).join("function.tf");
+        let example = read(&file);
+        assert!(
+            example.contains(&format!("provider::talosboot::{f}(")),
+            "{} does not call provider::talosboot::{f}",
+            rel(&file)
+        );
+    }
+    for entry in std::fs::read_dir(examples().join("functions")).expect("functions") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            functions.contains(&name),
+            "examples/functions/{name} documents a function the provider does not have: {functions:?}"
+        );
+    }
     let provider = read(&examples().join("provider/provider.tf"));
     assert!(provider.contains("provider \"talosboot\""), "{provider}");
 }
@@ -403,7 +440,15 @@ fn snippet_root(dir: &Path) -> Workspace {
             context.push_str(&stand_in_declaration(reference, var));
         }
     }
-    if !text.contains("required_providers") {
+    // A function example feeds hashicorp/helm's helm_release, whose stand-in is the stub.
+    let uses_helm = text.contains("resource \"helm_release\"");
+    if uses_helm && !text.contains("required_providers") {
+        context.push_str(&REQUIRED_PROVIDERS.replacen(
+            "  required_providers {\n",
+            "  required_providers {\n    helm = {\n      source  = \"hashicorp/helm\"\n      version = \"3.1.2\"\n    }\n",
+            1,
+        ));
+    } else if !text.contains("required_providers") {
         context.push_str(REQUIRED_PROVIDERS);
     }
     if text.contains("talosboot_cilium.this") && !text.contains("resource \"talosboot_cilium\"") {
@@ -411,6 +456,9 @@ fn snippet_root(dir: &Path) -> Workspace {
     }
     let ws = Workspace::new(&text);
     ws.write("context.tf", &context);
+    if uses_helm {
+        install_declared_providers(&ws, &context);
+    }
     // `file("${path.module}/...")`: a FluxInstance for an instance file, an empty document otherwise.
     let instance = read(&examples().join("talos-cilium-flux/flux/flux-instance.yaml"));
     for part in text.split("file(\"${path.module}/").skip(1) {
@@ -613,12 +661,20 @@ async fn quickstart_root_plans() {
         return;
     };
     let cluster = TestCluster::shared().await;
+    // The deploy key has no default (a user gives theirs): a root planned without it fails.
     let ws = ws.env(
         "TF_VAR_kubeconfig_path",
         &cluster.kubeconfig_path.display().to_string(),
     );
     ws.init();
     ws.ok(&["validate", "-no-color"]);
+    let missing = ws.run(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        !missing.success && missing.flat().contains("deploy_key"),
+        "a plan without the deploy key is refused, naming it:\n{}",
+        missing.text()
+    );
+    let ws = ws.env("TF_VAR_deploy_key", &secrets::marker("deploy_key"));
     let out = plan(&ws);
     assert!(
         out.stdout.contains("talosboot_cilium.this will be created"),
@@ -666,6 +722,13 @@ async fn talos_cilium_flux_root_plans_without_secrets_in_the_plan() {
         assert!(!text.contains(secret), "a deploy key is in the plan output");
         assert!(!shown.contains(secret), "a deploy key is in the plan file");
     }
+    let found = secrets::places_holding(
+        &ws,
+        &[github_key.to_owned(), gitea_key.to_owned()],
+        Some("plan.tfplan"),
+        &[&text],
+    );
+    assert!(found.is_empty(), "{}", found.join("\n"));
     // staging and prod only: a typo in the environment must not bootstrap from a path that does not exist.
     let bad = ws.run(&["plan", "-no-color", "-input=false", "-var=environment=qa"]);
     assert!(!bad.success, "an unknown environment is refused");
@@ -949,7 +1012,7 @@ fn doc_block_root(block: &str) -> DocBlock {
         let sources: String = providers
             .iter()
             .map(|p| match *p {
-                "talosboot" => "    talosboot = {\n      source  = \"talosboot/talosboot\"\n      version = \"0.1.0\"\n    }\n".to_owned(),
+                "talosboot" => "    talosboot = {\n      source  = \"talosboot/talosboot\"\n      version = \"~> 0.2\"\n    }\n".to_owned(),
                 "null" => "    null = {\n      source  = \"hashicorp/null\"\n      version = \"2.1.2\"\n    }\n".to_owned(),
                 "helm" => "    helm = {\n      source = \"hashicorp/helm\"\n    }\n".to_owned(),
                 _ => "    talos = {\n      source = \"siderolabs/talos\"\n    }\n".to_owned(),

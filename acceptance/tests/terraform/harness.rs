@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-pub const PROVIDER_VERSION: &str = "0.1.0";
+pub const PROVIDER_VERSION: &str = "0.2.0";
 
 /// The CLI a workspace runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -620,7 +620,7 @@ terraform {
   required_providers {
     talosboot = {
       source  = "talosboot/talosboot"
-      version = "0.1.0"
+      version = "0.2.0"
     }
     null = {
       source  = "hashicorp/null"

@@ -106,7 +106,7 @@ fn install_and_schema() {
     let cli = ws.cli();
     let init = ws.init();
     assert!(
-        init.stdout.contains("talosboot/talosboot v0.1.0"),
+        init.stdout.contains("talosboot/talosboot v0.2.0"),
         "init should install our provider from the mirror:\n{}",
         init.text()
     );

@@ -162,7 +162,7 @@ terraform {
   required_providers {
     talosboot = {
       source  = "talosboot/talosboot"
-      version = "0.1.0"
+      version = "0.2.0"
     }
   }
 }

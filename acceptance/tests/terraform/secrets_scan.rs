@@ -60,7 +60,8 @@ impl Markers {
 }
 
 /// The marker and its base64 forms at the three alignments (a marker inside a base64 blob).
-fn forms(marker: &str) -> Vec<String> {
+/// Also used by the examples' scan (`examples::secrets`).
+pub(crate) fn forms(marker: &str) -> Vec<String> {
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut out = vec![marker.to_owned()];
     for pad in 0..3usize {

@@ -138,11 +138,11 @@ resource "talosboot_test_object" "this" {{
     assert!(!plan.success, "{}", plan.text());
     let text = plan.flat();
     assert!(
-        text.contains("Write-only attribute needs a newer Terraform"),
+        text.contains("Write-only attribute needs OpenTofu/Terraform 1.11+"),
         "{text}"
     );
     assert!(
-        text.contains("needs Terraform 1.11+ or OpenTofu 1.11+"),
+        text.contains("needs OpenTofu 1.11+ or Terraform 1.11+"),
         "{text}"
     );
     assert!(

@@ -16,4 +16,10 @@ resource "talosboot_cilium" "this" {
     name  = "operator.replicas"
     value = "1"
   }]
+
+  # Destroying the CNI cuts the network of every pod on the cluster, GitOps controllers included,
+  # and a `destroy` of this root, or a replacement, would do it. With `keep`, destroy only forgets
+  # the release: Cilium keeps running and can be handed over to GitOps or imported again. The
+  # default, `uninstall`, suits throw-away clusters.
+  deletion_policy = "keep"
 }

@@ -1,5 +1,17 @@
 # Was: module "flux_operator_bootstrap" { source = "controlplaneio-fluxcd/flux-operator-bootstrap/kubernetes" ... }
 # Same arguments; on Talos the pre-CNI `job` settings (host network, KubePrism) are the defaults.
+
+# The deploy key comes from the secret store at apply time, through an ephemeral variable
+# (`TF_VAR_flux_deploy_key=$(bw get notes flux-deploy-key)`), or from an ephemeral resource of the
+# store's provider: an ephemeral value is in no state or plan file. A `data` source would put the
+# key into state, whatever the attribute it feeds.
+variable "flux_deploy_key" {
+  type        = string
+  description = "The SSH private key Flux pulls the Git repository with (its public half is a deploy key of the repository)."
+  sensitive   = true
+  ephemeral   = true
+}
+
 resource "talosboot_flux_bootstrap" "flux_operator_bootstrap" {
   revision = 1
 
@@ -11,14 +23,15 @@ resource "talosboot_flux_bootstrap" "flux_operator_bootstrap" {
     }
   }
 
-  # Write-only (Terraform/OpenTofu 1.11+): never stored in state or plan files.
+  # Write-only (OpenTofu/Terraform 1.11+): never stored in state or plan files, so it may take
+  # the ephemeral key.
   managed_resources = {
     secrets_yaml = yamlencode({
       apiVersion = "v1"
       kind       = "Secret"
       metadata   = { name = "flux-system" }
       stringData = {
-        identity    = data.bitwarden_secret.flux_deploy_key.value
+        identity    = var.flux_deploy_key
         known_hosts = "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
       }
     })

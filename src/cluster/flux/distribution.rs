@@ -5,7 +5,8 @@
 //! chart has the operator's version number, so the chart version decides.
 //!
 //! [`NEWEST_FLUX`] is the newest Flux embedded by each operator release (read per tag in
-//! controlplaneio-fluxcd/flux-operator, `config/data/flux/`, v0.28.0 to v0.58.1; every release
+//! controlplaneio-fluxcd/flux-operator, `config/data/flux/`, v0.28.0 to v0.58.1 and the v0.59.0 module;
+//! every release
 //! embeds Flux from 2.2.3 on). [`check`] is the pure judgement the plan makes.
 
 use std::cmp::Ordering;
@@ -58,11 +59,12 @@ pub const NEWEST_FLUX: &[(Version, Version)] = &[
     (Version(0, 55, 0), Version(2, 9, 2)),
     (Version(0, 56, 0), Version(2, 9, 3)),
     (Version(0, 58, 0), Version(2, 9, 4)),
+    (Version(0, 59, 0), Version(2, 9, 5)),
 ];
 
-/// The last operator release [`NEWEST_FLUX`] knows the contents of (v0.58.1); newer charts are
-/// not judged.
-pub const LAST_KNOWN_OPERATOR: Version = Version(0, 58, 1);
+/// The last operator release [`NEWEST_FLUX`] knows the contents of (v0.59.0, the one the
+/// examples install); newer charts are not judged.
+pub const LAST_KNOWN_OPERATOR: Version = Version(0, 59, 0);
 
 /// The lowest Flux version a `distribution.version` range admits, and whether the bound is
 /// strict (`>2.8.0`); `None` when the range has no lower bound (`2.x`, `*`, `<2.9`) or cannot
@@ -211,14 +213,18 @@ mod tests {
             ("2.9.x", "0.52.0", too_old("2.8.8", Some("0.53.0"))),
             ("2.9.x", "0.53.0", None),
             ("2.9.3", "0.55.0", too_old("2.9.2", Some("0.56.0"))),
-            (">2.9.4", "0.58.1", too_old("2.9.4", None)),
+            (">2.9.4", "0.58.1", too_old("2.9.4", Some("0.59.0"))),
+            // The examples' pin: Flux 2.9 up to 2.9.5.
+            ("2.9.x", "0.59.0", None),
+            ("2.9.5", "0.59.0", None),
+            (">2.9.5", "0.59.0", too_old("2.9.5", None)),
             ("2.7.x", "0.28.0", too_old("2.6.4", Some("0.30.0"))),
             ("2.7.x", "0.33.0", None),
             ("2.x", "0.28.0", None),
             // A chart between two releases embeds the older one's Flux.
             ("2.8.x", "0.41.1", too_old("2.7.5", Some("0.42.0"))),
             // Charts the table does not know, and unreadable input, are not judged.
-            ("2.9.x", "0.59.0", None),
+            ("2.9.x", "0.60.0", None),
             ("2.9.x", "0.20.0", None),
             ("2.9.x", "latest", None),
             ("whatever", "0.33.0", None),

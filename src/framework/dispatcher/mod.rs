@@ -267,7 +267,7 @@ fn cancelled(type_name: &str) -> Diagnostics {
     diagnostics.error(
         "Operation cancelled",
         format!(
-            "Terraform asked the provider to stop while reading {type_name}; nothing was changed."
+            "OpenTofu/Terraform asked the provider to stop while reading {type_name}; nothing was changed."
         ),
     );
     diagnostics

@@ -20,8 +20,8 @@ impl Dispatcher {
             for path in write_only_set(&r.schema().block, config) {
                 diagnostics.error_at(
                     path.clone(),
-                    "Write-only attribute needs a newer Terraform",
-                    format!("`{path}` is write-only: it is never stored in state, which needs Terraform 1.11+ or OpenTofu 1.11+. Upgrade, or leave it unset."),
+                    "Write-only attribute needs OpenTofu/Terraform 1.11+",
+                    format!("`{path}` is write-only: it is never stored in state, which needs OpenTofu 1.11+ or Terraform 1.11+, and this client does not support write-only attributes. Upgrade it, or leave the attribute unset."),
                 );
             }
         }

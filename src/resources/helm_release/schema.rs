@@ -38,7 +38,7 @@ pub fn schema() -> Schema {
                 oc("atomic", Type::Bool, "`helm --atomic`: a failed install is uninstalled, a failed upgrade rolled back. Default `false`.").default(false),
                 oc("max_history", Type::Number, "Revisions Helm keeps. Default `10`.").default(Value::int(10)),
                 opt("description", Type::String, "Description recorded with the revision."),
-                oc("api_endpoint", Type::String, &format!("API endpoint of the bootstrap pod, outside the Service CIDR, `HOST:PORT`. Default `{KUBEPRISM}` (Talos KubePrism).")).default(KUBEPRISM).updates(),
+                oc("api_endpoint", Type::String, &format!("API endpoint of the bootstrap pod, outside the Service CIDR, `HOST:PORT` (or `https://HOST:PORT` as a kubeconfig writes it; any other scheme is refused). Default `{KUBEPRISM}` (Talos KubePrism).")).default(KUBEPRISM).updates(),
                 oc("adopt_existing", Type::Bool, "Take objects that exist without Helm's ownership metadata under the release in place (`helm --take-ownership`). On Talos 1.13+ it also takes them out of Talos' bootstrap-manifest inventory (ConfigMap `kube-system/talos-bootstrap-manifests-inventory`) and removes Talos' `config.k8s.io/owning-inventory` annotation, so `talosctl upgrade-k8s` does not prune them once their inline manifest leaves the machine config. Default `false`.").default(false),
                 opt("job", Type::Dynamic, "The bootstrap pod: image, placement and environment.").nested(Nesting::Single, job_attributes()),
                 rbac::attribute().default(Rbac::ClusterAdmin.as_str()),

@@ -187,7 +187,7 @@ pub trait ChartResource:
         diagnostics.error(
             "Move is not supported",
             format!(
-                "{} cannot be moved from {} ({}). Remove the old resource from state (`removed {{ lifecycle {{ destroy = false }} }}`) and import this one instead.",
+                "{} cannot be moved from {} ({}). Remove the old resource from state (a `removed` block that names it in `from` and holds `lifecycle {{ destroy = false }}`) and import this one instead.",
                 Self::TYPE_NAME, req.source_type_name, req.source_provider_address
             ),
         );

@@ -558,7 +558,7 @@ fn declined<K: ChartResource>(
         (decision, prior, observed.manager())
     {
         let detail = format!(
-            "{manager} manages release {} (its workloads carry that tool's marks): no change was made in the cluster. Change the release through {manager}, or remove this resource from the configuration (with `removed {{ lifecycle {{ destroy = false }} }}`).",
+            "{manager} manages release {} (its workloads carry that tool's marks): no change was made in the cluster. Change the release through {manager}, or remove this resource from the configuration with a `removed` block that names it in `from` and holds `lifecycle {{ destroy = false }}`.",
             desired.common().id()
         );
         private.owner = Some(manager.to_string());
@@ -591,8 +591,8 @@ fn declined<K: ChartResource>(
         diagnostics.error(
             "Release already exists",
             format!(
-                "Release {} (revision {}, chart {} {}, status {}) exists already; talosboot does not take over a release by creating it. Import it instead with an `import {{ to = <resource address>  id = \"{}\" }}` block (or `tofu import` / `terraform import`), then apply.",
-                desired.common().id(), existing.revision, existing.chart, existing.chart_version, existing.status, desired.common().id(),
+                "Release {} (revision {}, chart {} {}, status {}) exists already; talosboot does not take over a release by creating it. Import it instead, then apply: add this block to the configuration, with your resource's address in `to` (or run `tofu import` / `terraform import` with the same ID):\n\nimport {{\n  to = {}.this\n  id = \"{}\"\n}}",
+                desired.common().id(), existing.revision, existing.chart, existing.chart_version, existing.status, K::TYPE_NAME, desired.common().id(),
             ),
         );
     }

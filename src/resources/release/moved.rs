@@ -92,7 +92,7 @@ pub fn read_helm_state(
         d.error(
             "Cannot move this resource",
             format!(
-                "{target} can be moved from hashicorp/helm's helm_release only, not from {} ({}). Remove the old resource from state (`removed {{ lifecycle {{ destroy = false }} }}`) and import `<namespace>/<name>` instead.",
+                "{target} can be moved from hashicorp/helm's helm_release only, not from {} ({}). Remove the old resource from state (a `removed` block that names it in `from` and holds `lifecycle {{ destroy = false }}`) and import `<namespace>/<name>` instead.",
                 req.source_type_name, req.source_provider_address
             ),
         );

@@ -159,7 +159,7 @@ pub fn plan_with(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
         }
         diagnostics.warning(
             "Release managed by GitOps",
-            format!("The release is owned by {owner}: talosboot leaves it alone and plans no upgrade. Remove this resource from the configuration (with `removed {{ lifecycle {{ destroy = false }} }}`) or set `deletion_policy = \"keep\"`."),
+            format!("The release is owned by {owner}: talosboot leaves it alone and plans no upgrade. Remove this resource from the configuration with a `removed` block that names it in `from` and holds `lifecycle {{ destroy = false }}`, or set `deletion_policy = \"keep\"`."),
         );
     } else {
         // An input that only feeds the values (`talos_defaults`, `set`, ...) changes nothing when

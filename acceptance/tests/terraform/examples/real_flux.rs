@@ -81,6 +81,8 @@ struct Rebuild {
     cluster: TestCluster,
     /// The deploy key's public half, as the Git server accepts it.
     public_key: String,
+    /// Its private half, as the root's ephemeral variable gives it.
+    identity: String,
     client: kube::Client,
     ws: Workspace,
     /// The commit on `main` of the source the root syncs (each host's repository has its own).
@@ -139,6 +141,7 @@ async fn start_with_files(env: &[(&str, &str)], files: &[(&str, &str)]) -> Optio
     Some(Rebuild {
         cluster,
         public_key: public,
+        identity,
         client,
         ws,
         head,
@@ -244,6 +247,7 @@ async fn the_staging_root_bootstraps_real_flux_from_github_over_ssh() {
     let Rebuild {
         cluster,
         public_key,
+        identity,
         client,
         ws,
         head,
@@ -278,6 +282,10 @@ async fn the_staging_root_bootstraps_real_flux_from_github_over_ssh() {
         "the Gitea rollback key is kept while it is an input"
     );
     assert_plan_empty(ws, "the bootstrap, with Flux owning the FluxInstance");
+    // The deploy keys reached the cluster, and nothing a user can read from the run holds them.
+    let found =
+        super::secrets::places_holding(ws, &[identity.clone(), gitea_key.to_owned()], None, &[]);
+    assert!(found.is_empty(), "{}", found.join("\n"));
     eprintln!(
         "staging: one {} apply from no CNI to Flux synced at {revision}: {:.1} s",
         ws.cli().name(),
