@@ -171,7 +171,6 @@ fn chart_install(
         history_max: None,
         chart_archive: None,
         apply_method,
-        ..Default::default()
     })
 }
 
