@@ -9,7 +9,6 @@
 //! read from it (any Service CIDR), and [`Diagnosis::explain_service_ip`] worded for whether
 //! kube-proxy is deployed ([`crate::cluster::kube_proxy::explain`] reads both).
 
-use crate::cluster::helm::install::default_helm_image;
 use crate::cluster::kube_proxy::KubeProxy;
 use crate::cluster::talos;
 
@@ -282,22 +281,15 @@ const TABLE: &[Row] = &[
         kind: Signature::ApplyMethodSwitch,
         all: &["talosboot refused the install:", "apply_method: ssa"],
         cause: "the installer image carries Helm 3, which applies client-side only, and the release's newest record says Helm 4 applied it server-side (`apply_method: ssa`): Helm 3 would switch the release to client-side apply for good (and drop `apply_method` from the record it supersedes)",
-        fix: concat!(
-            "use a Helm 4 installer image (the default, `",
-            default_helm_image!(),
-            "`, or a mirror of it), or set `job.apply_method = \"csa\"` to switch the release to client-side apply deliberately"
-        ),
+        // The default image is named by `job.image.repository`'s description, not here.
+        fix: "use a Helm 4 installer image (talosboot's default, or a mirror of it), or set `job.apply_method = \"csa\"` to switch the release to client-side apply deliberately",
         detail: None,
     },
     Row {
         kind: Signature::ApplyMethodSwitch,
         all: &["talosboot refused the install:", "no server-side apply"],
         cause: "`job.apply_method` is \"ssa\", but the installer image carries Helm 3, which has no server-side apply",
-        fix: concat!(
-            "use a Helm 4 installer image (the default, `",
-            default_helm_image!(),
-            "`), or remove `job.apply_method`"
-        ),
+        fix: "use a Helm 4 installer image (talosboot's default), or remove `job.apply_method`",
         detail: None,
     },
     Row {

@@ -21,9 +21,7 @@ use super::{BootstrapNamespace, Rbac, RunSpec, rbac};
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "talosboot");
 pub const TARGET_LABEL: &str = "talosboot.dev/target";
 pub const RUN_LABEL: &str = "talosboot.dev/run";
-pub use crate::cluster::client::PSA_ENFORCE;
-/// The Pod Security level a host-network pod needs (Talos enforces `baseline` elsewhere).
-pub const PSA_PRIVILEGED: &str = "privileged";
+pub use crate::cluster::client::{PSA_ENFORCE, PSA_PRIVILEGED};
 
 /// Labels a bootstrap namespace `privileged`: the one place the level is written into labels.
 pub fn mark_privileged(labels: &mut BTreeMap<String, String>) {

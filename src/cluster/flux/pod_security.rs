@@ -11,8 +11,7 @@ use serde_json::{Value as Json, json};
 use super::objects::{self, namespaces};
 use super::{FluxError, Kube};
 
-use crate::cluster::client::PSA_ENFORCE;
-use crate::cluster::engine::objects::PSA_PRIVILEGED;
+use crate::cluster::client::{PSA_ENFORCE, PSA_PRIVILEGED};
 use crate::cluster::retry::retry;
 
 /// What the bootstrap namespace needs.

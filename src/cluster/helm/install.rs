@@ -39,19 +39,10 @@ pub fn helm_env() -> BTreeMap<String, String> {
     .collect()
 }
 
-/// [`DEFAULT_HELM_IMAGE`] as a literal, for texts built with `concat!` (the diagnosis table): the
-/// one place the default image is written.
-macro_rules! default_helm_image {
-    () => {
-        "alpine/helm:4.3.2"
-    };
-}
-pub(crate) use default_helm_image;
-
 /// The installer image: Helm 4.3 (pinned; air-gapped users point `job.image` at a mirror of it).
 /// The Job asks the binary for its major, so Helm 3 images (3.17+, for `--take-ownership`) work
 /// too, until Helm 3's security fixes end (2027-02-10).
-pub const DEFAULT_HELM_IMAGE: &str = default_helm_image!();
+pub const DEFAULT_HELM_IMAGE: &str = "alpine/helm:4.3.2";
 
 /// The Helm 3 image talosboot last defaulted to, still supported: what the docs and tests name
 /// for Helm 3.
