@@ -194,6 +194,7 @@ fn main() {
         cilium.clone(),
         None,
         &mut private,
+        &talosboot::resources::job::JobDefaults::default(),
         &cancel,
     ));
     let cilium_apply = started.elapsed();
@@ -239,7 +240,9 @@ fn main() {
         let times = Arc::new(Mutex::new(Vec::new()));
         let job = JobSettings {
             rbac: policy,
-            ..cilium.common.job_settings()
+            ..cilium
+                .common
+                .job_settings(&talosboot::resources::job::JobDefaults::default())
         };
         (times, job)
     };

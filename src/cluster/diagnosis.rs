@@ -4,8 +4,10 @@
 //! signatures come first.
 //!
 //! Callers decide on the [`Signature`] (which failures end a wait at once, which one a log
-//! signature may replace), never on the wording. The Service-IP timeout is worded for the cluster
-//! it happened in once [`Diagnosis::explain_service_ip`] knows whether kube-proxy is deployed.
+//! signature may replace), never on the wording. The Service-IP timeout is judged for the cluster
+//! it happened in: [`Diagnosis::judge_service_ip`] against the `kubernetes` Service's ClusterIP
+//! read from it (any Service CIDR), and [`Diagnosis::explain_service_ip`] worded for whether
+//! kube-proxy is deployed ([`crate::cluster::kube_proxy::explain`] reads both).
 
 use crate::cluster::kube_proxy::KubeProxy;
 use crate::cluster::talos;
@@ -16,7 +18,7 @@ pub enum Signature {
     PodSecurity,
     SysModule,
     CgroupMount,
-    /// `dial tcp 10.96.0.1:443: i/o timeout`: the `kubernetes` Service IP did not route.
+    /// `dial tcp <ClusterIP>:443: i/o timeout`: the `kubernetes` Service IP did not route.
     ServiceIpTimeout,
     KubePrismRefused,
     EndpointTimeout,
@@ -67,7 +69,51 @@ pub struct Diagnosis {
 
 const SERVICE_IP_FIX: &str = "point the client at an API endpoint outside the Service CIDR: `api_endpoint` (KubePrism `localhost:7445` on Talos, or a control-plane address), or for the flux bootstrap `job.env` KUBERNETES_SERVICE_HOST/PORT; for Cilium's agents `k8sServiceHost`/`k8sServicePort` (set by `talos_defaults` with `kube_proxy_replacement = true`)";
 
+/// The `kubernetes` Service's address in the default Service CIDR (`10.96.0.0/12`, Talos' and
+/// kubeadm's). The table matches it before the cluster's own address is read, so that a wait can
+/// end at once; [`Diagnosis::judge_service_ip`] then judges the timeout again with the address read
+/// from the cluster.
+pub const DEFAULT_SERVICE_IP: &str = "10.96.0.1";
+
+/// How a client names a dial to `ip` in its error (`dial tcp 10.96.0.1:`, `dial tcp [fd00::1]:`).
+fn dial_to(ip: &str) -> String {
+    match ip.contains(':') {
+        true => format!("dial tcp [{ip}]:"),
+        false => format!("dial tcp {ip}:"),
+    }
+}
+
 impl Diagnosis {
+    /// Judges an API timeout again with `cluster_ip`, the `kubernetes` Service's ClusterIP read
+    /// from the cluster: a dial to it is the Service-IP timeout whatever the Service CIDR; a dial
+    /// elsewhere (the default address on a cluster whose Service CIDR is another) is the
+    /// endpoint's. Other diagnoses are left alone.
+    pub fn judge_service_ip(&mut self, cluster_ip: &str) {
+        if !matches!(
+            self.kind,
+            Signature::ServiceIpTimeout | Signature::EndpointTimeout
+        ) {
+            return;
+        }
+        let kind = match self.signature.contains(&dial_to(cluster_ip)) {
+            true => Signature::ServiceIpTimeout,
+            false => Signature::EndpointTimeout,
+        };
+        if kind == self.kind {
+            return;
+        }
+        if let Some(mut judged) = Diagnosis::known(kind, &self.signature) {
+            if kind == Signature::ServiceIpTimeout {
+                judged.cause = judged.cause.replacen(
+                    "the `kubernetes` Service IP",
+                    &format!("the `kubernetes` Service IP ({cluster_ip})"),
+                    1,
+                );
+            }
+            *self = judged;
+        }
+    }
+
     /// The configuration is wrong: waiting will not help, so a wait ends at once.
     pub fn is_permanent(&self) -> bool {
         self.kind.is_permanent()
@@ -144,6 +190,7 @@ const TABLE: &[Row] = &[
         detail: None,
     },
     Row {
+        // The default address (`DEFAULT_SERVICE_IP`); `judge_service_ip` covers the others.
         kind: Signature::ServiceIpTimeout,
         all: &["dial tcp 10.96.0.1:443", "i/o timeout"],
         cause: "the pod used the `kubernetes` Service IP, which routes nowhere until a Service dataplane runs on the node: kube-proxy, or Cilium's kube-proxy replacement once its agent is up",
@@ -234,14 +281,15 @@ const TABLE: &[Row] = &[
         kind: Signature::ApplyMethodSwitch,
         all: &["talosboot refused the install:", "apply_method: ssa"],
         cause: "the installer image carries Helm 3, which applies client-side only, and the release's newest record says Helm 4 applied it server-side (`apply_method: ssa`): Helm 3 would switch the release to client-side apply for good (and drop `apply_method` from the record it supersedes)",
-        fix: "use a Helm 4 installer image (the default, `alpine/helm:4.3.2`, or a mirror of it), or set `job.apply_method = \"csa\"` to switch the release to client-side apply deliberately",
+        // The default image is named by `job.image.repository`'s description, not here.
+        fix: "use a Helm 4 installer image (talosboot's default, or a mirror of it), or set `job.apply_method = \"csa\"` to switch the release to client-side apply deliberately",
         detail: None,
     },
     Row {
         kind: Signature::ApplyMethodSwitch,
         all: &["talosboot refused the install:", "no server-side apply"],
         cause: "`job.apply_method` is \"ssa\", but the installer image carries Helm 3, which has no server-side apply",
-        fix: "use a Helm 4 installer image (the default, `alpine/helm:4.3.2`), or remove `job.apply_method`",
+        fix: "use a Helm 4 installer image (talosboot's default), or remove `job.apply_method`",
         detail: None,
     },
     Row {
@@ -427,6 +475,46 @@ mod tests {
         let d = diagnose([log]).expect("known");
         assert!(d.fix.contains("api_endpoint"));
         assert!(d.signature.contains("10.96.0.1:443"));
+    }
+
+    #[test]
+    fn the_service_ip_timeout_is_judged_with_the_clusters_own_service_ip() {
+        // A cluster with Service CIDR 10.100.0.0/16: the `kubernetes` Service is 10.100.0.1.
+        let log = "Error: Kubernetes cluster unreachable: Get \"https://10.100.0.1:443/version\": dial tcp 10.100.0.1:443: i/o timeout";
+        let mut d = diagnose([log]).expect("known");
+        assert_eq!(
+            d.kind,
+            Signature::EndpointTimeout,
+            "before the address is read"
+        );
+        d.judge_service_ip("10.100.0.1");
+        assert_eq!(d.kind, Signature::ServiceIpTimeout);
+        assert!(d.is_permanent());
+        assert!(d.signature.contains("10.100.0.1:443"), "{}", d.signature);
+        assert!(d.cause.contains("Service IP (10.100.0.1)"), "{}", d.cause);
+        assert!(d.fix.contains("api_endpoint"), "{}", d.fix);
+        // On that cluster 10.96.0.1 is no Service address: a dial to it is the endpoint's.
+        let mut default = diagnose(["dial tcp 10.96.0.1:443: i/o timeout"]).expect("known");
+        assert_eq!(default.kind, Signature::ServiceIpTimeout);
+        default.judge_service_ip("10.100.0.1");
+        assert_eq!(default.kind, Signature::EndpointTimeout);
+        assert!(
+            default.fix.contains("check `api_endpoint`"),
+            "{}",
+            default.fix
+        );
+        // IPv6 Service CIDRs: the dial names the address in brackets.
+        let mut v6 = diagnose(["dial tcp [fd00:10:96::1]:443: i/o timeout"]).expect("known");
+        v6.judge_service_ip("fd00:10:96::1");
+        assert_eq!(v6.kind, Signature::ServiceIpTimeout);
+        // The default CIDR stays the Service-IP timeout; other diagnoses are left alone.
+        let mut same = diagnose(["dial tcp 10.96.0.1:443: i/o timeout"]).expect("known");
+        same.judge_service_ip(DEFAULT_SERVICE_IP);
+        assert_eq!(same.kind, Signature::ServiceIpTimeout);
+        let mut pull = diagnose(["ErrImagePull"]).expect("known");
+        let before = pull.clone();
+        pull.judge_service_ip("10.100.0.1");
+        assert_eq!(pull, before);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! case the cluster is in, so it never claims kube-proxy is disabled when it runs.
 
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 
 use super::ClusterError;
@@ -74,12 +75,41 @@ pub fn judge(replacement: bool, kube_proxy: KubeProxy) -> Option<Mismatch> {
     }
 }
 
-/// Tells a Service-IP timeout diagnosis whether kube-proxy is deployed (one GET, best-effort:
-/// when the lookup fails the diagnosis stays as it is). Other diagnoses are left alone.
+/// The ClusterIP of the `kubernetes` Service (`default/kubernetes`): the address pods reach the
+/// API at through the Service dataplane, in whatever Service CIDR the cluster has. `None` when the
+/// Service has none.
+///
+/// # Errors
+/// [`ClusterError`] when the API cannot answer.
+pub async fn service_ip(clients: &Kube) -> Result<Option<String>, ClusterError> {
+    let api: Api<Service> = Api::namespaced(clients.client.clone(), "default");
+    let found = api
+        .get_opt("kubernetes")
+        .await
+        .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
+    Ok(found
+        .and_then(|s| s.spec)
+        .and_then(|s| s.cluster_ip)
+        .filter(|ip| !ip.is_empty() && ip != "None"))
+}
+
+/// Judges an API timeout diagnosis with the cluster's `kubernetes` Service address (one GET), and
+/// tells a Service-IP timeout whether kube-proxy is deployed (one GET). Best-effort: when a lookup
+/// fails the diagnosis stays as it is. Other diagnoses are left alone.
 pub async fn explain(clients: &Kube, diagnosis: &mut Option<Diagnosis>) {
     let Some(d) = diagnosis.as_mut() else {
         return;
     };
+    if matches!(
+        d.kind,
+        Signature::ServiceIpTimeout | Signature::EndpointTimeout
+    ) {
+        match service_ip(clients).await {
+            Ok(Some(ip)) => d.judge_service_ip(&ip),
+            Ok(None) => {}
+            Err(e) => tracing::debug!(error = %e, "Service IP lookup for the diagnosis failed"),
+        }
+    }
     if d.kind != Signature::ServiceIpTimeout {
         return;
     }

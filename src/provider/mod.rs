@@ -19,8 +19,9 @@ pub const SOURCE_ADDRESS: &str = "registry.terraform.io/talosboot/talosboot";
 /// Set to `1` to register `talosboot_test_object` (used by the protocol tests only).
 pub const TEST_RESOURCES_ENV: &str = "TALOSBOOT_ENABLE_TEST_RESOURCES";
 
-/// The provider block. Its provider data is a [`ClusterHandle`]: resources reach it through
-/// `crate::resources::cluster(ctx)`.
+/// The provider block. Its provider data is a [`resources::ProviderData`] (the [`ClusterHandle`]
+/// and the Job defaults): resources reach it through `crate::resources::cluster(ctx)` and
+/// `crate::resources::job_defaults(ctx)`.
 pub struct Talosboot;
 
 impl Provider for Talosboot {
@@ -51,7 +52,7 @@ impl Provider for Talosboot {
 fn configured(cluster: ClusterHandle) -> Configured {
     Configured {
         unknown: matches!(cluster.config(), ProviderConfig::Unknown),
-        data: Arc::new(cluster),
+        data: Arc::new(resources::ProviderData::new(cluster)),
     }
 }
 

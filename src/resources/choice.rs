@@ -1,4 +1,5 @@
-//! Inputs that take one of a few words (`rbac`, `deletion_policy`) as enums: decided on by
+//! Inputs that take one of a few words (`rbac`, `deletion_policy`, `job.apply_method`,
+//! `job.image.pull_policy`) as enums: decided on by
 //! variant, never by comparing strings. A word outside the list decodes as `Other` so that
 //! validation can name it on its attribute.
 
@@ -64,6 +65,41 @@ choice! {
         Uninstall = "uninstall",
         /// Destroy only forgets it.
         Keep = "keep",
+    }
+}
+
+choice! {
+    /// `job.apply_method`: how the installer applies a chart's objects, as Helm 4 records it on
+    /// each revision.
+    JobApplyMethod {
+        /// Helm 4's default: server-side on install, the newest record's method on upgrade; never
+        /// lets Helm 3 switch a server-side release back.
+        Auto = "auto",
+        /// Client-side apply (`--server-side=false`).
+        Csa = "csa",
+        /// Server-side apply (`--server-side=true`).
+        Ssa = "ssa",
+    }
+}
+
+impl JobApplyMethod {
+    /// The engine's choice; a word outside the list (refused at validate) is `auto`.
+    pub fn choice(&self) -> crate::cluster::helm::major::ApplyMethodChoice {
+        use crate::cluster::helm::major::ApplyMethodChoice;
+        match self {
+            JobApplyMethod::Auto | JobApplyMethod::Other(_) => ApplyMethodChoice::Auto,
+            JobApplyMethod::Csa => ApplyMethodChoice::Csa,
+            JobApplyMethod::Ssa => ApplyMethodChoice::Ssa,
+        }
+    }
+}
+
+choice! {
+    /// `job.image.pull_policy`: the Kubernetes image pull policy of the installer container.
+    PullPolicy {
+        Always = "Always",
+        IfNotPresent = "IfNotPresent",
+        Never = "Never",
     }
 }
 

@@ -11,6 +11,7 @@ pub mod duration;
 pub mod engine_report;
 pub mod flux_bootstrap;
 pub mod helm_release;
+pub mod job;
 pub mod names;
 pub mod private;
 pub mod rbac;
@@ -56,12 +57,36 @@ pub fn data_sources() -> Vec<Arc<dyn DataSource>> {
     vec![Arc::new(helm_release::HelmReleaseDataSource)]
 }
 
+/// What ConfigureProvider hands every operation: the connection and the Job defaults.
+#[derive(Clone)]
+pub struct ProviderData {
+    pub cluster: ClusterHandle,
+    pub job: job::JobDefaults,
+}
+
+impl ProviderData {
+    /// The provider data of `cluster`, with the provider's Job defaults.
+    pub fn new(cluster: ClusterHandle) -> ProviderData {
+        ProviderData {
+            cluster,
+            job: job::JobDefaults::default(),
+        }
+    }
+}
+
 /// The cluster the provider was configured with (an unconfigured handle, whose clients answer
 /// [`ClusterError::NotConfigured`], before ConfigureProvider). The one way resources reach it.
 pub fn cluster(ctx: &Ctx) -> ClusterHandle {
-    ctx.provider_data::<ClusterHandle>()
-        .cloned()
+    ctx.provider_data::<ProviderData>()
+        .map(|d| d.cluster.clone())
         .unwrap_or_else(ClusterHandle::unconfigured)
+}
+
+/// The Job defaults of the provider (its own before ConfigureProvider).
+pub fn job_defaults(ctx: &Ctx) -> job::JobDefaults {
+    ctx.provider_data::<ProviderData>()
+        .map(|d| d.job.clone())
+        .unwrap_or_default()
 }
 
 /// A diagnostic for a failed cluster operation: what we tried, what broke, what to do.
@@ -84,9 +109,10 @@ mod tests {
 
     #[test]
     fn resources_reach_the_configured_cluster_through_the_provider_data() {
-        let configured = ClusterHandle::new(ProviderConfig::Unknown);
+        let configured = ProviderData::new(ClusterHandle::new(ProviderConfig::Unknown));
         let ctx = Ctx::new(Arc::new(configured), Default::default());
         assert_eq!(cluster(&ctx).config(), &ProviderConfig::Unknown);
+        assert_eq!(job_defaults(&ctx), job::JobDefaults::default());
         let other = Ctx::new(Arc::new("not a cluster"), Default::default());
         assert_eq!(cluster(&other).config(), &ProviderConfig::Missing);
     }

@@ -14,7 +14,8 @@
 //! - `failures::operator_install_failure_is_relayed_with_diagnosis`: KubePrism off → the Job's error and
 //!   the diagnosis reach the apply's diagnostic.
 //! - `uninstall_policy_removes_flux`: `deletion_policy = "uninstall"`, with seed 000's own `job`
-//!   (host network, KubePrism env) as existing roots write it.
+//!   (host network, KubePrism env) as existing roots write it; its state rewritten as 0.1.0
+//!   wrote it (schema version 0) upgrades to an empty plan, and destroys.
 //! - `adoption::module_leftovers_are_adopted_without_restart`: the module's inventory is honoured (a
 //!   retired Secret is deleted), nothing restarts.
 //! - `failures::api_faults_during_apply_fail_cleanly_and_the_next_apply_converges`.
@@ -476,7 +477,13 @@ fn bad_inputs_are_rejected_at_plan_with_paths() {
             "policy",
             INSTANCE.to_owned(),
             "  deletion_policy = \"purge\"\n",
-            "is not one of keep, uninstall",
+            "\"purge\": use `keep` or `uninstall`",
+        ),
+        (
+            "job",
+            INSTANCE.to_owned(),
+            "  job = { apply_method = \"kubectl\" }\n",
+            "`job.apply_method`: \"kubectl\": use `auto`, `csa`",
         ),
         (
             "bootstrap ns",
@@ -562,11 +569,18 @@ async fn uninstall_policy_removes_flux() {
     install_cilium(&client).await;
     let ws = Workspace::new(&root(
         &cluster,
-        "  deletion_policy = \"uninstall\"\n  job = { host_network = true, env = { KUBERNETES_SERVICE_HOST = \"localhost\", KUBERNETES_SERVICE_PORT = \"7445\" } }\n  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
+        "  deletion_policy = \"uninstall\"\n  job = { host_network = true, env = { KUBERNETES_SERVICE_HOST = \"localhost\", KUBERNETES_SERVICE_PORT = \"7445\" }, tolerations = [{ key = \"dedicated\", operator = \"Exists\" }] }\n  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
     ));
     ws.init();
     ws.ok(APPLY);
     assert!(get(&instances(&client), "flux").await.is_some());
+    // The state as talosboot 0.1.0 wrote it (schema version 0, the module's `job` alone): the
+    // state upgrade gives back what the unchanged configuration plans, and destroy reads it.
+    crate::helm_release_resource::as_written_by_0_1_0(&ws, "talosboot_flux_bootstrap");
+    assert!(
+        !ws.plan_has_changes(),
+        "the upgraded 0.1.0 state plans nothing"
+    );
     ws.ok(&["destroy", "-auto-approve", "-no-color", "-input=false"]);
     assert!(
         get(&instances(&client), "flux").await.is_none(),

@@ -642,7 +642,7 @@ pub fn runs_helm3(cli: Cli) -> bool {
 /// The `job` attribute of such a test (empty: the default Helm 4 image).
 pub fn installer_job(cli: Cli) -> String {
     match runs_helm3(cli) {
-        true => format!("  job = {{ image = \"{HELM3_IMAGE}\" }}\n"),
+        true => format!("  job = {{ image = {{ repository = \"{HELM3_IMAGE}\" }} }}\n"),
         false => String::new(),
     }
 }

@@ -361,3 +361,113 @@ async fn an_unpinned_chart_records_the_version_it_installed() {
     assert_eq!(podinfo["version"], installed, "the version Helm resolved");
     assert!(!ws.plan_has_changes());
 }
+
+/// Rewrites the stored state of every `resource_type` instance in `ws` as talosboot 0.1.0 wrote
+/// it: schema version 0 and that resource's own `job` shape (the chart resources: `image` and
+/// `pull_policy` strings, typed tolerations with every field; the Flux bootstrap: the module's
+/// `job` without `node_selector`, `annotations` and `apply_method`). The provider's state upgrade then has to turn it back into what the
+/// configuration plans.
+pub(crate) fn as_written_by_0_1_0(ws: &Workspace, resource_type: &str) {
+    let mut state: serde_json::Value =
+        serde_json::from_str(&ws.state_text()).expect("state is JSON");
+    let resources = state["resources"].as_array_mut().expect("resources");
+    let mut rewritten = 0;
+    for r in resources.iter_mut().filter(|r| r["type"] == resource_type) {
+        for instance in r["instances"].as_array_mut().expect("instances") {
+            assert_eq!(instance["schema_version"], 1, "{instance}");
+            instance["schema_version"] = json!(0);
+            let job = &mut instance["attributes"]["job"];
+            let Some(fields) = job.as_object_mut() else {
+                continue;
+            };
+            for added in ["node_selector", "annotations", "apply_method"] {
+                if resource_type == "talosboot_flux_bootstrap" {
+                    fields.remove(added);
+                }
+            }
+            if resource_type != "talosboot_flux_bootstrap" {
+                let image = fields.remove("image").unwrap_or(json!(null));
+                fields.insert("image".into(), image["repository"].clone());
+                fields.insert("pull_policy".into(), image["pull_policy"].clone());
+                fields.remove("affinity");
+                fields.remove("host_network");
+                fields.insert("apply_method".into(), json!(null));
+                let typed: Vec<serde_json::Value> = fields["tolerations"]["value"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|t| {
+                        let field = |k: &str| t.get(k).cloned().unwrap_or(json!(null));
+                        json!({"key": field("key"), "operator": field("operator"), "value": field("value"), "effect": field("effect")})
+                    })
+                    .collect();
+                if !fields["tolerations"].is_null() {
+                    fields.insert("tolerations".into(), json!(typed));
+                }
+            }
+            rewritten += 1;
+        }
+    }
+    assert!(rewritten > 0, "no {resource_type} with a job in the state");
+    ws.write(
+        "terraform.tfstate",
+        &serde_json::to_string_pretty(&state).expect("state"),
+    );
+}
+
+on_both_clis!(async a_0_1_0_state_with_the_old_job_shape_upgrades_to_an_empty_plan);
+/// The one `job` shape (schema version 1): states talosboot 0.1.0 wrote with the chart
+/// resources' own `job` (`image` a string) are upgraded in place, and the same inputs, now written
+/// `image = { repository = ... }`, plan nothing.
+async fn a_0_1_0_state_with_the_old_job_shape_upgrades_to_an_empty_plan() {
+    let cluster = TestCluster::start().await;
+    let image = talosboot::cluster::helm::install::DEFAULT_HELM_IMAGE;
+    let job = format!(
+        "  job = {{\n    image       = {{ repository = \"{image}\", pull_policy = \"IfNotPresent\" }}\n    tolerations = [{{ key = \"dedicated\", operator = \"Exists\", effect = \"NoSchedule\" }}]\n    annotations = {{ \"example.com/owner\" = \"platform\" }}\n  }}\n"
+    );
+    let body = format!(
+        "resource \"talosboot_cilium\" \"this\" {{\n  version = \"1.18.4\"\n{job}}}\nresource \"talosboot_helm_release\" \"hello\" {{\n  name       = \"hello\"\n  chart      = \"./charts/hello\"\n  namespace  = \"default\"\n  job        = {{ image = {{ repository = \"{image}\" }} }}\n  depends_on = [talosboot_cilium.this]\n}}\n"
+    );
+    let ws = workspace(&cluster, &body);
+    std::fs::create_dir_all(ws.path().join("charts/hello/templates")).expect("chart dir");
+    ws.write(
+        "charts/hello/Chart.yaml",
+        "apiVersion: v2\nname: hello\nversion: 0.1.0\n",
+    );
+    ws.write(
+        "charts/hello/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello\n",
+    );
+    let plan = ws.ok(&["plan", "-no-color"]);
+    assert!(
+        plan.flat().contains("host_network = true")
+            && plan.flat().contains("apply_method = \"auto\""),
+        "the defaults of a configured job are in the plan:\n{}",
+        plan.text()
+    );
+    ws.apply();
+    let empty = |when: &str| {
+        let plan = ws.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]);
+        assert_eq!(plan.code, Some(0), "{when}:\n{}", plan.text());
+    };
+    empty("after the apply");
+    for resource_type in ["talosboot_cilium", "talosboot_helm_release"] {
+        as_written_by_0_1_0(&ws, resource_type);
+    }
+    assert!(
+        ws.state_text().contains(&format!("\"image\": \"{image}\"")),
+        "the old shape is in the state"
+    );
+    empty("the upgraded state plans nothing");
+    ws.ok(&["apply", "-refresh-only", "-auto-approve", "-no-color"]);
+    let state: serde_json::Value = serde_json::from_str(&ws.state_text()).expect("state");
+    for r in state["resources"].as_array().expect("resources") {
+        let instance = &r["instances"][0];
+        assert_eq!(instance["schema_version"], 1, "{r}");
+        assert_eq!(
+            instance["attributes"]["job"]["image"]["repository"], image,
+            "{r}"
+        );
+    }
+    assert!(!ws.plan_has_changes());
+}

@@ -65,7 +65,7 @@ output "revision" {{
 }
 
 fn image(image: &str) -> String {
-    format!("job = {{ image = \"{image}\" }}")
+    format!("job = {{ image = {{ repository = \"{image}\" }} }}")
 }
 
 /// Revision -> `apply_method` of each record (`None`: no such field, as Helm 3 writes), and its
@@ -367,7 +367,7 @@ async fn a_release_written_by_both_helm_majors_keeps_its_apply_method_and_conver
             &cluster,
             &ns,
             "eight",
-            &format!("job = {{\n    image        = \"{HELM3}\"\n    apply_method = \"csa\"\n  }}"),
+            &format!("job = {{\n    image        = {{ repository = \"{HELM3}\" }}\n    apply_method = \"csa\"\n  }}"),
         ),
     );
     let plan = ws.ok(&["plan", "-no-color"]);

@@ -244,6 +244,8 @@ pub struct Kube {
 /// The Pod Security admission level a namespace enforces (`privileged` lets host-network pods
 /// in): the label the engine sets on the namespaces it creates and the Flux bootstrap on its own.
 pub const PSA_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+/// The Pod Security level a host-network pod needs (Talos enforces `baseline` elsewhere).
+pub const PSA_PRIVILEGED: &str = "privileged";
 
 impl Kube {
     /// A `kube::Error` of a request on this cluster, classified and scrubbed.

@@ -21,7 +21,12 @@ use super::{BootstrapNamespace, Rbac, RunSpec, rbac};
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "talosboot");
 pub const TARGET_LABEL: &str = "talosboot.dev/target";
 pub const RUN_LABEL: &str = "talosboot.dev/run";
-pub use crate::cluster::client::PSA_ENFORCE;
+pub use crate::cluster::client::{PSA_ENFORCE, PSA_PRIVILEGED};
+
+/// Labels a bootstrap namespace `privileged`: the one place the level is written into labels.
+pub fn mark_privileged(labels: &mut BTreeMap<String, String>) {
+    labels.insert(PSA_ENFORCE.into(), PSA_PRIVILEGED.into());
+}
 
 /// Where the input files are mounted in the bootstrap container.
 pub const INPUTS_DIR: &str = "/talosboot/inputs";
@@ -60,7 +65,7 @@ pub fn namespace(ns: &BootstrapNamespace, host_network: bool) -> Namespace {
     let mut labels = ns.labels.clone();
     labels.insert(MANAGED_BY.0.into(), MANAGED_BY.1.into());
     if host_network {
-        labels.insert(PSA_ENFORCE.into(), "privileged".into());
+        mark_privileged(&mut labels);
     }
     typed(json!({
         "metadata": {"name": ns.name, "labels": labels, "annotations": ns.annotations},
@@ -317,7 +322,7 @@ mod tests {
         ns.labels.insert("team".into(), "platform".into());
         let host = namespace(&ns, true);
         let labels = host.metadata.labels.expect("labels");
-        assert_eq!(labels[PSA_ENFORCE], "privileged");
+        assert_eq!(labels[PSA_ENFORCE], PSA_PRIVILEGED);
         assert_eq!(labels["team"], "platform");
         let plain = namespace(&ns, false);
         assert!(

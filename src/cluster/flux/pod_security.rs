@@ -11,7 +11,7 @@ use serde_json::{Value as Json, json};
 use super::objects::{self, namespaces};
 use super::{FluxError, Kube};
 
-use crate::cluster::client::PSA_ENFORCE;
+use crate::cluster::client::{PSA_ENFORCE, PSA_PRIVILEGED};
 use crate::cluster::retry::retry;
 
 /// What the bootstrap namespace needs.
@@ -56,13 +56,13 @@ pub async fn ensure(kube: &Kube, name: &str, host_network: bool) -> Result<bool,
         return Ok(false);
     }
     let api = objects::api(kube, &namespaces(), None);
-    let patch = json!({"metadata": {"labels": {PSA_ENFORCE: "privileged"}}});
+    let patch = json!({"metadata": {"labels": {PSA_ENFORCE: PSA_PRIVILEGED}}});
     let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
     retry("label the namespace", || api.patch(name, &params, &patch))
         .await
         .map_err(|e| {
             kube.error(
-                format!("label namespace {name} {PSA_ENFORCE}=privileged"),
+                format!("label namespace {name} {PSA_ENFORCE}={PSA_PRIVILEGED}"),
                 e,
             )
         })?;
@@ -78,7 +78,7 @@ mod tests {
         let bare = json!({"metadata": {"name": "flux-operator-bootstrap"}});
         let other = json!({"metadata": {"labels": {"team": "platform"}}});
         let baseline = json!({"metadata": {"labels": {PSA_ENFORCE: "baseline"}}});
-        let privileged = json!({"metadata": {"labels": {PSA_ENFORCE: "privileged"}}});
+        let privileged = json!({"metadata": {"labels": {PSA_ENFORCE: PSA_PRIVILEGED}}});
         assert_eq!(needed(Some(&bare), true), Needed::Label);
         assert_eq!(needed(Some(&other), true), Needed::Label);
         assert_eq!(

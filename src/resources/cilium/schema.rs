@@ -7,9 +7,10 @@ use super::model::{
 use crate::cluster::endpoint::KUBEPRISM;
 use crate::framework::{Attribute, Block, Nesting, Schema};
 use crate::resources::choice::DeletionPolicy;
+use crate::resources::job::{self, Flavor};
 use crate::resources::rbac::{self, Rbac};
 use crate::resources::release::common::ReleaseMetadata;
-use crate::resources::release::inputs::{METADATA_DOC, job_attributes, set_item, set_wo_attribute};
+use crate::resources::release::inputs::{METADATA_DOC, set_item, set_wo_attribute};
 use crate::values::Type;
 
 pub const TYPE_NAME: &str = "talosboot_cilium";
@@ -17,7 +18,7 @@ pub const TYPE_NAME: &str = "talosboot_cilium";
 /// The schema, with each input's default, requires-replace and "changes on upgrade" declared.
 pub fn schema() -> Schema {
     Schema::new(
-        0,
+        job::SCHEMA_VERSION,
         Block::new(
             "Installs and manages Cilium on a Talos cluster before any CNI exists: the Helm chart runs in a one-shot bootstrap Job on the host network against KubePrism, with the Talos values by default, and is judged ready the way `cilium status --wait` judges it. Plans need no reachable cluster. Drift (values or version changed in the cluster, a failed or stuck release, a deleted release) shows as a planned update; a failed apply leaves a state that says what is true.\n\n**Readiness.** With `wait` (the default) the apply waits for exactly the components the release's manifest contains in its namespace, each judged by its rollout as `cilium status --wait` judges it, and then for every node:\n\n| component | kind | present | ready when |\n|---|---|---|---|\n| `cilium` (agent) | DaemonSet | always | at its current generation, updated, ready and available on every node it is scheduled on |\n| `cilium-envoy` | DaemonSet | chart 1.16+ by default (`envoy.enabled`, `l7Proxy`) | like the agent |\n| `cilium-operator` | Deployment | always (`operator.replicas`, default 2, one per node) | at its current generation, every replica updated, ready and available |\n| `hubble-relay` | Deployment | `hubble.relay.enabled` | like the operator |\n| `hubble-ui` | Deployment | `hubble.ui.enabled` | like the operator |\n| `clustermesh-apiserver` | Deployment | `clustermesh.useAPIServer` | like the operator |\n| nodes | | always | every node `Ready` without the `node.kubernetes.io/not-ready` taint |\n\nA component that fails in a way that will not fix itself (an image that cannot be pulled, a refused capability, a known crash) fails the apply at once, naming it; otherwise the apply fails at `timeout` with the components that are not rolled out. Every refresh reads the same components (into `components`): a deployed release with one that is not rolled out is a warning naming it (not drift an upgrade would fix).\n\n**kube-proxy.** Talos runs kube-proxy unless the machine config disables it (`cluster.proxy.disabled: true` on Talos 1.13 and earlier, a `KubeProxyConfig` document with `enabled: false` on 1.14+). `kube_proxy_replacement` chooses the Talos values for each case, and is checked against the cluster at plan (when it is reachable) and at apply before any Job runs: DaemonSet `kube-system/kube-proxy` with the replacement on is a warning (both would handle Services); no kube-proxy with the replacement off is an error (no Service IP would ever route).",
             vec![
@@ -43,7 +44,7 @@ pub fn schema() -> Schema {
                 Attribute::optional_computed("rollback_on_failure", Type::Bool, "When a version upgrade does not roll out (a node's agent cannot pull its image, crashes, or is not ready by `timeout`), roll the release back to the revision that ran (`helm rollback`, as Helm's `--rollback-on-failure`, after talosboot's own readiness judgement, so the failure still names the node), wait for it again, and fail the apply saying so. Never on a first install: the state then says what runs. Default `false`.").default(false),
                 Attribute::optional("accept_running_config_changes", Type::list(Type::String), "Settings of a running Cilium that this configuration may change on purpose, by value path: `kubeProxyReplacement`, `ipam.mode`, `routingMode`, `tunnelProtocol`, `k8sServiceHost`, `k8sServicePort`, `cluster.name`, `cluster.id`. Without it, a plan that would change one of them against ConfigMap `cilium-config` of the running CNI (an adoption of inline Cilium, or an upgrade) is an error: each needs a migration, and a flip takes the pod network or the agents' API access down."),
                 rbac::attribute().default(Rbac::ClusterAdmin.as_str()),
-                Attribute::optional("job", Type::Dynamic, "The bootstrap pod: image, placement and environment.").nested(Nesting::Single, job_attributes()),
+                job::attribute(Flavor::Chart),
                 Attribute::optional_computed("deletion_policy", Type::String, "`uninstall` (default): destroy uninstalls the release. `keep`: destroy only forgets it and leaves Cilium running (for handing Cilium over to GitOps).").default(DeletionPolicy::Uninstall.as_str()),
                 Attribute::computed("status", Type::String, "Status of the current release revision: `deployed`, `failed`, `pending-install`, ... or `missing`.").changed_by_update(),
                 Attribute::computed("revision", Type::Number, "Current release revision.").changed_by_update(),

@@ -12,6 +12,7 @@ use super::report::run_diagnostic;
 use super::run::{RunError, Runner, Scope};
 use crate::cluster::client::PSA_ENFORCE;
 use crate::cluster::engine::EngineError;
+use crate::cluster::engine::objects::PSA_PRIVILEGED;
 use crate::cluster::flux::instance::{
     conditions_text, delete_instance, delete_namespace, read_instance,
 };
@@ -66,7 +67,7 @@ pub async fn apply(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
         Ok(c) => c,
         Err(e) => return failed(e.diagnostic("configuration")),
     };
-    let inputs = match Inputs::resolve(&config) {
+    let inputs = match Inputs::resolve(&config, &crate::resources::job_defaults(ctx)) {
         Ok(i) => i,
         Err(message) => return failed(Diagnostic::error("Invalid Flux bootstrap input", message)),
     };
@@ -115,7 +116,7 @@ async fn run(
     {
         diagnostics.warning(
             "Labelled the bootstrap namespace",
-            format!("Namespace {namespace} had no Pod Security label (the module created it without one); talosboot labelled it `{PSA_ENFORCE}=privileged`, which its host-network bootstrap pod needs on Talos."),
+            format!("Namespace {namespace} had no Pod Security label (the module created it without one); talosboot labelled it `{PSA_ENFORCE}={PSA_PRIVILEGED}`, which its host-network bootstrap pod needs on Talos."),
         );
     }
     let runner = Runner {
@@ -211,7 +212,8 @@ async fn uninstall_flux(
                 }
             }
             UninstallStep::UninstallOperator => {
-                let job = job_settings(config.job.as_ref(), config.rbac.as_ref());
+                let defaults = crate::resources::job_defaults(ctx);
+                let job = job_settings(config.job.as_ref(), config.rbac.as_ref(), &defaults);
                 let remaining = wait.deadline.saturating_duration_since(Instant::now());
                 helm::install::uninstall(
                     kube,

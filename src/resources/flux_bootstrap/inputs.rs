@@ -9,16 +9,18 @@ use serde_json::{Value as Json, json};
 
 use super::model::{
     AdoptionCheck, Config, DEFAULT_BOOTSTRAP_NAMESPACE, DEFAULT_OPERATOR_REPOSITORY,
-    DEFAULT_TIMEOUT, Job, Sync, oci_reference, parse_instance_with, parse_secrets, parse_timeout,
+    DEFAULT_TIMEOUT, Sync, oci_reference, parse_instance_with, parse_secrets, parse_timeout,
 };
-use crate::cluster::client::PSA_ENFORCE;
+use crate::cluster::engine::objects::mark_privileged;
 use crate::cluster::engine::{BootstrapNamespace, JobSettings};
 use crate::cluster::flux::OPERATOR_RELEASE;
 use crate::cluster::flux::managed::runtime_info_configmap;
 use crate::cluster::flux::manifest::{
     Manifest, parse_documents, parse_documents_substituted, parse_substituted,
 };
-use crate::cluster::helm::install::{ChartInstall, DEFAULT_HELM_IMAGE};
+use crate::cluster::helm::install::ChartInstall;
+use crate::cluster::helm::major::ApplyMethodChoice;
+use crate::resources::job::{self, Flavor, JobDefaults, JobInput};
 use crate::resources::rbac::Rbac;
 
 /// A prerequisite chart and the module's rule for it.
@@ -142,6 +144,7 @@ fn chart_install(
     version: Option<&str>,
     values_yaml: String,
     secret_values: bool,
+    apply_method: ApplyMethodChoice,
 ) -> Result<ChartInstall, String> {
     let values = if values_yaml.trim().is_empty() {
         Vec::new()
@@ -167,55 +170,20 @@ fn chart_install(
         atomic: false,
         history_max: None,
         chart_archive: None,
-        ..Default::default()
+        apply_method,
     })
 }
 
-/// The Job settings: the Talos defaults unless `job` is set, else the module's (as written); and
-/// what the chart installs may do (`rbac`).
-pub fn job_settings(job: Option<&Job>, rbac: Option<&Rbac>) -> JobSettings {
-    let Some(job) = job else {
-        return JobSettings {
-            rbac: crate::resources::rbac::policy(rbac),
-            ..JobSettings::talos(DEFAULT_HELM_IMAGE)
-        };
-    };
+/// The Job settings: the Talos defaults unless `job` is set, else the module's (as written), see
+/// [`job::resolve`]; and what the chart installs may do (`rbac`).
+pub fn job_settings(
+    job: Option<&JobInput>,
+    rbac: Option<&Rbac>,
+    defaults: &JobDefaults,
+) -> JobSettings {
     JobSettings {
-        image: job
-            .image
-            .repository
-            .clone()
-            .unwrap_or_else(|| DEFAULT_HELM_IMAGE.into()),
-        pull_policy: job.image.pull_policy.clone(),
-        host_network: job.host_network.unwrap_or(false),
-        api_endpoint: None,
-        node_selector: BTreeMap::new(),
-        tolerations: job
-            .tolerations
-            .as_ref()
-            .and_then(Json::as_array)
-            .cloned()
-            .unwrap_or_default(),
-        affinity: job
-            .affinity
-            .clone()
-            .filter(|a| a.as_object().is_some_and(|o| !o.is_empty())),
-        env: job.env.clone(),
-        annotations: BTreeMap::new(),
         rbac: crate::resources::rbac::policy(rbac),
-    }
-}
-
-/// What a bootstrap Job with these settings needs that does not exist before the CNI: the pod
-/// network (not on the host network), or the Service IP (no API endpoint outside it: neither
-/// talosboot's KubePrism endpoint nor a `KUBERNETES_SERVICE_HOST` in `env`). `None`: it runs
-/// before any CNI.
-pub fn pre_cni_needs(job: &JobSettings) -> Option<&'static str> {
-    let endpoint = job.api_endpoint.is_some() || job.env.contains_key("KUBERNETES_SERVICE_HOST");
-    match (job.host_network, endpoint) {
-        (false, _) => Some("the pod network and the Service IP"),
-        (true, false) => Some("the Service IP (10.96.0.1)"),
-        (true, true) => None,
+        ..job::resolve(job, defaults, Flavor::Module, &job::kubeprism())
     }
 }
 
@@ -226,7 +194,7 @@ pub fn bootstrap_namespace(config: &Config) -> BootstrapNamespace {
         .unwrap_or(DEFAULT_BOOTSTRAP_NAMESPACE);
     let mut ns = BootstrapNamespace::named(name);
     ns.labels = config.common_metadata.labels.clone();
-    ns.labels.insert(PSA_ENFORCE.into(), "privileged".into());
+    mark_privileged(&mut ns.labels);
     ns.annotations = config.common_metadata.annotations.clone();
     ns
 }
@@ -247,8 +215,9 @@ fn adoption(check: &AdoptionCheck) -> Option<(String, String, String, String)> {
 
 impl Inputs {
     /// Resolves a configuration that validation accepted; errors name what is wrong.
-    pub fn resolve(config: &Config) -> Result<Inputs, String> {
+    pub fn resolve(config: &Config, defaults: &JobDefaults) -> Result<Inputs, String> {
         let vars = runtime_variables(config);
+        let apply_method = JobInput::apply_method(config.job.as_ref());
         let gitops = &config.gitops_resources;
         let text = gitops
             .instance_yaml
@@ -287,6 +256,7 @@ impl Inputs {
                 c.version.as_deref(),
                 values_yaml,
                 secret_values,
+                apply_method,
             )?;
             install.create_namespace = c.create_namespace.unwrap_or(true);
             charts.push(PrerequisiteChart {
@@ -309,6 +279,7 @@ impl Inputs {
             op.version.as_deref(),
             op_values,
             secret_values,
+            apply_method,
         )?;
         let managed = managed_objects(config, &namespace, vars.as_ref())?;
         Ok(Inputs {
@@ -321,7 +292,7 @@ impl Inputs {
             charts,
             operator,
             managed,
-            job: job_settings(config.job.as_ref(), config.rbac.as_ref()),
+            job: job_settings(config.job.as_ref(), config.rbac.as_ref(), defaults),
             timeout: timeout(config),
             debug: config.debug_on_failure.unwrap_or(false),
         })
@@ -351,8 +322,14 @@ fn managed_objects(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::engine::objects::{PSA_ENFORCE, PSA_PRIVILEGED};
     use crate::framework::model::Maybe;
-    use crate::resources::flux_bootstrap::model::{Image, ManagedResources, RuntimeInfo};
+    use crate::resources::flux_bootstrap::model::{ManagedResources, RuntimeInfo};
+    use crate::resources::job::{Image, pre_cni_needs};
+
+    fn defaults() -> JobDefaults {
+        JobDefaults::default()
+    }
 
     const INSTANCE: &str = "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\nspec:\n  cluster:\n    domain: ${CLUSTER_DOMAIN}\n  sync:\n    kind: GitRepository\n    url: https://github.com/org/repo\n    path: clusters/staging\n";
 
@@ -365,7 +342,7 @@ mod tests {
     #[test]
     fn talos_defaults_unless_job_is_set() {
         let c = config();
-        let inputs = Inputs::resolve(&c).expect("resolve");
+        let inputs = Inputs::resolve(&c, &defaults()).expect("resolve");
         assert!(inputs.job.host_network);
         assert_eq!(
             inputs
@@ -377,14 +354,14 @@ mod tests {
             Some("localhost:7445")
         );
         assert_eq!(inputs.bootstrap.name, "flux-operator-bootstrap");
-        assert_eq!(inputs.bootstrap.labels[PSA_ENFORCE], "privileged");
+        assert_eq!(inputs.bootstrap.labels[PSA_ENFORCE], PSA_PRIVILEGED);
         assert_eq!(
             inputs.operator.chart,
             "oci://ghcr.io/controlplaneio-fluxcd/charts/flux-operator"
         );
         assert_eq!(inputs.operator.namespace, "flux-system");
         assert!(inputs.managed.is_empty(), "no runtime info: no ConfigMap");
-        let explicit = job_settings(Some(&Job::default()), None);
+        let explicit = job_settings(Some(&JobInput::default()), None, &defaults());
         assert!(!explicit.host_network && explicit.api_endpoint.is_none());
     }
 
@@ -404,7 +381,7 @@ mod tests {
             ..Default::default()
         });
         c.suspend_applications = Some(true);
-        let inputs = Inputs::resolve(&c).expect("resolve");
+        let inputs = Inputs::resolve(&c, &defaults()).expect("resolve");
         assert_eq!(
             inputs.instance.object["spec"]["cluster"]["domain"],
             "a \"b\" $c"
@@ -429,47 +406,52 @@ mod tests {
     #[test]
     fn a_partial_job_block_needs_what_only_exists_after_the_cni() {
         assert_eq!(
-            pre_cni_needs(&job_settings(None, None)),
+            pre_cni_needs(&job_settings(None, None, &defaults())),
             None,
             "talosboot's defaults"
         );
-        let mirror = Job {
-            image: Image {
+        let mirror = JobInput {
+            image: Some(Image {
                 repository: Some("mirror.example/helm".into()),
                 ..Default::default()
-            },
+            }),
             ..Default::default()
         };
         assert_eq!(
-            pre_cni_needs(&job_settings(Some(&mirror), None)),
-            Some("the pod network and the Service IP"),
+            pre_cni_needs(&job_settings(Some(&mirror), None, &defaults())),
+            Some("the pod network and the `kubernetes` Service IP"),
             "a job block turns host networking off, as in the module"
         );
-        let host_only = Job {
+        let host_only = JobInput {
             host_network: Some(true),
             ..Default::default()
         };
         assert_eq!(
-            pre_cni_needs(&job_settings(Some(&host_only), None)),
-            Some("the Service IP (10.96.0.1)")
+            pre_cni_needs(&job_settings(Some(&host_only), None, &defaults())),
+            Some("the `kubernetes` Service IP")
         );
-        let seed = Job {
+        let seed = JobInput {
             host_network: Some(true),
-            env: [
-                ("KUBERNETES_SERVICE_HOST".to_owned(), "localhost".to_owned()),
-                ("KUBERNETES_SERVICE_PORT".to_owned(), "7445".to_owned()),
-            ]
-            .into(),
+            env: Some(
+                [
+                    ("KUBERNETES_SERVICE_HOST".to_owned(), "localhost".to_owned()),
+                    ("KUBERNETES_SERVICE_PORT".to_owned(), "7445".to_owned()),
+                ]
+                .into(),
+            ),
             ..Default::default()
         };
-        assert_eq!(pre_cni_needs(&job_settings(Some(&seed), None)), None);
+        assert_eq!(
+            pre_cni_needs(&job_settings(Some(&seed), None, &defaults())),
+            None
+        );
     }
 
     #[test]
     fn a_missing_variable_is_an_error() {
         let mut c = config();
         c.suspend_applications = Some(false);
-        let err = Inputs::resolve(&c).expect_err("CLUSTER_DOMAIN is not set");
+        let err = Inputs::resolve(&c, &defaults()).expect_err("CLUSTER_DOMAIN is not set");
         assert!(err.contains("CLUSTER_DOMAIN"), "{err}");
     }
 }

@@ -105,6 +105,13 @@ impl Resource for FluxBootstrap {
     async fn import(&self, ctx: &Ctx, req: ImportRequest) -> ImportResponse {
         import::import(ctx, req, &self.schema().value_type()).await
     }
+
+    /// 0.1.0 states (version 0) had the module's `job` without the attributes the chart
+    /// resources had.
+    async fn upgrade_state(&self, _ctx: &Ctx, req: UpgradeRequest) -> UpgradeResponse {
+        use crate::resources::job::{Flavor, upgrade_state};
+        upgrade_state(&self.schema(), self.type_name(), req, Flavor::Module)
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use crate::framework::model::Maybe;
 use crate::framework::{Diagnostic, Diagnostics};
 use crate::resources::choice::DeletionPolicy;
 pub use crate::resources::duration::parse_timeout;
+use crate::resources::job::JobInput;
 use crate::resources::names::check_namespace;
 use crate::resources::rbac::Rbac;
 use crate::values::{AttributePath, Value};
@@ -29,7 +30,8 @@ pub struct Config {
     pub bootstrap_namespace: Option<String>,
     #[serde(default)]
     pub common_metadata: Metadata,
-    pub job: Option<Job>,
+    /// The one `job` shape of every resource, with the module's rule ([`Flavor::Module`](crate::resources::job::Flavor)).
+    pub job: Option<JobInput>,
     pub timeout: Option<String>,
     pub debug_on_failure: Option<bool>,
     pub deletion_policy: Option<DeletionPolicy>,
@@ -124,23 +126,6 @@ pub struct Metadata {
     pub labels: BTreeMap<String, String>,
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub struct Job {
-    #[serde(default)]
-    pub image: Image,
-    pub affinity: Option<Json>,
-    pub tolerations: Option<Json>,
-    pub host_network: Option<bool>,
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub struct Image {
-    pub repository: Option<String>,
-    pub pull_policy: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, Clone)]
@@ -604,14 +589,14 @@ impl Config {
             AttributePath::attr("rbac"),
             diagnostics,
         );
-        let policy = AttributePath::attr("deletion_policy");
-        one_of(
-            diagnostics,
-            policy,
-            self.deletion_policy.as_ref().map(DeletionPolicy::as_str),
-            // `keep` first: the bootstrap's default, unlike the chart resources'.
-            &["keep", "uninstall"],
-        );
+        if let Some(DeletionPolicy::Other(p)) = &self.deletion_policy {
+            diagnostics.error_at(
+                AttributePath::attr("deletion_policy"),
+                "Invalid deletion policy",
+                // `keep` first: the bootstrap's default, unlike the chart resources'.
+                format!("{p:?}: use `keep` or `uninstall`."),
+            );
+        }
         if let Some(sync) = &self.sync {
             let kinds = ["GitRepository", "OCIRepository", "Bucket"];
             one_of(
@@ -622,36 +607,7 @@ impl Config {
             );
         }
         if let Some(job) = &self.job {
-            let path = AttributePath::attr("job");
-            let policies = ["Always", "IfNotPresent", "Never"];
-            one_of(
-                diagnostics,
-                path.clone().then_attr("image").then_attr("pull_policy"),
-                job.image.pull_policy.as_deref(),
-                &policies,
-            );
-            if job
-                .tolerations
-                .as_ref()
-                .is_some_and(|t| !t.is_array() && !t.is_null())
-            {
-                diagnostics.error_at(
-                    path.clone().then_attr("tolerations"),
-                    "Invalid tolerations",
-                    "`tolerations` must be a list of Kubernetes tolerations.",
-                );
-            }
-            if job
-                .affinity
-                .as_ref()
-                .is_some_and(|a| !a.is_object() && !a.is_null())
-            {
-                diagnostics.error_at(
-                    path.then_attr("affinity"),
-                    "Invalid affinity",
-                    "`affinity` must be a Kubernetes affinity object.",
-                );
-            }
+            job.validate(diagnostics);
         }
     }
 }

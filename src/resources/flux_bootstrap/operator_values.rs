@@ -28,7 +28,9 @@ const PLAN_READ_BUDGET: Duration = Duration::from_secs(5);
 fn planned_values(config: &Value) -> Option<(String, Json, Vec<String>)> {
     let resolve = |config: &Value| {
         let config: Config = decode(config, Unknowns::Reject).ok()?;
-        let inputs = Inputs::resolve(&config).ok()?;
+        // Only the operator's values are read: the Job defaults do not matter here.
+        let defaults = crate::resources::job::JobDefaults::default();
+        let inputs = Inputs::resolve(&config, &defaults).ok()?;
         Some((inputs.namespace.clone(), recorded_values(&inputs.operator)))
     };
     let (namespace, values) = resolve(config)?;

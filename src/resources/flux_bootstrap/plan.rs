@@ -11,6 +11,7 @@ use super::private::{Private, managed_hash};
 use crate::cluster::flux::drift::{Drift, How, What};
 use crate::framework::model::{Unknowns, decode};
 use crate::framework::{Diagnostics, PlanRequest, PlanResponse};
+use crate::resources::job::{self, Flavor};
 use crate::values::Value;
 
 pub fn plan(req: PlanRequest) -> PlanResponse {
@@ -43,6 +44,8 @@ pub fn plan(req: PlanRequest) -> PlanResponse {
     let hash = managed_hash(&private.salt, req.config.attr("managed_resources"))
         .unwrap_or_else(Value::unknown);
     set_computed(&mut planned, namespace, Some(hash));
+    // A partial `job` turns host networking off, as in the module: the plan shows it.
+    job::plan_defaults(&mut planned, &req.config, Flavor::Module);
     PlanResponse {
         planned_state: planned,
         diagnostics,

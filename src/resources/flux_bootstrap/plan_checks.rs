@@ -1,26 +1,30 @@
 //! At plan, best-effort (only when the cluster answers in time; a plan never needs it), when the
 //! planned run starts bootstrap Jobs: an existing bootstrap namespace without the Pod Security
-//! label (apply labels it, [`crate::cluster::flux::pod_security`]), and a Job that would need the
+//! label (apply labels it, [`crate::cluster::flux::pod_security`]), a Job that would need the
 //! pod network or the Service IP on a cluster without a CNI (apply stops before it,
-//! [`crate::cluster::flux::pre_cni`]); and, whenever `instance_yaml` changes, a FluxInstance
+//! [`crate::cluster::flux::pre_cni`]), and a Helm 3 image the operator's release record refuses
+//! (as the chart resources warn, [`helm_major`]); and, whenever `instance_yaml` changes, a FluxInstance
 //! that Flux has adopted (apply leaves it to Flux: [`adopted_instance`]). Each says what apply
 //! does and the fix.
 
 use std::time::Duration;
 
 use super::apply::scope;
-use super::inputs::{Inputs, bootstrap_namespace, job_settings, pre_cni_needs};
+use super::inputs::{Inputs, bootstrap_namespace, job_settings};
 use super::model::Config;
 use super::plan::operator_repair;
 use super::private::Private;
 use crate::cluster::client::PSA_ENFORCE;
+use crate::cluster::engine::objects::PSA_PRIVILEGED;
 use crate::cluster::flux::instance::read_instance;
 use crate::cluster::flux::ownership::adopted_by_flux;
 use crate::cluster::flux::pod_security::{self, Needed};
-use crate::cluster::flux::{FluxError, pre_cni};
+use crate::cluster::flux::{FluxError, OPERATOR_RELEASE, pre_cni};
 use crate::cluster::ownership::manager_of_object;
 use crate::framework::model::{Unknowns, decode};
 use crate::framework::{Ctx, Diagnostic};
+use crate::resources::job::{JobInput, pre_cni_needs};
+use crate::resources::release::helm_major;
 use crate::values::Value;
 
 /// How long the plan waits for the cluster.
@@ -42,27 +46,42 @@ pub async fn warnings(
         return Vec::new();
     };
     let name = bootstrap_namespace(&config).name;
-    let job = job_settings(config.job.as_ref(), config.rbac.as_ref());
+    let defaults = crate::resources::job_defaults(ctx);
+    let job = job_settings(config.job.as_ref(), config.rbac.as_ref(), &defaults);
+    let choice = JobInput::apply_method(config.job.as_ref());
+    let operator_namespace = config.planned_namespace();
     let cluster = crate::resources::cluster(ctx);
     let found = tokio::time::timeout(PLAN_READ_BUDGET, async {
         let kube = cluster.connect().await.ok()?;
-        let (namespace, cni_missing) = futures::join!(
+        let operator = async {
+            let ns = operator_namespace.as_deref()?;
+            let current = helm_major::current_release(&kube, ns, OPERATOR_RELEASE)
+                .await
+                .ok()?;
+            let id = format!("{ns}/{OPERATOR_RELEASE}");
+            helm_major::helm3_warning(&job.image, choice, &id, current.as_ref())
+        };
+        let (namespace, cni_missing, helm3) = futures::join!(
             pod_security::check(&kube, &name, job.host_network),
             pre_cni::cni_missing(&kube),
+            operator,
         );
-        Some((namespace.ok(), cni_missing.ok()))
+        Some((namespace.ok(), cni_missing.ok(), helm3))
     })
     .await
     .ok()
     .flatten();
-    let Some((namespace, cni_missing)) = found else {
+    let Some((namespace, cni_missing, helm3)) = found else {
         return Vec::new();
     };
     let mut out = Vec::new();
+    if let Some((summary, detail)) = helm3 {
+        out.push(Diagnostic::warning(summary, detail).at(helm_major::image_path()));
+    }
     if namespace == Some(Needed::Label) {
         out.push(Diagnostic::warning(
             "Bootstrap namespace without a Pod Security label",
-            format!("Namespace {name} exists without the `{PSA_ENFORCE}` label (the flux-operator-bootstrap module created it without one), so Talos' `baseline` level would refuse the bootstrap's host-network pod. It is the bootstrap's own namespace: apply labels it `{PSA_ENFORCE}=privileged` before any Job runs."),
+            format!("Namespace {name} exists without the `{PSA_ENFORCE}` label (the flux-operator-bootstrap module created it without one), so Talos' `baseline` level would refuse the bootstrap's host-network pod. It is the bootstrap's own namespace: apply labels it `{PSA_ENFORCE}={PSA_PRIVILEGED}` before any Job runs."),
         ));
     }
     if let (Some(true), Some(needs)) = (cni_missing, pre_cni_needs(&job)) {
@@ -95,7 +114,7 @@ pub async fn adopted_instance(ctx: &Ctx, prior: &Value, config: &Value) -> Optio
         return None;
     }
     let config = decode::<Config>(config, Unknowns::Reject).ok()?;
-    let inputs = Inputs::resolve(&config).ok()?;
+    let inputs = Inputs::resolve(&config, &crate::resources::job_defaults(ctx)).ok()?;
     let namespace = inputs.namespace.clone();
     let name = inputs.instance.object["metadata"]["name"]
         .as_str()?

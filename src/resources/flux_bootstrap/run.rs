@@ -6,7 +6,7 @@
 
 use kube::discovery;
 
-use super::inputs::{Inputs, PrerequisiteChart, pre_cni_needs};
+use super::inputs::{Inputs, PrerequisiteChart};
 use crate::cluster::converge::{
     self, Converge, ConvergeError, Converged, Decision, Fingerprint, Install, Observed, Readiness,
     ReadinessOf, Steps, Subject, Want, WorkloadSource, recorded_values,
@@ -21,6 +21,7 @@ use crate::cluster::flux::{FluxError, Kube, MODULE_SECRET, OPERATOR_RELEASE, ope
 use crate::cluster::helm::install::ChartInstall;
 use crate::cluster::helm::release::values_digest;
 use crate::cluster::readiness::{Kind, WorkloadRef};
+use crate::resources::job::pre_cni_needs;
 
 /// What a run failed on.
 #[derive(Debug, thiserror::Error)]

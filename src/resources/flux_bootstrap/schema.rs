@@ -3,6 +3,7 @@
 //! computed `id`, `namespace`, `managed_resources_hash` and `drift`.
 
 use crate::framework::{Attribute, Block, Nesting, Schema};
+use crate::resources::job::{self, Flavor};
 use crate::values::Type;
 
 fn strings() -> Type {
@@ -87,30 +88,6 @@ fn managed_resources() -> Attribute {
 }
 
 #[rustfmt::skip] // one attribute a line, as in `schema()`
-fn job() -> Attribute {
-    // A change of the installer reruns the chart installs: declared, as the chart resources do.
-    nested(
-        "job",
-        "The pre-CNI bootstrap Job that installs the charts. When unset, the Talos defaults apply: host network and the KubePrism API endpoint `localhost:7445`. When set, it is taken as written, as in the module: `host_network` defaults to `false` and the KubePrism environment is not added (set `host_network = true` and `env` `KUBERNETES_SERVICE_HOST`/`PORT` for a pre-CNI run). Such a Job needs the pod network (or the Service IP): on a cluster without a CNI yet (every node NotReady with the CNI message) the plan warns with that fix when the cluster is reachable, and the apply stops before the Job with the diagnosis instead of waiting for `timeout`.",
-        vec![
-            nested(
-                "image",
-                "Installer image (must contain `helm`).",
-                vec![
-                    Attribute::optional("repository", Type::String, "Image reference, tag included. Default: the engine's pinned Helm image."),
-                    Attribute::optional("pull_policy", Type::String, "`Always`, `IfNotPresent` or `Never`."),
-                ],
-            ),
-            Attribute::optional("affinity", Type::Dynamic, "Kubernetes affinity of the pod."),
-            Attribute::optional("tolerations", Type::Dynamic, "Kubernetes tolerations, in addition to the not-ready and control-plane ones."),
-            Attribute::optional("host_network", Type::Bool, "Run on the host network (needed before a CNI exists). Default `false` when `job` is set."),
-            Attribute::optional("env", strings(), "Extra environment; `KUBERNETES_SERVICE_HOST`/`PORT` point the installer at an API endpoint outside the Service CIDR."),
-        ],
-    )
-    .updates()
-}
-
-#[rustfmt::skip] // one attribute a line, as in `schema()`
 fn sync() -> Attribute {
     nested(
         "sync",
@@ -128,7 +105,7 @@ fn sync() -> Attribute {
 pub fn schema() -> Schema {
     let computed = |name, ty, doc| Attribute::computed(name, ty, doc);
     Schema::new(
-        0,
+        job::SCHEMA_VERSION,
         Block::new(
             "Bootstraps the Flux Operator and a FluxInstance the way the `flux-operator-bootstrap` module does (same arguments: replace the `module \"flux_operator_bootstrap\"` block by this resource), natively: chart installs run in a pre-CNI Job, everything else goes through the Kubernetes API. Drift of what the bootstrap owns (managed Secrets, runtime info, the FluxInstance, the operator) shows on plan without a `revision` bump; objects Flux has adopted are never touched.\n\nRun once: when Flux is healthy and owns everything, the resource can go. Remove it and apply (with `deletion_policy = \"keep\"`, the default, destroy deletes only the bootstrap namespace: Flux keeps running), or forget it without touching the cluster with a `removed` block that names it in `from` and holds `lifecycle { destroy = false }`. Afterwards nothing reconciles the managed Secrets from OpenTofu/Terraform any more.",
             vec![
@@ -146,7 +123,7 @@ pub fn schema() -> Schema {
                         Attribute::optional("annotations", strings(), "Annotations."),
                     ],
                 ),
-                job(),
+                job::attribute(Flavor::Module),
                 Attribute::required("revision", Type::Number, "Bump to run the whole bootstrap again (drift is repaired without it).").updates(),
                 Attribute::optional("timeout", Type::String, "Budget of one run (chart installs and the FluxInstance wait): a Go duration, e.g. `10m` (default) or `1h30m`, or seconds (`600`). The Flux Operator reports a failing sync source only after its own health-check wait (5 minutes unless the FluxInstance's annotation `fluxcd.controlplane.io/reconcileTimeout` says otherwise); when `timeout` runs out first, the error gives the sync source's own status and the fix."),
                 Attribute::optional("debug_on_failure", Type::Bool, "On failure, add the bootstrap Job's log and the FluxInstance's conditions to the error."),

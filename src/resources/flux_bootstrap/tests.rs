@@ -17,7 +17,9 @@ const INSTANCE: &str = "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstanc
 fn dispatcher() -> Dispatcher {
     Dispatcher::new(
         // A provider block without settings: these tests never reach a cluster.
-        Arc::new(FixedProvider(Arc::new(ClusterHandle::unconfigured()))),
+        Arc::new(FixedProvider(Arc::new(
+            crate::resources::ProviderData::new(ClusterHandle::unconfigured()),
+        ))),
         vec![Arc::new(super::FluxBootstrap)],
         Vec::new(),
         Default::default(),

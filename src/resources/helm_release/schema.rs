@@ -4,9 +4,10 @@
 use crate::cluster::endpoint::KUBEPRISM;
 use crate::framework::{Attribute, Block, Nesting, Schema};
 use crate::resources::choice::DeletionPolicy;
+use crate::resources::job::{self, Flavor};
 use crate::resources::rbac::{self, Rbac};
 use crate::resources::release::common::ReleaseMetadata;
-use crate::resources::release::inputs::{METADATA_DOC, job_attributes, set_item, set_wo_attribute};
+use crate::resources::release::inputs::{METADATA_DOC, set_item, set_wo_attribute};
 use crate::values::{Type, Value};
 
 pub const TYPE_NAME: &str = "talosboot_helm_release";
@@ -18,7 +19,7 @@ pub fn schema() -> Schema {
     let oc = |name, ty, doc| Attribute::optional_computed(name, ty, doc);
     let comp = |name, ty, doc| Attribute::computed(name, ty, doc);
     Schema::new(
-        0,
+        job::SCHEMA_VERSION,
         Block::new(
             "Installs a Helm chart the pre-CNI-safe way: `helm upgrade --install` runs in a one-shot bootstrap Job on the host network against the API endpoint outside the Service CIDR (Talos KubePrism), readiness is judged natively from the release manifest, and a failed install is kept in state (tainted) instead of lost. A drop-in for hashicorp/helm's `helm_release` where the arguments mean the same.",
             vec![
@@ -40,7 +41,7 @@ pub fn schema() -> Schema {
                 opt("description", Type::String, "Description recorded with the revision."),
                 oc("api_endpoint", Type::String, &format!("API endpoint of the bootstrap pod, outside the Service CIDR, `HOST:PORT` (or `https://HOST:PORT` as a kubeconfig writes it; any other scheme is refused). Default `{KUBEPRISM}` (Talos KubePrism).")).default(KUBEPRISM).updates(),
                 oc("adopt_existing", Type::Bool, "Take objects that exist without Helm's ownership metadata under the release in place (`helm --take-ownership`). On Talos 1.13+ it also takes them out of Talos' bootstrap-manifest inventory (ConfigMap `kube-system/talos-bootstrap-manifests-inventory`) and removes Talos' `config.k8s.io/owning-inventory` annotation, so `talosctl upgrade-k8s` does not prune them once their inline manifest leaves the machine config. Default `false`.").default(false),
-                opt("job", Type::Dynamic, "The bootstrap pod: image, placement and environment.").nested(Nesting::Single, job_attributes()),
+                job::attribute(Flavor::Chart),
                 rbac::attribute().default(Rbac::ClusterAdmin.as_str()),
                 oc("deletion_policy", Type::String, "`uninstall` (default) or `keep` (destroy only forgets the release).").default(DeletionPolicy::Uninstall.as_str()),
                 comp("status", Type::String, "Status of the current revision: `deployed`, `failed`, `pending-install`, ...").changed_by_update(),

@@ -8,16 +8,15 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 
-use super::inputs::{JobInput, job_settings};
 use crate::cluster::endpoint::{ApiEndpoint, KUBEPRISM};
 use crate::cluster::engine::JobSettings;
 use crate::cluster::helm::install::ChartInstall;
-use crate::cluster::helm::major::ApplyMethodChoice;
 use crate::cluster::helm::release::ReleaseStatus;
 use crate::cluster::helm::values::{SetValue, apply_set, merged, parse_values, values_parts};
 use crate::framework::Diagnostics;
 use crate::resources::choice::DeletionPolicy;
 pub use crate::resources::duration::parse_timeout;
+use crate::resources::job::{self, Flavor, JobDefaults, JobInput};
 use crate::resources::names::{check_namespace, check_release_name};
 use crate::resources::rbac::{self, Rbac};
 use crate::values::AttributePath;
@@ -208,12 +207,12 @@ impl ReleaseCommon {
         })
     }
 
-    /// The bootstrap pod: the Talos defaults (host network, `api_endpoint`), the user's `job`,
-    /// and what the run may do (`rbac`).
-    pub fn job_settings(&self) -> JobSettings {
+    /// The bootstrap pod: the provider's `defaults`, the Talos defaults (host network,
+    /// `api_endpoint`), the user's `job` ([`job::resolve`]), and what the run may do (`rbac`).
+    pub fn job_settings(&self, defaults: &JobDefaults) -> JobSettings {
         JobSettings {
             rbac: rbac::policy(self.rbac.as_ref()),
-            ..job_settings(self.job.as_ref(), self.endpoint())
+            ..job::resolve(self.job.as_ref(), defaults, Flavor::Chart, &self.endpoint())
         }
     }
 
@@ -288,25 +287,8 @@ impl ReleaseCommon {
                 }
             }
         }
-        if let Some(m) = self.job.as_ref().and_then(|j| j.apply_method.as_ref()) {
-            if ApplyMethodChoice::parse(m).is_none() {
-                d.error_at(
-                    at("job").then_attr("apply_method"),
-                    "Invalid apply method",
-                    format!(
-                        "{m:?}: use `auto`, `csa` (client-side apply) or `ssa` (server-side apply)."
-                    ),
-                );
-            }
-        }
-        if let Some(p) = self.job.as_ref().and_then(|j| j.pull_policy.as_ref()) {
-            if !["Always", "IfNotPresent", "Never"].contains(&p.as_str()) {
-                d.error_at(
-                    at("job").then_attr("pull_policy"),
-                    "Invalid pull policy",
-                    format!("{p:?}: use `Always`, `IfNotPresent` or `Never`."),
-                );
-            }
+        if let Some(j) = &self.job {
+            j.validate(d);
         }
     }
 }

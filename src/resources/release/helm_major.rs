@@ -11,8 +11,10 @@ use crate::cluster::Kube;
 use crate::cluster::helm::adoption;
 use crate::cluster::helm::install::{DEFAULT_HELM_IMAGE, before};
 use crate::cluster::helm::major::{self, ApplyMethodChoice, HelmMajor, MajorInputs, Refusal};
+use crate::cluster::helm::release::ReleaseStatus;
 use crate::cluster::helm::release::{HelmRelease, ManifestObject};
 use crate::framework::{Diagnostic, Diagnostics};
+use crate::resources::job::{JobDefaults, JobInput};
 use crate::values::AttributePath;
 
 /// The warning when the image's tag names Helm 3 and that major would be refused on `current`.
@@ -66,34 +68,47 @@ fn adopted_objects<K: ChartResource>(m: &K, current: Option<&HelmRelease>) -> Ve
     m.adoption_candidates()
 }
 
+/// Release `namespace/name` as an install finds it (`None`: none, or only an uninstalled
+/// record); `Err` when the cluster could not say (the plan then skips its check).
+pub async fn current_release(
+    kube: &Kube,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<HelmRelease>, ()> {
+    crate::cluster::helm::install::release(kube, namespace, name)
+        .await
+        .map(|r| r.filter(|r| r.status != ReleaseStatus::Uninstalled))
+        .map_err(|e| tracing::debug!(error = %e, "plan-time release read skipped"))
+}
+
+/// Where the Helm-major warning points.
+pub fn image_path() -> AttributePath {
+    AttributePath::attr("job")
+        .then_attr("image")
+        .then_attr("repository")
+}
+
 /// The plan's warnings about the Helm major, within `budget`; nothing when the cluster does not
 /// answer in time.
 pub async fn plan_warnings<K: ChartResource>(
     kube: impl std::future::Future<Output = Option<Kube>>,
     m: &K,
+    defaults: &JobDefaults,
     budget: Duration,
 ) -> Diagnostics {
     let mut diagnostics = Diagnostics::new();
     let c = m.common();
-    let image = c
-        .job
-        .as_ref()
-        .and_then(|j| j.image.clone())
-        .unwrap_or_else(|| DEFAULT_HELM_IMAGE.to_owned());
-    let choice = super::inputs::JobInput::apply_method(c.job.as_ref());
+    let image = JobInput::image(c.job.as_ref(), defaults);
+    let choice = JobInput::apply_method(c.job.as_ref());
     let adopts = c.adopt_existing == Some(true);
     let (namespace, name) = (c.release_namespace(), c.release_name());
     let id = c.id();
     let found = tokio::time::timeout(budget, async {
         let kube = kube.await?;
-        let current = crate::cluster::helm::install::release(&kube, namespace, name)
-            .await
-            .inspect_err(|e| tracing::debug!(error = %e, "plan-time release read skipped"))
-            .ok()?
-            .filter(|r| r.status != crate::cluster::helm::release::ReleaseStatus::Uninstalled);
+        let current = current_release(&kube, namespace, name).await.ok()?;
         let mut found = Vec::new();
         if let Some(w) = helm3_warning(&image, choice, &id, current.as_ref()) {
-            found.push((AttributePath::attr("job").then_attr("image"), w));
+            found.push((image_path(), w));
         }
         if adopts && adopts_server_side(&image, choice, current.as_ref()) {
             let objects = adopted_objects(m, current.as_ref());

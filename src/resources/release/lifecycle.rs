@@ -24,6 +24,7 @@ use crate::cluster::helm::release_values;
 use crate::cluster::talos_inventory;
 use crate::framework::{Diagnostic, Diagnostics};
 use crate::resources::engine_report::{engine_diagnostic, not_ready_diagnostic};
+use crate::resources::job::JobDefaults;
 use crate::resources::private::Private;
 
 /// What an install is compared by.
@@ -256,6 +257,7 @@ pub async fn install<K: ChartResource>(
     desired: K,
     prior: Option<&K>,
     private: &mut Private,
+    defaults: &JobDefaults,
     cancel: &CancellationToken,
 ) -> Applied<K> {
     let mut diagnostics = Diagnostics::new();
@@ -281,7 +283,7 @@ pub async fn install<K: ChartResource>(
     };
     let (bootstrap, job) = (
         desired.bootstrap_namespace(),
-        desired.common().job_settings(),
+        desired.common().job_settings(defaults),
     );
     let refresh_readiness = |r: Option<&HelmRelease>| desired.refresh_readiness(r);
     let wait_readiness = |r: Option<&HelmRelease>| desired.readiness(r);
@@ -635,6 +637,7 @@ async fn release_from_talos(clients: &Kube, c: &ReleaseCommon, diagnostics: &mut
 pub async fn destroy<K: ChartResource>(
     clients: &Kube,
     prior: &K,
+    defaults: &JobDefaults,
     cancel: &CancellationToken,
 ) -> Diagnostics {
     let mut diagnostics = Diagnostics::new();
@@ -684,7 +687,7 @@ pub async fn destroy<K: ChartResource>(
     let result = helm::install::uninstall(
         clients,
         &prior.bootstrap_namespace(),
-        &prior.common().job_settings(),
+        &prior.common().job_settings(defaults),
         prior.common().release_namespace(),
         prior.common().release_name(),
         prior.common().timeout(),

@@ -18,6 +18,7 @@ use crate::framework::model::{Unknowns, decode, encode};
 use crate::framework::plan::with_write_only;
 use crate::framework::*;
 use crate::resources::engine_report::engine_diagnostic;
+use crate::resources::job::{self, Flavor};
 use crate::resources::private::Private;
 use crate::values::{AttributePath, Value};
 use async_trait::async_trait;
@@ -185,12 +186,14 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         };
         let prior_state = req.prior_state.clone();
         let mut resp = super::plan::plan::<K>(req, None);
+        job::plan_defaults(&mut resp.planned_state, &config, Flavor::Chart);
         let private = Private::decode(&again.prior_private);
         if changes_values(&again.prior_state, &resp.planned_state, &private) {
             // The values that run, to name each path the upgrade changes (the plan is pure:
             // planning again with them only adds that).
             if let Some(recorded) = plan_read_values(ctx, &again.prior_state).await {
                 resp = super::plan::plan::<K>(again, Some(&recorded));
+                job::plan_defaults(&mut resp.planned_state, &config, Flavor::Chart);
             }
         }
         // An install or upgrade is planned when the revision becomes "known after apply".
@@ -224,7 +227,9 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             // server-side adoption takes.
             if let Ok(m) = decode::<K>(&resp.planned_state, Unknowns::AsNull) {
                 let kube = async { crate::resources::cluster(ctx).connect().await.ok() };
-                let found = helm_major::plan_warnings(kube, &m, PLAN_PREFLIGHT_BUDGET).await;
+                let defaults = crate::resources::job_defaults(ctx);
+                let found =
+                    helm_major::plan_warnings(kube, &m, &defaults, PLAN_PREFLIGHT_BUDGET).await;
                 resp.diagnostics.extend(found);
             }
         }
@@ -248,7 +253,8 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         };
         if req.planned_state.is_null() {
             if let Some(prior) = prior {
-                diagnostics.extend(destroy(&clients, &prior, &ctx.cancel).await);
+                let defaults = crate::resources::job_defaults(ctx);
+                diagnostics.extend(destroy(&clients, &prior, &defaults, &ctx.cancel).await);
             }
             return ApplyResponse::from(diagnostics);
         }
@@ -264,10 +270,19 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             .ok()
             .map(|v| private.salted(&values_digest(Some(&v))));
         desired.common_mut().values_sha256 = hash;
-        let applied = install(&clients, desired, prior.as_ref(), &mut private, &ctx.cancel).await;
+        let defaults = crate::resources::job_defaults(ctx);
+        let applied = install(
+            &clients,
+            desired,
+            prior.as_ref(),
+            &mut private,
+            &defaults,
+            &ctx.cancel,
+        )
+        .await;
         diagnostics.extend(applied.diagnostics);
         let new_state = match applied.state {
-            Some(s) => encode_state(&s, &mut diagnostics),
+            Some(s) => job::keep(encode_state(&s, &mut diagnostics), &req.planned_state),
             None => Value::Null,
         };
         ApplyResponse {
@@ -301,7 +316,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             }
         };
         let new_state = match refresh(state, &observed, &mut private, &mut diagnostics) {
-            Some(s) => encode_state(&s, &mut diagnostics),
+            Some(s) => job::keep(encode_state(&s, &mut diagnostics), &req.current_state),
             None => Value::Null,
         };
         ReadResponse {
@@ -363,6 +378,11 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
                 none(diagnostics)
             }
         }
+    }
+
+    /// 0.1.0 states (version 0) had the chart resources' own `job` shape.
+    async fn upgrade_state(&self, _ctx: &Ctx, req: UpgradeRequest) -> UpgradeResponse {
+        job::upgrade_state(&K::schema(), K::TYPE_NAME, req, Flavor::Chart)
     }
 
     async fn move_state(&self, _ctx: &Ctx, req: MoveRequest) -> MoveResponse {

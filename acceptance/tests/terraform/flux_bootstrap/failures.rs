@@ -149,8 +149,10 @@ async fn a_partial_job_block_before_the_cni_is_warned_at_plan_and_fails_fast() {
     let text = plan.flat();
     assert!(
         text.contains("Bootstrap Job cannot run before the CNI")
-            && text.contains("would use the pod network and the Service IP")
-            && text.contains("set `host_network = true`"),
+            && text.contains("would use the pod network and the `kubernetes` Service IP")
+            && text.contains("set `host_network = true`")
+            // The module's default the partial block turned on is in the plan, not only in docs.
+            && text.contains("host_network = false"),
         "{}",
         plan.text()
     );
