@@ -244,8 +244,9 @@ mod tests {
             v["preflight"]["tolerations"],
             json!([{"operator": "Exists"}])
         );
-        assert!(
-            v.get("hubble").is_none(),
+        assert_eq!(
+            v["hubble"],
+            json!({"relay": {"enabled": false}, "ui": {"enabled": false}}),
             "nothing else of the upgrade's values"
         );
         let with_proxy = values(&json!({"kubeProxyReplacement": false, "k8sServiceHost": "x"}));

@@ -133,11 +133,12 @@ impl ChartResource for Cilium {
         &'a self,
         clients: &'a Kube,
         running: &'a HelmRelease,
+        job: &'a crate::cluster::engine::JobSettings,
         deadline: std::time::Instant,
         cancel: &'a tokio_util::sync::CancellationToken,
     ) -> BoxFuture<'a, Diagnostics> {
         Box::pin(upgrade::before_upgrade(
-            self, clients, running, deadline, cancel,
+            self, clients, running, job, deadline, cancel,
         ))
     }
     fn rollout_details<'a>(&'a self, clients: &'a Kube) -> BoxFuture<'a, Vec<String>> {

@@ -14,6 +14,7 @@ use super::model::Cilium;
 use crate::cluster::Kube;
 use crate::cluster::cilium::preflight::{self, DAEMON_SET, Preflight, PreflightError, RELEASE};
 use crate::cluster::cilium::upgrade_path::{UpgradePath, newer_patch_first, steps, upgrade_path};
+use crate::cluster::engine::JobSettings;
 use crate::cluster::helm::chart_version::ChartVersion;
 use crate::cluster::helm::chart_version::same_version;
 use crate::cluster::helm::release::HelmRelease;
@@ -186,6 +187,7 @@ pub async fn before_upgrade(
     c: &Cilium,
     clients: &Kube,
     running: &HelmRelease,
+    job: &JobSettings,
     deadline: Instant,
     cancel: &CancellationToken,
 ) -> Diagnostics {
@@ -197,12 +199,12 @@ pub async fn before_upgrade(
     let (Ok(chart), Ok(values)) = (c.chart_install(), c.merged_values()) else {
         return diagnostics;
     };
-    let (bootstrap, job) = (c.bootstrap_namespace(), c.common.job_settings());
+    let bootstrap = c.bootstrap_namespace();
     let p = Preflight {
         chart: &chart,
         values: &values,
         bootstrap: &bootstrap,
-        job: &job,
+        job,
     };
     let started = Instant::now();
     let unchanged = format!(

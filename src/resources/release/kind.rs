@@ -16,7 +16,7 @@ use super::common::ReleaseCommon;
 use super::{Observed, Readiness, WorkloadSource};
 use crate::cluster::ClusterError;
 use crate::cluster::Kube;
-use crate::cluster::engine::BootstrapNamespace;
+use crate::cluster::engine::{BootstrapNamespace, JobSettings};
 use crate::cluster::helm::install::ChartInstall;
 use crate::cluster::helm::release::HelmRelease;
 use crate::framework::model::{Unknowns, decode, encode};
@@ -114,11 +114,12 @@ pub trait ChartResource:
     /// Before a Helm upgrade of a release that runs (`running`, its newest record), after the
     /// [`ChartResource::prerequisites`]: work of the resource's own that must succeed first (Cilium's
     /// pre-flight DaemonSet). An error diagnostic stops the converge before the upgrade; by
-    /// `deadline`. Default: nothing.
+    /// `deadline`, with the Job settings the upgrade runs with. Default: nothing.
     fn before_upgrade<'a>(
         &'a self,
         _clients: &'a Kube,
         _running: &'a HelmRelease,
+        _job: &'a JobSettings,
         _deadline: Instant,
         _cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Diagnostics> {

@@ -16,7 +16,7 @@ use crate::cluster::converge::{
     self, Converge, ConvergeError, Converged, Decision, Fingerprint, Install, Observed,
     ReadinessOf, Steps, Subject, Want, same_version,
 };
-use crate::cluster::engine::EngineError;
+use crate::cluster::engine::{EngineError, JobSettings};
 use crate::cluster::helm;
 use crate::cluster::helm::install::{FAILED_CREATE, Installed};
 use crate::cluster::helm::release::{HelmRelease, ReleaseStatus};
@@ -190,6 +190,7 @@ struct ResourceSteps<'a, K> {
     desired: &'a K,
     what: &'a str,
     diagnostics: &'a mut Diagnostics,
+    job: &'a JobSettings,
     deadline: Instant,
     cancel: &'a CancellationToken,
 }
@@ -222,7 +223,7 @@ impl<K: ChartResource> Steps for ResourceSteps<'_, K> {
         if let (Decision::Upgrade, Some(running)) = (d, observed.current()) {
             let found = self
                 .desired
-                .before_upgrade(clients, running, self.deadline, self.cancel)
+                .before_upgrade(clients, running, self.job, self.deadline, self.cancel)
                 .await;
             let refused = found.has_errors();
             self.diagnostics.extend(found);
@@ -315,6 +316,7 @@ pub async fn install<K: ChartResource>(
         desired: &desired,
         what: &what,
         diagnostics: &mut diagnostics,
+        job: &job,
         deadline,
         cancel,
     };
@@ -378,7 +380,7 @@ pub async fn install<K: ChartResource>(
                 (desired.rollback_on_failure(), target, revision)
             {
                 if failed_revision > target {
-                    let rolled = roll_back(clients, &desired, prior, target, cancel).await;
+                    let rolled = roll_back(clients, &desired, &job, prior, target, cancel).await;
                     failed.detail.push_str(&format!("\n\n{rolled}"));
                 }
             }
@@ -488,6 +490,7 @@ async fn unmark_failed_create<K: ChartResource>(clients: &Kube, state: &K) {
 async fn roll_back<K: ChartResource>(
     clients: &Kube,
     desired: &K,
+    job: &JobSettings,
     prior: Option<&K>,
     target: i64,
     cancel: &CancellationToken,
@@ -502,7 +505,7 @@ async fn roll_back<K: ChartResource>(
     let rolled = helm::install::rollback(
         clients,
         &desired.bootstrap_namespace(),
-        &c.job_settings(),
+        job,
         ns,
         name,
         target,
