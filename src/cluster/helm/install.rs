@@ -726,6 +726,7 @@ mod tests {
             kinds: Vec::new(),
             objects: Vec::new(),
             apply_method: method,
+            upgrade_compatibility: None,
         }
     }
 

@@ -45,6 +45,9 @@ pub struct HelmRelease {
     /// How this revision's objects were applied (Helm 4's `apply_method`); `None` in a record
     /// Helm 3 wrote (Helm 4 upgrades those client-side) or with a method talosboot does not know.
     pub apply_method: Option<ApplyMethod>,
+    /// The user-supplied `upgradeCompatibility` value (Cilium's chart: the minor first
+    /// installed), the one value read by name: not a secret, and what an import or move keeps.
+    pub upgrade_compatibility: Option<String>,
 }
 
 /// An object of a release's manifest, as the manifest names it.
@@ -366,6 +369,12 @@ pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeErr
         ),
         objects: manifest_objects(&record.manifest),
         apply_method: record.apply_method.as_deref().and_then(ApplyMethod::parse),
+        upgrade_compatibility: record
+            .config
+            .as_ref()
+            .and_then(|c| c.get("upgradeCompatibility"))
+            .and_then(|v| v.as_str())
+            .map(str::to_owned),
     })
 }
 

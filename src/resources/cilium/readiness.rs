@@ -45,6 +45,13 @@ pub fn readiness(cilium: &Cilium, release: Option<&HelmRelease>) -> Readiness {
 pub fn record(cilium: &mut Cilium, o: &Observed) {
     // States written before the input existed: those installs replaced kube-proxy.
     cilium.kube_proxy_replacement.get_or_insert(true);
+    // An import or move takes the minor the release already passes: a plan then keeps it.
+    if cilium.upgrade_compatibility.is_none() {
+        cilium.upgrade_compatibility = o
+            .release
+            .as_ref()
+            .and_then(|r| r.upgrade_compatibility.clone());
+    }
     let agents = o.rollout("cilium");
     cilium.agents = Some(Agents {
         ready: agents.map_or(0, |r| r.ready),

@@ -213,6 +213,7 @@ mod tests {
             kinds: Vec::new(),
             objects: Vec::new(),
             apply_method: None,
+            upgrade_compatibility: None,
         };
         let r = c.readiness(Some(&release));
         assert_eq!(r.workloads.len(), 2);
