@@ -143,10 +143,10 @@ pub fn run(make_routes: impl FnOnce(&ServeContext) -> Routes) -> ExitCode {
 
     // One thread serves everything: the provider's work is waiting on the cluster and on
     // Terraform, and one thread serves Terraform's concurrent operations as well as many. A
-    // multi-thread runtime would start a worker (with its own stack and malloc arena) per core
-    // before the handshake, about 3 MB more at the peak of an apply on two cores and more on
-    // bigger machines (benches/README.md). Nothing here blocks a thread (no `block_in_place`,
-    // no blocking I/O in handlers; `tokio::fs` and DNS use the blocking pool on demand).
+    // multi-thread runtime starts a worker per core before the handshake, each with its own
+    // stack and, once it allocates, its own malloc arena: more threads and memory the bigger
+    // the machine (benches/README.md). Nothing here blocks a thread (no `block_in_place`, no
+    // blocking I/O in handlers; `tokio::fs` and DNS use the blocking pool on demand).
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
