@@ -4,7 +4,8 @@
 //! plane (`talos_sim::talos`), and the same three commands of a root of a few `null_resource`s served by the Go
 //! `hashicorp/null` 2.1.2 provider from `.tools/mirror`.
 //!
-//! Run: `scripts/install-tools.sh && cargo bench --bench apply_memory`.
+//! Run: `scripts/install-tools.sh && cargo bench --bench apply_memory`
+//! (`TALOSBOOT_BENCH_PROVIDER=<path>` measures another build of the provider instead).
 //!
 //! What it measures: while each command runs, every ~10 ms, the `VmHWM` (peak resident set) and
 //! `VmRSS` in `/proc/<pid>/status` of each provider process OpenTofu starts (a child of `tofu`
@@ -83,6 +84,15 @@ fn tools() -> Tools {
     tools
 }
 
+/// The provider binary Cargo built for this bench, or `TALOSBOOT_BENCH_PROVIDER` to measure
+/// another build (e.g. main's, for before/after figures).
+fn provider_binary() -> PathBuf {
+    std::env::var_os("TALOSBOOT_BENCH_PROVIDER").map_or_else(
+        || env!("CARGO_BIN_EXE_terraform-provider-talosboot").into(),
+        PathBuf::from,
+    )
+}
+
 fn link_or_copy(from: &Path, to: &Path) {
     if std::fs::hard_link(from, to).is_err() {
         std::fs::copy(from, to)
@@ -127,7 +137,7 @@ impl Root {
             ));
             std::fs::create_dir_all(&talosboot).expect("mirror dir");
             link_or_copy(
-                Path::new(env!("CARGO_BIN_EXE_terraform-provider-talosboot")),
+                &provider_binary(),
                 &talosboot.join(format!("terraform-provider-talosboot_v{PROVIDER_VERSION}")),
             );
             copy_dir(
@@ -468,4 +478,5 @@ fn main() {
             tofu_peak(theirs),
         );
     }
+    println!("  target: apply ratio <= 0.50");
 }

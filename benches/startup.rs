@@ -5,8 +5,11 @@
 //! Both get what Terraform gives them: the magic cookie, their protocol version and an AutoMTLS
 //! client certificate (ECDSA P-521), so both generate a server certificate before the handshake.
 //!
-//! Run: `scripts/install-tools.sh && cargo bench --bench startup`. Criterion reports the time
-//! distributions; the summary at the end prints medians, memory and the talosboot/null ratios.
+//! Run: `scripts/install-tools.sh && cargo bench --bench startup`
+//! (`TALOSBOOT_BENCH_PROVIDER=<path>` measures another build of the provider instead).
+//! Criterion reports the time distributions; the summary at the end prints medians, memory
+//! (resident, and its anonymous and file-backed parts), threads, binary sizes and the
+//! talosboot/null ratios.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -56,14 +59,33 @@ fn start(plugin: &Plugin, cert: &str) -> (Duration, Child) {
     (elapsed, child)
 }
 
-fn rss_kib(child: &Child) -> u64 {
+/// What `/proc/<pid>/status` says of a process's memory: the resident set and its split into
+/// anonymous memory (heap, stacks, relocated data) and file-backed pages (the mapped binary and
+/// shared libraries, which the kernel maps a whole page-cache folio at a time), and its threads.
+#[derive(Clone, Copy, Default)]
+struct Memory {
+    rss_kib: u64,
+    anon_kib: u64,
+    file_kib: u64,
+    threads: u64,
+}
+
+fn memory(child: &Child) -> Memory {
     let status =
         std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    Memory {
+        rss_kib: field("VmRSS:"),
+        anon_kib: field("RssAnon:"),
+        file_kib: field("RssFile:"),
+        threads: field("Threads:"),
+    }
 }
 
 fn stop(mut child: Child) {
@@ -74,6 +96,15 @@ fn stop(mut child: Child) {
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
+}
+
+/// The provider binary Cargo built for this bench, or `TALOSBOOT_BENCH_PROVIDER` to measure
+/// another build (e.g. main's, for before/after figures in one run of this bench).
+fn provider_binary() -> PathBuf {
+    std::env::var_os("TALOSBOOT_BENCH_PROVIDER").map_or_else(
+        || env!("CARGO_BIN_EXE_terraform-provider-talosboot").into(),
+        PathBuf::from,
+    )
 }
 
 fn main() {
@@ -88,7 +119,7 @@ fn main() {
     let plugins = [
         Plugin {
             name: "talosboot",
-            binary: env!("CARGO_BIN_EXE_terraform-provider-talosboot").into(),
+            binary: provider_binary(),
             protocol: "6",
         },
         Plugin {
@@ -122,26 +153,43 @@ fn main() {
     // Summary: interleaved runs so both see the same machine load.
     let runs = 15;
     let mut times = [Vec::new(), Vec::new()];
-    let mut memory = [Vec::new(), Vec::new()];
+    let mut memories = [Vec::new(), Vec::new()];
     for _ in 0..runs {
         for (i, plugin) in plugins.iter().enumerate() {
             let (elapsed, child) = start(plugin, &cert);
             std::thread::sleep(Duration::from_millis(50));
-            memory[i].push(rss_kib(&child) as f64);
+            memories[i].push(memory(&child));
             times[i].push(elapsed.as_secs_f64() * 1000.0);
             stop(child);
         }
     }
-    let (t0, t1) = (median(times[0].clone()), median(times[1].clone()));
-    let (m0, m1) = (median(memory[0].clone()), median(memory[1].clone()));
+    let time = |i: usize| median(times[i].clone());
+    let mem =
+        |i: usize, f: fn(&Memory) -> u64| median(memories[i].iter().map(|m| f(m) as f64).collect());
+    let size_mib = |p: &Plugin| {
+        std::fs::metadata(&p.binary).map_or(0.0, |m| m.len() as f64 / (1024.0 * 1024.0))
+    };
     println!("\nstartup summary ({runs} interleaved runs, medians)");
-    println!("  {:<14} {:>10} {:>12}", "plugin", "handshake", "RSS after");
-    println!("  {:<14} {:>8.1}ms {:>9.0} KiB", plugins[0].name, t0, m0);
-    println!("  {:<14} {:>8.1}ms {:>9.0} KiB", plugins[1].name, t1, m1);
     println!(
-        "  ratio talosboot/null: time {:.2}, memory {:.2} (target: <= 0.50 each)",
-        t0 / t1,
-        m0 / m1
+        "  {:<14} {:>10} {:>12} {:>10} {:>10} {:>8} {:>9}",
+        "plugin", "handshake", "RSS after", "anon", "file", "threads", "binary"
+    );
+    for (i, plugin) in plugins.iter().enumerate() {
+        println!(
+            "  {:<14} {:>8.1}ms {:>8.0} KiB {:>6.0} KiB {:>6.0} KiB {:>8.0} {:>5.1} MiB",
+            plugin.name,
+            time(i),
+            mem(i, |m| m.rss_kib),
+            mem(i, |m| m.anon_kib),
+            mem(i, |m| m.file_kib),
+            mem(i, |m| m.threads),
+            size_mib(plugin),
+        );
+    }
+    println!(
+        "  ratio talosboot/null: time {:.2} (target: <= 0.50), memory {:.2} (target: <= 0.45)",
+        time(0) / time(1),
+        mem(0, |m| m.rss_kib) / mem(1, |m| m.rss_kib)
     );
     criterion.final_summary();
 }

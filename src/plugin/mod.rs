@@ -141,7 +141,13 @@ pub fn run(make_routes: impl FnOnce(&ServeContext) -> Routes) -> ExitCode {
         Mode::Plugin | Mode::Debug => {}
     }
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // One thread serves everything: the provider's work is waiting on the cluster and on
+    // Terraform, and one thread serves Terraform's concurrent operations as well as many. A
+    // multi-thread runtime starts a worker per core before the handshake, each with its own
+    // stack and, once it allocates, its own malloc arena: more threads and memory the bigger
+    // the machine (benches/README.md). Nothing here blocks a thread (no `block_in_place`, no
+    // blocking I/O in handlers; `tokio::fs` and DNS use the blocking pool on demand).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
