@@ -11,6 +11,7 @@ pub mod chart_version;
 pub mod install;
 pub mod major;
 pub mod rbac;
+pub mod recovery;
 pub mod release;
 pub mod release_values;
 pub mod repository;

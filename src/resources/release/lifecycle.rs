@@ -10,6 +10,7 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{ReleaseMetadata, unix_seconds};
+use super::recovery;
 use super::{ChartResource, CheckAt, ReleaseCommon, ReleaseFields};
 use crate::cluster::Kube;
 use crate::cluster::converge::{
@@ -18,7 +19,8 @@ use crate::cluster::converge::{
 };
 use crate::cluster::engine::{EngineError, JobSettings};
 use crate::cluster::helm;
-use crate::cluster::helm::install::{FAILED_CREATE, Installed};
+use crate::cluster::helm::install::Installed;
+use crate::cluster::helm::recovery::FAILED_CREATE;
 use crate::cluster::helm::release::{HelmRelease, ReleaseStatus};
 use crate::cluster::helm::release_values;
 use crate::cluster::talos_inventory;
@@ -288,7 +290,7 @@ pub async fn install<K: ChartResource>(
     );
     let refresh_readiness = |r: Option<&HelmRelease>| desired.refresh_readiness(r);
     let wait_readiness = |r: Option<&HelmRelease>| desired.readiness(r);
-    let resumes = prior.is_none() && resumes_failed_create(clients, &desired).await;
+    let resumes = prior.is_none() && recovery::resumes_failed_create(clients, &desired).await;
     let want = match resumes {
         // The release this resource's failed create left: upgraded (or waited for) in place.
         true => Want::Record(fingerprint(&desired)),
@@ -348,7 +350,7 @@ pub async fn install<K: ChartResource>(
                 (s, _) => s,
             };
             if prior.is_none() {
-                mark_failed_create(clients, state.as_ref(), &mut diagnostics).await;
+                recovery::mark_failed_create(clients, state.as_ref(), &mut diagnostics).await;
             }
             return Applied { state, diagnostics };
         }
@@ -380,7 +382,8 @@ pub async fn install<K: ChartResource>(
                 (desired.rollback_on_failure(), target, revision)
             {
                 if failed_revision > target {
-                    let rolled = roll_back(clients, &desired, &job, prior, target, cancel).await;
+                    let rolled =
+                        recovery::roll_back(clients, &desired, &job, prior, target, cancel).await;
                     failed.detail.push_str(&format!("\n\n{rolled}"));
                 }
             }
@@ -391,7 +394,7 @@ pub async fn install<K: ChartResource>(
                 .and_then(|s| s.common().revision)
                 .or(revision);
             if prior.is_none() {
-                mark_failed_create(clients, state.as_ref(), &mut diagnostics).await;
+                recovery::mark_failed_create(clients, state.as_ref(), &mut diagnostics).await;
             }
             return Applied { state, diagnostics };
         }
@@ -408,7 +411,7 @@ pub async fn install<K: ChartResource>(
         }
     };
     if let (true, Some(state)) = (resumes, &state) {
-        unmark_failed_create(clients, state).await;
+        recovery::unmark_failed_create(clients, state).await;
     }
     if state.is_none() {
         diagnostics.error(
@@ -418,132 +421,6 @@ pub async fn install<K: ChartResource>(
     }
     tracing::info!(release = %desired.common().id(), elapsed_ms = started.elapsed().as_millis() as u64, "release applied");
     Applied { state, diagnostics }
-}
-
-/// Whether a create resumes the release a failed talosboot create left (its newest record carries
-/// [`FAILED_CREATE`]), rather than refusing it as somebody else's.
-async fn resumes_failed_create<K: ChartResource>(clients: &Kube, desired: &K) -> bool {
-    let c = desired.common();
-    let (ns, name) = (c.release_namespace(), c.release_name());
-    let Ok(Some(found)) = helm::install::release(clients, ns, name).await else {
-        return false;
-    };
-    helm::install::record_annotation(clients, ns, name, found.revision, FAILED_CREATE)
-        .await
-        .ok()
-        .flatten()
-        .is_some_and(|mark| mark == unix_seconds(&found.first_deployed).to_string())
-}
-
-/// After a create failed with its release in the cluster (the object is then tainted): the mark
-/// on the release's newest record that makes the tainted object's destroy only forget the
-/// release and the replacing create resume it, so a CNI that serves pods is never uninstalled
-/// between the failure and the next success.
-async fn mark_failed_create<K: ChartResource>(
-    clients: &Kube,
-    state: Option<&K>,
-    diagnostics: &mut Diagnostics,
-) {
-    let Some(state) = state else { return };
-    let c = state.common();
-    let (Some(revision), Some(first_deployed)) = (
-        c.revision,
-        c.metadata
-            .as_ref()
-            .map(|m| m.first_deployed)
-            .filter(|t| *t != 0),
-    ) else {
-        return;
-    };
-    let (ns, name) = (c.release_namespace(), c.release_name());
-    let mark = first_deployed.to_string();
-    let marked =
-        helm::install::annotate_record(clients, ns, name, revision, FAILED_CREATE, Some(&mark))
-            .await;
-    match marked {
-        Ok(()) => diagnostics.warning(
-            format!("{} stays installed", state.label()),
-            format!("The create failed after release {} was installed. OpenTofu/Terraform marks the resource tainted and plans to replace it: talosboot then keeps the release running (the replacement's destroy only forgets it, for any `deletion_policy`) and the next apply resumes it in place. To remove it instead, uninstall it with Helm after the destroy.", c.id()),
-        ),
-        Err(e) => diagnostics.warning(
-            format!("{} may be uninstalled by the replacement", state.label()),
-            format!("The create failed after release {} was installed, and talosboot could not mark the release to be resumed ({e}): the replacement OpenTofu/Terraform plans would uninstall it first. To keep it running, `untaint` the resource before the next apply.", c.id()),
-        ),
-    }
-}
-
-/// After a resumed create succeeded without a new record (nothing changed): the mark goes.
-async fn unmark_failed_create<K: ChartResource>(clients: &Kube, state: &K) {
-    let c = state.common();
-    if let Some(revision) = c.revision {
-        let (ns, name) = (c.release_namespace(), c.release_name());
-        let cleared =
-            helm::install::annotate_record(clients, ns, name, revision, FAILED_CREATE, None).await;
-        if let Err(e) = cleared {
-            tracing::warn!(error = %e, release = %c.id(), "could not clear the failed-create mark");
-        }
-    }
-}
-
-/// `helm rollback` to the revision that ran before a failed upgrade, then the wait for it: what
-/// happened, in a sentence for the failure's detail.
-async fn roll_back<K: ChartResource>(
-    clients: &Kube,
-    desired: &K,
-    job: &JobSettings,
-    prior: Option<&K>,
-    target: i64,
-    cancel: &CancellationToken,
-) -> String {
-    let c = desired.common();
-    let (ns, name) = (c.release_namespace(), c.release_name());
-    let before = prior
-        .and_then(|p| p.common().chart_version.clone())
-        .unwrap_or_default();
-    // The rollback gets a budget of its own: the upgrade may have used the timeout up.
-    let budget = c.timeout();
-    let rolled = helm::install::rollback(
-        clients,
-        &desired.bootstrap_namespace(),
-        job,
-        ns,
-        name,
-        target,
-        budget,
-        cancel,
-    )
-    .await;
-    if let Err(e) = rolled {
-        return format!(
-            "`rollback_on_failure`: the rollback to revision {target} failed too: {e}. Roll back by hand (`helm rollback -n {ns} {name} {target}`)."
-        );
-    }
-    let release = helm::install::release(clients, ns, name)
-        .await
-        .ok()
-        .flatten();
-    let r = desired.readiness(release.as_ref());
-    let waited = crate::cluster::readiness::wait_ready(
-        clients,
-        ns,
-        &r.workloads,
-        &r.pods,
-        r.nodes,
-        Instant::now() + budget,
-        cancel,
-    )
-    .await;
-    let revision = release.map(|r| r.revision).unwrap_or_default();
-    match waited {
-        Ok(_) => format!(
-            "`rollback_on_failure`: rolled back to revision {target} (chart {before}), now revision {revision}, and it is ready again: the upgrade changed nothing that lasts. The state says what runs; the next plan proposes the upgrade again."
-        ),
-        Err(n) => format!(
-            "`rollback_on_failure`: rolled back to revision {target} (chart {before}), now revision {revision}, but it did not become ready again within {}s either: {}.",
-            budget.as_secs(),
-            n.workloads.join(", ")
-        ),
-    }
 }
 
 /// The converge declined to run a Job: a create found a live release, or another tool manages
@@ -650,7 +527,7 @@ pub async fn destroy<K: ChartResource>(
     );
     let left_by_failed_create = match helm::install::release(clients, ns, name).await {
         Ok(Some(r)) => {
-            helm::install::record_annotation(clients, ns, name, r.revision, FAILED_CREATE)
+            helm::recovery::record_annotation(clients, ns, name, r.revision, FAILED_CREATE)
                 .await
                 .ok()
                 .flatten()

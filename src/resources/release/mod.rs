@@ -7,7 +7,8 @@
 //! - [`plan`]: the shared plan; [`values_diff`]: which value paths an upgrade changes, pure;
 //! - [`lifecycle`]: refresh, install, destroy: the converge path every chart install takes
 //!   ([`crate::cluster::converge`]: observe, decide, install or upgrade, wait), turned into
-//!   state and diagnostics; [`helm_major`]: what the plan says about the Helm major that will run (a Helm 3 image on a
+//!   state and diagnostics; [`recovery`]: what a failed apply leaves and how the next picks it
+//!   up (a failed create resumed, never uninstalled; a failed upgrade rolled back); [`helm_major`]: what the plan says about the Helm major that will run (a Helm 3 image on a
 //!   server-side release, whose fields an adoption takes);
 //! - [`resource`]: the framework resource every [`ChartResource`] becomes, with its identity
 //!   (namespace and name); [`moved`]: from hashicorp/helm's `helm_release`; [`list`]: its list
@@ -21,6 +22,7 @@ pub mod lifecycle;
 pub mod list;
 pub mod moved;
 pub mod plan;
+pub mod recovery;
 pub mod resource;
 pub mod values_diff;
 
