@@ -104,14 +104,17 @@ async fn the_guide_moves_a_running_cilium_keeping_its_values_and_the_plan_names_
     ws.write("cilium-values.yaml", RUNNING_VALUES);
 
     // Step 1: the resource with the guide's defaults (Talos values merged under yours), and a
-    // rotated sensitive value. The plan names what the upgrade changes, secrets hidden.
+    // rotated sensitive value. The plan names what the upgrade changes, secrets hidden, and
+    // refuses it: the Talos values would switch the running CNI's IPAM from `cluster-pool`.
     ws.write("main.tf", &migration_root(&cluster, "", ROTATED_SECRET));
     ws.ok(&["init", "-no-color", "-upgrade"]);
-    let plan = ws.ok(&["plan", "-no-color"]);
+    let plan = ws.run(&["plan", "-no-color"]);
     let text = plan.flat();
+    assert!(!plan.success, "{}", plan.text());
     assert!(
-        plan.stdout.contains("(moved from helm_release.cilium)")
-            && text.contains("0 to add, 1 to change, 0 to destroy"),
+        text.contains("would change settings of the running Cilium")
+            && text.contains(r#"ipam.mode (cilium-config `ipam`): "cluster-pool" -> "kubernetes""#)
+            && text.contains(r#"accept_running_config_changes = ["ipam.mode"]"#),
         "{}",
         plan.text()
     );

@@ -128,6 +128,14 @@ pub fn changes(config: &BTreeMap<String, String>, values: &Json) -> Vec<SettingC
         .collect()
 }
 
+/// Whether `planned` sets `setting` to something other than `applied` does (as the chart
+/// renders both): `(applied, planned)`, or `None` when both render it alike (or neither sets it).
+pub fn changes_from(applied: &Json, planned: &Json, setting: Setting) -> Option<(String, String)> {
+    let render = |v: &Json| lookup(v, setting.value_path).and_then(|x| rendered(&setting, x));
+    let (a, p) = (render(applied), render(planned));
+    (a != p).then(|| (a.unwrap_or_default(), p.unwrap_or_default()))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -186,6 +194,21 @@ mod tests {
             changes(&config(&[]), &planned).is_empty(),
             "not in the ConfigMap"
         );
+    }
+
+    #[test]
+    fn a_setting_is_compared_with_what_was_applied_as_the_chart_renders_it() {
+        let kpr = SETTINGS[0];
+        let applied = json!({"kubeProxyReplacement": true});
+        assert_eq!(
+            changes_from(&applied, &json!({"kubeProxyReplacement": "true"}), kpr),
+            None
+        );
+        assert_eq!(
+            changes_from(&applied, &json!({"kubeProxyReplacement": false}), kpr),
+            Some(("true".into(), "false".into()))
+        );
+        assert_eq!(changes_from(&json!({}), &json!({}), kpr), None);
     }
 
     #[test]

@@ -109,9 +109,10 @@ impl ChartResource for Cilium {
     fn prerequisites<'a>(
         &'a self,
         clients: &'a Kube,
+        prior: Option<&'a Self>,
         at: CheckAt,
     ) -> BoxFuture<'a, Result<Diagnostics, ClusterError>> {
-        Box::pin(prerequisites::check(self, clients, at))
+        Box::pin(prerequisites::check(self, clients, prior, at))
     }
     fn validate(&self, diagnostics: &mut Diagnostics) {
         model::validate(self, diagnostics);

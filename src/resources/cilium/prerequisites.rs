@@ -91,11 +91,12 @@ pub fn mismatch_diagnostic(mismatch: Mismatch, from_input: bool, at: CheckAt) ->
 pub async fn check(
     cilium: &Cilium,
     clients: &Kube,
+    prior: Option<&Cilium>,
     at: CheckAt,
 ) -> Result<Diagnostics, ClusterError> {
     let mut diagnostics = check_kube_proxy(cilium, clients, at).await?;
     diagnostics.extend(check_gateway_api(cilium, clients, at).await?);
-    diagnostics.extend(check_running_config(cilium, clients, at).await?);
+    diagnostics.extend(check_running_config(cilium, clients, prior, at).await?);
     diagnostics.extend(check_adopted_version(cilium, clients).await?);
     Ok(diagnostics)
 }
@@ -153,6 +154,7 @@ fn image_version(image: &str) -> Option<ChartVersion> {
 async fn check_running_config(
     cilium: &Cilium,
     clients: &Kube,
+    prior: Option<&Cilium>,
     at: CheckAt,
 ) -> Result<Diagnostics, ClusterError> {
     let mut diagnostics = Diagnostics::new();
@@ -177,9 +179,17 @@ async fn check_running_config(
         .accept_running_config_changes
         .clone()
         .unwrap_or_default();
-    let (refused, allowed): (Vec<_>, Vec<_>) = changes
-        .iter()
-        .partition(|c| c.setting.critical && !accepted.iter().any(|a| a == c.setting.value_path));
+    // What the last apply installed: a change back to it repairs drift made outside talosboot
+    // (the warning lists it); it is not this configuration flipping the running CNI.
+    let applied = prior.and_then(|p| p.merged_values().ok());
+    let restores = |c: &running_config::SettingChange| {
+        applied
+            .as_ref()
+            .is_some_and(|a| running_config::changes_from(a, &values, c.setting).is_none())
+    };
+    let (refused, allowed): (Vec<_>, Vec<_>) = changes.iter().partition(|c| {
+        c.setting.critical && !accepted.iter().any(|a| a == c.setting.value_path) && !restores(c)
+    });
     let list = |changes: &[&running_config::SettingChange]| {
         changes
             .iter()

@@ -103,9 +103,11 @@ pub trait ChartResource:
     }
     /// Checks of the cluster before an install or upgrade runs: an error diagnostic stops it
     /// before any Job. Called at apply, and at plan (best-effort, when the cluster is reachable).
+    /// `prior` is what the last apply installed (`None` on a create).
     fn prerequisites<'a>(
         &'a self,
         _clients: &'a Kube,
+        _prior: Option<&'a Self>,
         _at: CheckAt,
     ) -> BoxFuture<'a, Result<Diagnostics, ClusterError>> {
         Box::pin(async { Ok(Diagnostics::new()) })

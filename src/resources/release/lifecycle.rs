@@ -190,6 +190,7 @@ async fn mark_sensitive(clients: &Kube, c: &ReleaseCommon) {
 /// release's objects out of Talos' inventory before the wait.
 struct ResourceSteps<'a, K> {
     desired: &'a K,
+    prior: Option<&'a K>,
     what: &'a str,
     diagnostics: &'a mut Diagnostics,
     job: &'a JobSettings,
@@ -206,7 +207,11 @@ impl<K: ChartResource> Steps for ResourceSteps<'_, K> {
                 format!("Release {} exists with status {:?} (revision {}), left by an earlier run; talosboot upgrades it in place.", self.desired.common().id(), stuck.status.as_str(), stuck.revision),
             );
         }
-        match self.desired.prerequisites(clients, CheckAt::Apply).await {
+        match self
+            .desired
+            .prerequisites(clients, self.prior, CheckAt::Apply)
+            .await
+        {
             Ok(found) => {
                 let refused = found.has_errors();
                 self.diagnostics.extend(found);
@@ -316,6 +321,7 @@ pub async fn install<K: ChartResource>(
     };
     let mut steps = ResourceSteps {
         desired: &desired,
+        prior,
         what: &what,
         diagnostics: &mut diagnostics,
         job: &job,

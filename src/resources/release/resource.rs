@@ -62,11 +62,11 @@ const PLAN_PREFLIGHT_BUDGET: Duration = Duration::from_secs(5);
 
 /// [`ChartResource::prerequisites`] at plan, best-effort: only when the provider is configured and the
 /// cluster answers within [`PLAN_PREFLIGHT_BUDGET`]; never an error because it could not.
-async fn plan_prerequisites<K: ChartResource>(ctx: &Ctx, m: &K) -> Diagnostics {
+async fn plan_prerequisites<K: ChartResource>(ctx: &Ctx, m: &K, prior: Option<&K>) -> Diagnostics {
     let cluster = crate::resources::cluster(ctx);
     let checked = tokio::time::timeout(PLAN_PREFLIGHT_BUDGET, async {
         let clients = cluster.connect().await.ok()?;
-        match m.prerequisites(&clients, CheckAt::Plan).await {
+        match m.prerequisites(&clients, prior, CheckAt::Plan).await {
             Ok(found) => Some(found),
             Err(e) => {
                 tracing::debug!(error = %e, "plan-time cluster check skipped");
@@ -203,7 +203,11 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             .is_some_and(Value::is_unknown);
         if installs && !resp.diagnostics.has_errors() {
             if let Some(m) = K::planned_for_checks(&resp.planned_state, &config) {
-                resp.diagnostics.extend(plan_prerequisites(ctx, &m).await);
+                let prior = (!prior_state.is_null())
+                    .then(|| decode::<K>(&prior_state, Unknowns::AsNull).ok())
+                    .flatten();
+                resp.diagnostics
+                    .extend(plan_prerequisites(ctx, &m, prior.as_ref()).await);
             }
         }
         if installs && !resp.diagnostics.has_errors() {
