@@ -26,6 +26,11 @@ pub struct Private {
     /// unchanged (a retried CI job must not turn green on a broken CNI).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unready_revision: Option<i64>,
+    /// Chart resources: salted hash of the values the last successful apply installed, so a
+    /// later plan can tell a prior state talosboot applied (its inputs are what runs, unless
+    /// changed outside) from one a move or import made up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_values: Option<String>,
     /// Flux bootstrap: the managed objects it applied (names and salted hashes, never values).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tracked: Vec<Tracked>,

@@ -197,6 +197,17 @@ pub trait ChartResource:
         None
     }
 
+    /// `prior` when it is what talosboot's last apply installed (its values' salted hash is the
+    /// one that apply recorded in private state), `None` for a state a move or import made.
+    fn applied_by_talosboot<'a>(prior: Option<&'a Self>, private: &Private) -> Option<&'a Self> {
+        let recorded = private.applied_values.as_deref()?;
+        prior.filter(|p| {
+            p.merged_values().is_ok_and(|v| {
+                private.salted(&crate::cluster::helm::release::values_digest(Some(&v))) == recorded
+            })
+        })
+    }
+
     /// The values the release will record (for their salted hash).
     ///
     /// # Errors

@@ -190,6 +190,7 @@ async fn mark_sensitive(clients: &Kube, c: &ReleaseCommon) {
 /// release's objects out of Talos' inventory before the wait.
 struct ResourceSteps<'a, K> {
     desired: &'a K,
+    /// The prior state when talosboot's last apply installed it ([`ChartResource::applied_by_talosboot`]).
     prior: Option<&'a K>,
     what: &'a str,
     diagnostics: &'a mut Diagnostics,
@@ -319,9 +320,10 @@ pub async fn install<K: ChartResource>(
             .then_some(&wait_readiness as &ReadinessOf<'_>),
         deadline,
     };
+    let applied_prior = K::applied_by_talosboot(prior, private);
     let mut steps = ResourceSteps {
         desired: &desired,
-        prior,
+        prior: applied_prior,
         what: &what,
         diagnostics: &mut diagnostics,
         job: &job,
@@ -406,6 +408,10 @@ pub async fn install<K: ChartResource>(
         }
     }
     private.unready_revision = None;
+    private.applied_values = desired
+        .merged_values()
+        .ok()
+        .map(|v| private.salted(&crate::cluster::helm::release::values_digest(Some(&v))));
     let state = match observe(clients, &desired).await {
         Ok(o) => refresh_as(desired.clone(), &o, private, &mut diagnostics, true),
         Err(e) => {

@@ -206,8 +206,9 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
                 let prior = (!prior_state.is_null())
                     .then(|| decode::<K>(&prior_state, Unknowns::AsNull).ok())
                     .flatten();
+                let applied = K::applied_by_talosboot(prior.as_ref(), &private);
                 resp.diagnostics
-                    .extend(plan_prerequisites(ctx, &m, prior.as_ref()).await);
+                    .extend(plan_prerequisites(ctx, &m, applied).await);
             }
         }
         if installs && !resp.diagnostics.has_errors() {
