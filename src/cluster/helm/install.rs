@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::major::{self, ApplyMethodChoice, Before, HelmMajor, MajorInputs};
-use super::rbac::{self, helm_install_rules};
+use super::rbac;
 use super::release::{HelmRelease, ReleaseStatus, current_release, release_from_revision};
 use super::{PREPARE_RELEASE, READ_RELEASE};
 use crate::cluster::engine::objects::{INPUTS_DIR, SECRETS_DIR};
@@ -482,46 +482,27 @@ pub async fn uninstall(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<RunOutcome, EngineError> {
-    let rbac = match job.rbac {
-        RbacPolicy::ClusterAdmin => Rbac::ClusterAdmin,
-        RbacPolicy::Minimal => match release(clients, namespace, release_name).await? {
-            Some(current) => Rbac::Minimal(rbac::uninstall_rules(clients, &current).await?),
-            // Helm only reads the records to say the release is not found.
-            None => Rbac::Minimal(helm_install_rules(namespace, &[])),
-        },
+    let on = super::recovery::ReleaseRun {
+        bootstrap_ns,
+        job,
+        namespace,
+        release_name,
+        timeout,
     };
-    let command = [
-        "helm",
+    let args = [
         "uninstall",
         release_name,
         "--namespace",
         namespace,
         "--wait",
-        "--timeout",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .chain([format!("{}s", helm_timeout(timeout).as_secs())])
-    .collect();
-    let spec = RunSpec {
-        purpose: format!("uninstall release {namespace}/{release_name}"),
-        target: release_target(namespace, release_name),
-        namespace: bootstrap_ns.clone(),
-        job: job.clone(),
-        command,
-        env: helm_env(),
-        files: BTreeMap::new(),
-        binary_files: BTreeMap::new(),
-        secret_files: BTreeMap::new(),
-        timeout,
-        rbac,
-        capture_output: false,
-    };
-    engine::run_with(clients, &spec, cancel, || {
-        unlock_pending(clients, namespace, release_name)
-    })
+    ];
+    on.run(
+        clients,
+        &args,
+        format!("uninstall release {namespace}/{release_name}"),
+        cancel,
+    )
     .await
-    .map(|(run, _)| run)
 }
 
 #[cfg(test)]

@@ -1,14 +1,16 @@
-//! What helps a chart install recover from a failed apply, in the cluster: `helm rollback` in a
-//! bootstrap Job ([`rollback`]), and annotations on a release record ([`FAILED_CREATE`]: a
+//! What helps a chart install recover from a failed apply, in the cluster: a Helm command on an
+//! existing release in a bootstrap Job ([`ReleaseRun`]: `helm rollback`, [`rollback`], and
+//! `helm uninstall`), and annotations on a release record ([`FAILED_CREATE`]: a
 //! release a failed create left, to resume rather than uninstall).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+
+use std::collections::BTreeMap;
 
 use super::install::{helm_env, helm_timeout, release, release_target, unlock_pending};
 use super::rbac::{self, helm_install_rules};
@@ -91,42 +93,80 @@ pub async fn rollback(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<RunOutcome, EngineError> {
-    let rbac = match job.rbac {
-        RbacPolicy::ClusterAdmin => Rbac::ClusterAdmin,
-        // The objects of the record it returns to are those of the current one or fewer.
-        RbacPolicy::Minimal => match release(clients, namespace, release_name).await? {
-            Some(current) => Rbac::Minimal(rbac::uninstall_rules(clients, &current).await?),
-            None => Rbac::Minimal(helm_install_rules(namespace, &[])),
-        },
-    };
-    let command = [
-        "helm".to_owned(),
-        "rollback".to_owned(),
-        release_name.to_owned(),
-        revision.to_string(),
-        "--namespace".to_owned(),
-        namespace.to_owned(),
-        "--timeout".to_owned(),
-        format!("{}s", helm_timeout(timeout).as_secs()),
-    ]
-    .to_vec();
-    let spec = RunSpec {
-        purpose: format!("roll release {namespace}/{release_name} back to revision {revision}"),
-        target: release_target(namespace, release_name),
-        namespace: bootstrap_ns.clone(),
-        job: job.clone(),
-        command,
-        env: helm_env(),
-        files: BTreeMap::new(),
-        binary_files: BTreeMap::new(),
-        secret_files: BTreeMap::new(),
+    let on = ReleaseRun {
+        bootstrap_ns,
+        job,
+        namespace,
+        release_name,
         timeout,
-        rbac,
-        capture_output: false,
     };
-    engine::run_with(clients, &spec, cancel, || {
-        unlock_pending(clients, namespace, release_name)
-    })
-    .await
-    .map(|(run, _)| run)
+    let revision_text = revision.to_string();
+    let args = [
+        "rollback",
+        release_name,
+        &revision_text,
+        "--namespace",
+        namespace,
+    ];
+    let purpose = format!("roll release {namespace}/{release_name} back to revision {revision}");
+    on.run(clients, &args, purpose, cancel).await
+}
+
+/// A Helm command on an existing release in a bootstrap Job (uninstall, rollback): under the
+/// release's Lease, a stuck record unlocked first, with the RBAC of the release's own kinds for
+/// `rbac = "minimal"` (the objects it touches are the current record's or fewer).
+pub(crate) struct ReleaseRun<'a> {
+    pub bootstrap_ns: &'a BootstrapNamespace,
+    pub job: &'a JobSettings,
+    pub namespace: &'a str,
+    pub release_name: &'a str,
+    pub timeout: Duration,
+}
+
+impl ReleaseRun<'_> {
+    /// Runs `helm ARGS --timeout ...`.
+    pub(crate) async fn run(
+        &self,
+        clients: &Kube,
+        args: &[&str],
+        purpose: String,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, EngineError> {
+        let (namespace, release_name) = (self.namespace, self.release_name);
+        let rbac = match self.job.rbac {
+            RbacPolicy::ClusterAdmin => Rbac::ClusterAdmin,
+            RbacPolicy::Minimal => match release(clients, namespace, release_name).await? {
+                Some(current) => Rbac::Minimal(rbac::uninstall_rules(clients, &current).await?),
+                // Helm only reads the records to say the release is not found.
+                None => Rbac::Minimal(helm_install_rules(namespace, &[])),
+            },
+        };
+        let command = std::iter::once("helm")
+            .chain(args.iter().copied())
+            .map(str::to_owned)
+            .chain([
+                "--timeout".to_owned(),
+                format!("{}s", helm_timeout(self.timeout).as_secs()),
+            ])
+            .collect();
+        let spec = RunSpec {
+            purpose,
+            target: release_target(namespace, release_name),
+            namespace: self.bootstrap_ns.clone(),
+            job: self.job.clone(),
+            command,
+            env: helm_env(),
+            files: BTreeMap::new(),
+            binary_files: BTreeMap::new(),
+            secret_files: BTreeMap::new(),
+            timeout: self.timeout,
+            rbac,
+            capture_output: false,
+        };
+        engine::run_with(clients, &spec, cancel, || {
+            unlock_pending(clients, namespace, release_name)
+        })
+        .await
+        .map(|(run, _)| run)
+    }
 }
