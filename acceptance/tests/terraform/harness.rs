@@ -647,13 +647,13 @@ pub fn installer_job(cli: Cli) -> String {
     }
 }
 
-/// `apply_method` of each Helm release record of `name` in `ns`, by revision (`None`: the field
-/// is absent, as in Helm 3's records).
-pub async fn apply_methods(
+/// Every Helm release record of `name` in `ns`, decoded as Helm stores it (base64 of gzip of
+/// JSON, in the Secret's data), by revision.
+pub async fn records(
     client: &kube::Client,
     ns: &str,
     name: &str,
-) -> std::collections::BTreeMap<i64, Option<String>> {
+) -> std::collections::BTreeMap<i64, serde_json::Value> {
     use base64::Engine;
     use std::io::Read;
     let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
@@ -672,10 +672,22 @@ pub async fn apply_methods(
             flate2::read::GzDecoder::new(gz.as_slice())
                 .read_to_string(&mut text)
                 .ok()?;
-            let record: serde_json::Value = serde_json::from_str(&text).ok()?;
-            let method = record["apply_method"].as_str().map(str::to_owned);
-            Some((revision, method))
+            Some((revision, serde_json::from_str(&text).ok()?))
         })
+        .collect()
+}
+
+/// `apply_method` of each Helm release record of `name` in `ns`, by revision (`None`: the field
+/// is absent, as in Helm 3's records).
+pub async fn apply_methods(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> std::collections::BTreeMap<i64, Option<String>> {
+    records(client, ns, name)
+        .await
+        .into_iter()
+        .map(|(revision, record)| (revision, record["apply_method"].as_str().map(str::to_owned)))
         .collect()
 }
 

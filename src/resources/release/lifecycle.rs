@@ -408,10 +408,8 @@ pub async fn install<K: ChartResource>(
         }
     }
     private.unready_revision = None;
-    private.applied_values = desired
-        .merged_values()
-        .ok()
-        .map(|v| private.salted(&crate::cluster::helm::release::values_digest(Some(&v))));
+    // Apply set it to the salted hash of the values this install recorded.
+    private.applied_values = desired.common().values_sha256.clone();
     let state = match observe(clients, &desired).await {
         Ok(o) => refresh_as(desired.clone(), &o, private, &mut diagnostics, true),
         Err(e) => {

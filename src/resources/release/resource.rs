@@ -201,11 +201,11 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             .planned_state
             .attr("revision")
             .is_some_and(Value::is_unknown);
+        let prior = (installs && !prior_state.is_null())
+            .then(|| decode::<K>(&prior_state, Unknowns::AsNull).ok())
+            .flatten();
         if installs && !resp.diagnostics.has_errors() {
             if let Some(m) = K::planned_for_checks(&resp.planned_state, &config) {
-                let prior = (!prior_state.is_null())
-                    .then(|| decode::<K>(&prior_state, Unknowns::AsNull).ok())
-                    .flatten();
                 let applied = K::applied_by_talosboot(prior.as_ref(), &private);
                 resp.diagnostics
                     .extend(plan_prerequisites(ctx, &m, applied).await);
@@ -213,9 +213,6 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         }
         if installs && !resp.diagnostics.has_errors() {
             let planned = decode::<K>(&resp.planned_state, Unknowns::AsNull).ok();
-            let prior = (!prior_state.is_null())
-                .then(|| decode::<K>(&prior_state, Unknowns::AsNull).ok())
-                .flatten();
             if let Some(planned) = planned {
                 let found = planned
                     .plan_checks(prior.as_ref(), PLAN_PREFLIGHT_BUDGET)

@@ -14,14 +14,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
-use base64::Engine;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::ListParams;
 use serde_json::Value;
 
-use crate::harness::TestCluster;
+use crate::harness::{TestCluster, records};
 
 use super::*;
 
@@ -40,38 +37,14 @@ fn cilium_at(version: &str, extra: &str) -> String {
     )
 }
 
-/// The newest record of release `name`: (revision, chart version, user values), decoded as Helm
-/// stores it (base64 of gzip of JSON, in the Secret's data).
+/// The newest record of release `name`: (revision, chart version, user values).
 async fn newest_record(client: &kube::Client, name: &str) -> Option<(i64, String, Value)> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    let list = secrets
-        .list(&ListParams::default().labels(&format!("owner=helm,name={name}")))
-        .await
-        .expect("list release records");
-    let newest = list.items.into_iter().max_by_key(|s| {
-        s.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("version"))
-            .and_then(|v| v.parse::<i64>().ok())
-            .unwrap_or_default()
-    })?;
-    let data = newest.data?.remove("release")?;
-    let gz = base64::engine::general_purpose::STANDARD
-        .decode(&data.0)
-        .expect("base64");
-    let mut json = String::new();
-    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut json)
-        .expect("gzip");
-    let record: Value = serde_json::from_str(&json).expect("record json");
-    Some((
-        record["version"].as_i64().unwrap_or_default(),
-        record["chart"]["metadata"]["version"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-        record["config"].clone(),
-    ))
+    let (revision, record) = records(client, NS, name).await.pop_last()?;
+    let chart = record["chart"]["metadata"]["version"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    Some((revision, chart, record["config"].clone()))
 }
 
 /// The images of the agent DaemonSet's containers, and its generation.
