@@ -1,5 +1,5 @@
 //! `talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism]
-//! [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14]
+//! [--kube-proxy] [--service-cidr CIDR] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14]
 //! [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]... [--real-flux]
 //! [--image-pull-failure PATTERN[@NODES]]... [--crash-loop PATTERN[@NODES]]...`:
 //! runs a Talos cluster on the real control plane (the binaries `scripts/install-tools.sh` builds)
@@ -23,7 +23,7 @@ use talos_sim::talos::kubelet_faults::{self, FaultKind};
 use talos_sim::talos::manifests::{self, InventoryPolicy, UpgradeOptions};
 use talos_sim::talos::{TalosCluster, TalosConfig, TalosVersion};
 
-const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14] [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]... [--real-flux] [--image-pull-failure PATTERN[@NODE,NODE]]... [--crash-loop PATTERN[@NODE,NODE]]...
+const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--service-cidr CIDR] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14] [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]... [--real-flux] [--image-pull-failure PATTERN[@NODE,NODE]]... [--crash-loop PATTERN[@NODE,NODE]]...
        talos-sim upgrade-k8s --kubeconfig PATH --inline-manifests NAMES [--manifests-no-prune] [--manifests-inventory-policy MustMatch|AdoptIfNoInventory|AdoptAll]";
 
 /// What the command line asks for.
@@ -107,6 +107,7 @@ fn parse_serve(args: &[String]) -> anyhow::Result<(TalosConfig, PathBuf)> {
             "--control-planes" => config.control_planes = value()?.parse()?,
             "--no-kubeprism" => config.kubeprism = None,
             "--kube-proxy" => config.kube_proxy = true,
+            "--service-cidr" => config.service_cidr = value()?,
             "--no-pod-security" => config.pod_security = false,
             "--inline-cilium" => config.inline_cilium = Some(value()?),
             "--talos-version" => config.talos_version = TalosVersion::parse(&value()?)?,

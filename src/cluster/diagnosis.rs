@@ -99,19 +99,21 @@ impl Diagnosis {
             true => Signature::ServiceIpTimeout,
             false => Signature::EndpointTimeout,
         };
-        if kind == self.kind {
-            return;
-        }
-        if let Some(mut judged) = Diagnosis::known(kind, &self.signature) {
-            if kind == Signature::ServiceIpTimeout {
-                judged.cause = judged.cause.replacen(
-                    "the `kubernetes` Service IP",
-                    &format!("the `kubernetes` Service IP ({cluster_ip})"),
-                    1,
-                );
+        if kind != self.kind {
+            match Diagnosis::known(kind, &self.signature) {
+                Some(judged) => *self = judged,
+                None => return,
             }
-            *self = judged;
         }
+        if kind == Signature::ServiceIpTimeout {
+            self.cause = name_service_ip(&self.cause, cluster_ip);
+        }
+    }
+
+    /// The address [`Self::judge_service_ip`] named in the cause, if it did.
+    fn named_service_ip(&self) -> Option<&str> {
+        let (_, rest) = self.cause.split_once(&format!("{SERVICE_IP} ("))?;
+        rest.split_once(')').map(|(ip, _)| ip)
     }
 
     /// The configuration is wrong: waiting will not help, so a wait ends at once.
@@ -131,6 +133,7 @@ impl Diagnosis {
         if self.kind != Signature::ServiceIpTimeout {
             return;
         }
+        let named = self.named_service_ip().map(str::to_owned);
         match kube_proxy {
             KubeProxy::Absent => {
                 self.cause = "the pod used the `kubernetes` Service IP, which routes nowhere before Cilium's service dataplane exists: kube-proxy is disabled in this cluster (no DaemonSet kube-system/kube-proxy), so only Cilium's kube-proxy replacement will route Services".into();
@@ -143,7 +146,22 @@ impl Diagnosis {
                 );
             }
         }
+        if let Some(ip) = named {
+            self.cause = name_service_ip(&self.cause, &ip);
+        }
     }
+}
+
+/// How the causes name the `kubernetes` Service's address.
+const SERVICE_IP: &str = "the `kubernetes` Service IP";
+
+/// `cause` with its first mention of the Service IP followed by `ip`: the user sees which address
+/// of their cluster it is, whatever its Service CIDR.
+fn name_service_ip(cause: &str, ip: &str) -> String {
+    if cause.contains(&format!("{SERVICE_IP} (")) {
+        return cause.to_owned();
+    }
+    cause.replacen(SERVICE_IP, &format!("{SERVICE_IP} ({ip})"), 1)
 }
 
 /// Builds cause and fix from the matched line.
@@ -511,6 +529,26 @@ mod tests {
         let mut same = diagnose(["dial tcp 10.96.0.1:443: i/o timeout"]).expect("known");
         same.judge_service_ip(DEFAULT_SERVICE_IP);
         assert_eq!(same.kind, Signature::ServiceIpTimeout);
+        assert!(
+            same.cause.contains("Service IP (10.96.0.1)"),
+            "{}",
+            same.cause
+        );
+        // Worded for the cluster's kube-proxy afterwards, the cause still names the address.
+        d.explain_service_ip(KubeProxy::Absent);
+        assert!(
+            d.cause.contains("Service IP (10.100.0.1)")
+                && d.cause.contains("kube-proxy is disabled"),
+            "{}",
+            d.cause
+        );
+        d.judge_service_ip("10.100.0.1");
+        assert_eq!(
+            d.cause.matches("10.100.0.1").count(),
+            1,
+            "named once: {}",
+            d.cause
+        );
         let mut pull = diagnose(["ErrImagePull"]).expect("known");
         let before = pull.clone();
         pull.judge_service_ip("10.100.0.1");

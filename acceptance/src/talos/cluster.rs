@@ -38,6 +38,9 @@ pub struct TalosConfig {
     pub kubeprism: Option<u16>,
     /// Talos runs kube-proxy (`cluster.proxy.disabled: false`): Service IPs route before the CNI.
     pub kube_proxy: bool,
+    /// `cluster.network.serviceSubnets` (Talos' default `10.96.0.0/12`): the apiserver's
+    /// `--service-cluster-ip-range`; the `kubernetes` Service is at its first address.
+    pub service_cidr: String,
     /// How long a dial to an unreachable address takes before `i/o timeout` (30 s on a real
     /// node; shorter here so that tests of the failure do not wait that long).
     pub dial_timeout: Duration,
@@ -69,6 +72,7 @@ impl Default for TalosConfig {
             workers: 1,
             kubeprism: Some(network::KUBEPRISM_PORT),
             kube_proxy: false,
+            service_cidr: control_plane::SERVICE_CIDR.to_owned(),
             dial_timeout: Duration::from_secs(3),
             pod_security: true,
             controller_manager_flags: Vec::new(),
@@ -95,6 +99,8 @@ pub struct Shared {
     trusted_pem: String,
     charts: Option<(SocketAddr, Vec<String>)>,
     kubeprism: Option<u16>,
+    /// The `kubernetes` Service's ClusterIP (see [`TalosConfig::service_cidr`]).
+    pub service_host: String,
     /// Nodes whose kube-proxy container is Ready: their Service IPs route, before any CNI.
     kube_proxy_ready: Mutex<HashSet<String>>,
     nodes: Vec<NodeInfo>,
@@ -179,6 +185,7 @@ impl Shared {
                 .contains(node)
                 || (cni && self.cilium_kpr.load(Ordering::Relaxed)),
             kubeprism: self.kubeprism,
+            service_host: self.service_host.clone(),
             control_plane_ips: self
                 .nodes
                 .iter()
@@ -591,6 +598,7 @@ impl TalosCluster {
                 ControlPlaneOptions {
                     no_pod_security: !config.pod_security,
                     controller_manager_flags: config.controller_manager_flags.clone(),
+                    service_cidr: Some(config.service_cidr.clone()),
                 },
             )
             .await
@@ -661,6 +669,7 @@ impl TalosCluster {
             trusted_pem: format!("{}{}", plane.pki.ca_pem, charts.ca_pem),
             charts: chart_hosts,
             kubeprism: config.kubeprism,
+            service_host: control_plane::service_host(&config.service_cidr)?,
             kube_proxy_ready: Mutex::new(HashSet::new()),
             nodes: infos.clone(),
             cni: Mutex::new(HashSet::new()),

@@ -4,7 +4,8 @@
 //!   `restricted`, `kube-system` exempt;
 //! - `Node,RBAC` authorization and the `NodeRestriction` admission plugin;
 //! - ServiceAccount tokens signed by the cluster's key, issuer `https://kubernetes.default.svc.cluster.local`;
-//! - the Service CIDR `10.96.0.0/12` (the `kubernetes` Service is `10.96.0.1:443`);
+//! - the Service CIDR `10.96.0.0/12` (the `kubernetes` Service is `10.96.0.1:443`), or another
+//!   ([`ControlPlaneOptions::service_cidr`]: the Service is then at its first address);
 //! - the apiserver reaches kubelets at their `InternalIP` (loopback addresses here) with its own
 //!   client certificate;
 //! - the controller-manager runs every controller with per-controller ServiceAccount credentials.
@@ -23,6 +24,32 @@ use super::tools::Tools;
 
 /// The Service CIDR, as Talos' default.
 pub const SERVICE_CIDR: &str = "10.96.0.0/12";
+
+/// The `kubernetes` Service's ClusterIP in `cidr`: its first address, which the apiserver
+/// reserves for it (`10.96.0.1` in Talos' default). Errors say what is wrong with `cidr`.
+pub fn service_host(cidr: &str) -> anyhow::Result<String> {
+    let (network, bits) = cidr
+        .split_once('/')
+        .ok_or_else(|| anyhow::anyhow!("Service CIDR {cidr:?}: not ADDRESS/BITS"))?;
+    let bits: u32 = bits
+        .parse()
+        .map_err(|_| anyhow::anyhow!("Service CIDR {cidr:?}: the prefix length is no number"))?;
+    let first = match network.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) if (8..=30).contains(&bits) => {
+            let mask = u32::MAX << (32 - bits);
+            std::net::IpAddr::V4((u32::from(ip) & mask).wrapping_add(1).into())
+        }
+        Ok(std::net::IpAddr::V6(ip)) if (64..=126).contains(&bits) => {
+            let mask = u128::MAX << (128 - bits);
+            std::net::IpAddr::V6((u128::from(ip) & mask).wrapping_add(1).into())
+        }
+        Ok(_) => anyhow::bail!(
+            "Service CIDR {cidr:?}: the prefix length is out of range (IPv4 /8-/30, IPv6 /64-/126)"
+        ),
+        Err(_) => anyhow::bail!("Service CIDR {cidr:?}: {network:?} is no IP address"),
+    };
+    Ok(first.to_string())
+}
 
 /// Talos' Pod Security defaults.
 const ADMISSION_CONFIG: &str = r#"apiVersion: apiserver.config.k8s.io/v1
@@ -88,6 +115,8 @@ pub struct ControlPlaneOptions {
     pub no_pod_security: bool,
     /// Extra flags for kube-controller-manager (e.g. a shorter `--node-monitor-grace-period`).
     pub controller_manager_flags: Vec<String>,
+    /// The Service CIDR (`None`: Talos' default, [`SERVICE_CIDR`]).
+    pub service_cidr: Option<String>,
 }
 
 /// A running control plane.
@@ -143,7 +172,15 @@ impl ControlPlane {
         pki.write(&pki_dir)?;
         let p = |name: &str| pki_dir.join(name).display().to_string();
 
-        let serving = pki.leaf("kube-apiserver", &[], API_SERVER_SANS, Usage::Server)?;
+        let service_cidr = options.service_cidr.as_deref().unwrap_or(SERVICE_CIDR);
+        // The Service address is among the names, as on Talos: in-cluster clients dial it.
+        let service_ip = service_host(service_cidr)?;
+        let sans: Vec<&str> = API_SERVER_SANS
+            .iter()
+            .copied()
+            .chain([service_ip.as_str()])
+            .collect();
+        let serving = pki.leaf("kube-apiserver", &[], &sans, Usage::Server)?;
         serving.write(&pki_dir, "apiserver")?;
         let kubelet_client = pki.leaf(
             "apiserver-kubelet-client",
@@ -193,7 +230,7 @@ impl ControlPlane {
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
             format!("--secure-port={api_port}"),
-            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+            format!("--service-cluster-ip-range={service_cidr}"),
             format!("--tls-cert-file={}", p("apiserver.crt")),
             format!("--tls-private-key-file={}", p("apiserver.key")),
             format!("--client-ca-file={}", p("ca.crt")),
@@ -294,7 +331,7 @@ impl ControlPlane {
             format!("--root-ca-file={}", pki_path("ca.crt")),
             format!("--cluster-signing-cert-file={}", pki_path("ca.crt")),
             format!("--cluster-signing-key-file={}", pki_path("ca.key")),
-            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+            format!("--service-cluster-ip-range={service_cidr}"),
             "--v=1".into(),
         ];
         cm_args.extend(options.controller_manager_flags.iter().cloned());
@@ -456,4 +493,20 @@ pub async fn client_from_kubeconfig(yaml: &str) -> anyhow::Result<kube::Client> 
 
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::service_host;
+
+    #[test]
+    fn the_kubernetes_service_is_at_the_first_address_of_the_cidr() {
+        assert_eq!(service_host("10.96.0.0/12").unwrap(), "10.96.0.1");
+        assert_eq!(service_host("10.100.0.0/16").unwrap(), "10.100.0.1");
+        assert_eq!(service_host("172.20.7.9/24").unwrap(), "172.20.7.1");
+        assert_eq!(service_host("fd00:10:96::/112").unwrap(), "fd00:10:96::1");
+        for bad in ["10.96.0.0", "10.96.0.0/x", "10.96.0.0/31", "example/16"] {
+            assert!(service_host(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -1033,7 +1033,7 @@ async fn environment(
         ),
         (
             "KUBERNETES_SERVICE_HOST".to_owned(),
-            network::SERVICE_HOST.to_owned(),
+            ctx.kubelet.shared.service_host.clone(),
         ),
         (
             "KUBERNETES_SERVICE_PORT".to_owned(),
@@ -1045,7 +1045,11 @@ async fn environment(
         ),
         (
             "KUBERNETES_PORT".to_owned(),
-            format!("tcp://{}:{}", network::SERVICE_HOST, network::SERVICE_PORT),
+            format!(
+                "tcp://{}:{}",
+                ctx.kubelet.shared.service_host,
+                network::SERVICE_PORT
+            ),
         ),
     ]);
     let ns = ctx.pod.metadata.namespace.clone().unwrap_or_default();
@@ -1487,7 +1491,7 @@ async fn start_program(
     }
     let shared = &ctx.kubelet.shared;
     let node = &ctx.kubelet.node;
-    let endpoint = Endpoint::from_env(&env);
+    let endpoint = Endpoint::from_env(&env, &shared.service_host);
     let vantage = Vantage {
         host_network: ctx.host_network,
         pod_network: shared.cni_ready(node),

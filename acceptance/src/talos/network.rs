@@ -1,12 +1,14 @@
 //! The network of a Talos node before and after the CNI: which API endpoint a pod can reach.
 //!
 //! A program builds its API URL from `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT` (an
-//! explicit `env` entry wins over the kubelet's `10.96.0.1`/`443`). From a pod on node N with
+//! explicit `env` entry wins over the kubelet's Service address, `10.96.0.1`/`443` with Talos' default
+//! Service CIDR, the first address of [`TalosConfig::service_cidr`](super::TalosConfig) with
+//! another). From a pod on node N with
 //! host networking H:
 //! - KubePrism, `localhost`/`127.0.0.1`:7445: reachable iff H and KubePrism is on; otherwise
 //!   `connect: connection refused` (nothing listens in the pod's own network namespace).
 //! - `localhost:6443` on a control-plane node with H: the apiserver's own port.
-//! - The `kubernetes` Service, `10.96.0.1:443`: reachable iff N has a Service dataplane (kube-proxy
+//! - The `kubernetes` Service (`10.96.0.1:443` by default): reachable iff N has a Service dataplane (kube-proxy
 //!   runs, or Cilium with kube-proxy replacement is up on N) and (H or N has a pod network).
 //!   Otherwise the SYN goes nowhere: `i/o timeout` after the client's dial timeout.
 //! - Anything else: `i/o timeout` (addresses) or `no such host` (names).
@@ -17,7 +19,7 @@
 
 use std::fmt;
 
-/// The `kubernetes` Service address the kubelet injects.
+/// The `kubernetes` Service address with Talos' default Service CIDR.
 pub const SERVICE_HOST: &str = "10.96.0.1";
 pub const SERVICE_PORT: u16 = 443;
 /// The apiserver's port on control-plane nodes.
@@ -51,13 +53,16 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// From a container's resolved environment.
-    pub fn from_env(env: &std::collections::BTreeMap<String, String>) -> Endpoint {
+    /// From a container's resolved environment; `service_host` where it names no host.
+    pub fn from_env(
+        env: &std::collections::BTreeMap<String, String>,
+        service_host: &str,
+    ) -> Endpoint {
         Endpoint {
             host: env
                 .get("KUBERNETES_SERVICE_HOST")
                 .cloned()
-                .unwrap_or_else(|| SERVICE_HOST.into()),
+                .unwrap_or_else(|| service_host.into()),
             port: env
                 .get("KUBERNETES_SERVICE_PORT")
                 .and_then(|p| p.parse().ok())
@@ -91,6 +96,8 @@ pub struct Vantage {
     pub pod_network: bool,
     /// Service ClusterIPs route on the node (kube-proxy, or Cilium's replacement).
     pub service_routing: bool,
+    /// The `kubernetes` Service's ClusterIP (the first address of the cluster's Service CIDR).
+    pub service_host: String,
     /// KubePrism's port, `None` when it is off.
     pub kubeprism: Option<u16>,
     /// `InternalIP`s of the control-plane nodes.
@@ -131,7 +138,7 @@ pub fn route(from: &Vantage, endpoint: &Endpoint) -> Result<Route, DialError> {
         }
         return Err(DialError::Refused { addr });
     }
-    if host == SERVICE_HOST {
+    if host == from.service_host {
         if port == SERVICE_PORT && from.service_routing && (from.host_network || from.pod_network) {
             return Ok(Route::Renamed {
                 host: "kubernetes.default.svc",
@@ -173,6 +180,7 @@ mod tests {
         Vantage {
             host_network,
             kubeprism: Some(KUBEPRISM_PORT),
+            service_host: SERVICE_HOST.into(),
             ..Vantage::default()
         }
     }
@@ -202,6 +210,26 @@ mod tests {
             ..talos_before_cni(false)
         };
         assert!(route(&after, &endpoint(SERVICE_HOST, 443)).is_ok());
+    }
+
+    #[test]
+    fn another_service_cidr_moves_the_service_address() {
+        let other = Vantage {
+            service_host: "10.100.0.1".into(),
+            ..talos_before_cni(true)
+        };
+        let err = route(&other, &endpoint("10.100.0.1", 443)).unwrap_err();
+        assert_eq!(err.to_string(), "dial tcp 10.100.0.1:443: i/o timeout");
+        let after = Vantage {
+            pod_network: true,
+            service_routing: true,
+            ..other
+        };
+        assert!(route(&after, &endpoint("10.100.0.1", 443)).is_ok());
+        assert!(
+            route(&after, &endpoint(SERVICE_HOST, 443)).is_err(),
+            "the default address is no Service in this cluster"
+        );
     }
 
     #[test]

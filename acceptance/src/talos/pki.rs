@@ -12,7 +12,7 @@ use rcgen::{
 };
 
 /// Names the API server's certificate covers: KubePrism's `localhost`/`127.0.0.1` and the
-/// in-cluster names and Service IP, as on Talos.
+/// in-cluster names, as on Talos (the control plane adds its Service IP).
 pub const API_SERVER_SANS: &[&str] = &[
     "localhost",
     "127.0.0.1",
@@ -21,7 +21,6 @@ pub const API_SERVER_SANS: &[&str] = &[
     "kubernetes.default",
     "kubernetes.default.svc",
     "kubernetes.default.svc.cluster.local",
-    "10.96.0.1",
 ];
 
 /// A certificate and its key, PEM encoded.

@@ -1,5 +1,6 @@
 //! Failures and their diagnoses: a value restoring SYS_MODULE (capabilities, tainted); a broken
-//! upgrade until fixed; the Service IP before the CNI (i/o timeout); a stuck `pending-install`
+//! upgrade until fixed; the Service IP before the CNI (i/o timeout), on Talos' Service CIDR and on
+//! another; a stuck `pending-install`
 //! release repaired.
 
 use std::io::Write;
@@ -126,6 +127,74 @@ async fn the_service_ip_before_the_cni_gets_the_io_timeout_diagnosis() {
         "names the kept Job for kubectl logs: {text}"
     );
     assert_eq!(current_status(&client).await, None, "nothing was installed");
+    assert!(
+        !ws.state_text().contains("talosboot_cilium"),
+        "nothing in state: nothing exists"
+    );
+}
+
+on_both_clis!(async another_service_cidr_gets_the_io_timeout_diagnosis_with_its_own_address);
+/// On a cluster whose Service CIDR is not Talos' default, the diagnosis follows the `kubernetes`
+/// Service's ClusterIP read from the cluster: a dial to it is the Service-IP timeout, a dial to
+/// the default `10.96.0.1` (no Service here) is the endpoint's own.
+async fn another_service_cidr_gets_the_io_timeout_diagnosis_with_its_own_address() {
+    let cluster = TestCluster::start_with(talos_sim::talos::TalosConfig {
+        service_cidr: "10.100.0.0/16".into(),
+        ..Default::default()
+    })
+    .await;
+    let client = cluster.client().await;
+    let service = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), "default")
+        .get("kubernetes")
+        .await
+        .expect("the kubernetes Service");
+    let ip = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .expect("a ClusterIP");
+    if cluster.nodes_are_emulated() {
+        assert_eq!(ip, "10.100.0.1", "the first address of the configured CIDR");
+    }
+    let job_env = |host: &str| {
+        format!(
+            "  job = {{ env = {{ KUBERNETES_SERVICE_HOST = \"{host}\", KUBERNETES_SERVICE_PORT = \"443\" }} }}"
+        )
+    };
+    let ws = workspace(&cluster, &cilium(&job_env(&ip)));
+    let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
+    assert!(!out.success, "{}", out.text());
+    let text = out.flat();
+    assert!(
+        text.contains(&format!("dial tcp {ip}:443: i/o timeout")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("the `kubernetes` Service IP ({ip})")),
+        "the cause names this cluster's Service address: {text}"
+    );
+    assert!(
+        text.contains(
+            "Fix: point the client at an API endpoint outside the Service CIDR: `api_endpoint`"
+        ),
+        "{text}"
+    );
+    assert_eq!(current_status(&client).await, None, "nothing was installed");
+    if cluster.nodes_are_emulated() {
+        // The default address is no Service in this cluster: the endpoint itself is wrong.
+        ws.write("main.tf", &root(&cluster, &cilium(&job_env("10.96.0.1"))));
+        let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
+        assert!(!out.success, "{}", out.text());
+        let text = out.flat();
+        assert!(
+            text.contains("dial tcp 10.96.0.1:443: i/o timeout")
+                && text.contains("the pod could not reach the API endpoint it was given"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("the `kubernetes` Service IP"),
+            "not this cluster's Service: {text}"
+        );
+    }
     assert!(
         !ws.state_text().contains("talosboot_cilium"),
         "nothing in state: nothing exists"
