@@ -29,7 +29,8 @@ const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--c
 /// What the command line asks for.
 #[derive(Debug)]
 enum Command {
-    Serve(TalosConfig, PathBuf),
+    /// Boxed: a whole cluster's settings beside the other command's few.
+    Serve(Box<TalosConfig>, PathBuf),
     UpgradeK8s {
         kubeconfig: PathBuf,
         listed: Vec<String>,
@@ -41,7 +42,7 @@ fn parse(args: &[String]) -> anyhow::Result<Command> {
     match args.first().map(String::as_str) {
         Some("serve") => {
             let (config, kubeconfig) = parse_serve(&args[1..])?;
-            Ok(Command::Serve(config, kubeconfig))
+            Ok(Command::Serve(Box::new(config), kubeconfig))
         }
         Some("upgrade-k8s") => parse_upgrade(&args[1..]),
         Some("-h" | "--help" | "help") => {
@@ -161,7 +162,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let (config, path) = match command {
-        Command::Serve(config, path) => (config, path),
+        Command::Serve(config, path) => (*config, path),
         Command::UpgradeK8s {
             kubeconfig,
             listed,
@@ -224,7 +225,7 @@ mod tests {
                 .map(String::from)
                 .collect();
         let serve = |args: &[String]| match parse(args).unwrap() {
-            Command::Serve(config, path) => (config, path),
+            Command::Serve(config, path) => (*config, path),
             other => panic!("{other:?}"),
         };
         let (config, path) = serve(&args);
