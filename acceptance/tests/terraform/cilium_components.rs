@@ -162,8 +162,13 @@ async fn hubble_relay_enabled_is_waited_for_and_reported() {
         started.elapsed()
     );
     let text = out.flat();
+    // (at once: the agents may still be starting, and then they are listed first)
+    let not_rolled_out = text.split("Not rolled out:").nth(1).unwrap_or_default();
     assert!(
-        text.contains("Not rolled out: - Deployment kube-system/hubble-relay:"),
+        not_rolled_out
+            .split("Pods not ready:")
+            .next()
+            .is_some_and(|list| list.contains("- Deployment kube-system/hubble-relay:")),
         "the wait covers the relay: {text}"
     );
     assert!(
