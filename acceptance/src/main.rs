@@ -1,6 +1,6 @@
 //! `talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism]
 //! [--kube-proxy] [--service-cidr CIDR] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14]
-//! [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]... [--real-flux]
+//! [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]...
 //! [--image-pull-failure PATTERN[@NODES]]... [--crash-loop PATTERN[@NODES]]...`:
 //! runs a Talos cluster on the real control plane (the binaries `scripts/install-tools.sh` builds)
 //! until SIGINT/SIGTERM, after writing an admin kubeconfig to PATH (through the fault proxy, as
@@ -23,7 +23,7 @@ use talos_sim::talos::kubelet_faults::{self, FaultKind};
 use talos_sim::talos::manifests::{self, InventoryPolicy, UpgradeOptions};
 use talos_sim::talos::{TalosCluster, TalosConfig, TalosVersion};
 
-const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--service-cidr CIDR] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14] [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]... [--real-flux] [--image-pull-failure PATTERN[@NODE,NODE]]... [--crash-loop PATTERN[@NODE,NODE]]...
+const USAGE: &str = "usage: talos-sim serve --kubeconfig PATH [--workers N] [--control-planes N] [--no-kubeprism] [--kube-proxy] [--service-cidr CIDR] [--no-pod-security] [--inline-cilium VERSION] [--talos-version 1.12|1.13|1.14] [--git-repository URL=DIR]... [--git-authorized-key FILE]... [--git-known-hosts-out FILE] [--git-read-only-host HOST]... [--image-pull-failure PATTERN[@NODE,NODE]]... [--crash-loop PATTERN[@NODE,NODE]]...
        talos-sim upgrade-k8s --kubeconfig PATH --inline-manifests NAMES [--manifests-no-prune] [--manifests-inventory-policy MustMatch|AdoptIfNoInventory|AdoptAll]";
 
 /// What the command line asks for.
@@ -119,7 +119,6 @@ fn parse_serve(args: &[String]) -> anyhow::Result<(TalosConfig, PathBuf)> {
             "--git-authorized-key" => config.git.authorized_keys.push(PathBuf::from(value()?)),
             "--git-known-hosts-out" => config.git.known_hosts_out = Some(PathBuf::from(value()?)),
             "--git-read-only-host" => config.git.read_only_hosts.push(value()?),
-            "--real-flux" => config.real_flux = true,
             "--image-pull-failure" | "--crash-loop" => {
                 let kind = if a == "--crash-loop" {
                     FaultKind::CrashLoop

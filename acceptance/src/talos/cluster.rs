@@ -25,7 +25,7 @@ use super::netns::{NetNs, Relay};
 use super::network::{self, Vantage};
 use super::nodes::{self, NodeInfo, Role};
 use super::pki::Usage;
-use super::programs::{self, ImageKind};
+use super::programs::{self, FluxImage, ImageKind};
 use super::services::Dataplane;
 use super::tools::Tools;
 
@@ -55,11 +55,6 @@ pub struct TalosConfig {
     /// Git repositories served over SSH on loopback, their hosts resolved inside pods
     /// ([`super::git`]).
     pub git: GitConfig,
-    /// The Flux Operator v0.59.0 and source-/kustomize-controller v1.9.5 images run the real
-    /// programs (`.tools/flux/`, see [`super::programs::flux_image`]) instead of the emulation.
-    /// Off by default until the CLI suite's Flux roots are served by the loopback Git server:
-    /// the real operator waits up to five minutes on a sync source it cannot reach.
-    pub real_flux: bool,
     /// Kubelet faults in force from the start ([`super::kubelet_faults`]; `serve
     /// --image-pull-failure` / `--crash-loop`): (kind, image pattern, nodes or every node).
     pub kubelet_faults: Vec<(FaultKind, String, Option<Vec<String>>)>,
@@ -79,7 +74,6 @@ impl Default for TalosConfig {
             inline_cilium: None,
             talos_version: TalosVersion::default(),
             git: GitConfig::default(),
-            real_flux: false,
             kubelet_faults: Vec::new(),
         }
     }
@@ -116,8 +110,6 @@ pub struct Shared {
     base_hosts: String,
     /// The Git hosts' relays: (listen in the pod, the server on the machine).
     git_relays: Vec<(SocketAddr, SocketAddr)>,
-    /// [`TalosConfig::real_flux`].
-    real_flux: bool,
     /// Image pulls that fail and programs that crash, on chosen nodes ([`super::kubelet_faults`]).
     pub kubelet_faults: KubeletFaults,
     /// The images each node has pulled: (node, image reference).
@@ -284,11 +276,13 @@ impl Shared {
                 entrypoint: vec![],
                 cmd: vec!["sh".into()],
             }),
-            _ => self
-                .real_flux
-                .then(|| programs::flux_image(image, &self.tools, &self.dir))
-                .flatten()
-                .or_else(|| super::emulated::lookup(&repository).map(ImageKind::Emulated)),
+            // The Flux programs built here are always the real ones; only the versions and
+            // components that cannot run here are emulated (`programs::flux_image`).
+            _ => match programs::flux_image(image, &self.tools, &self.dir) {
+                FluxImage::Real(kind) => Some(kind),
+                FluxImage::NotBuilt => None,
+                FluxImage::Other => super::emulated::lookup(&repository).map(ImageKind::Emulated),
+            },
         }
     }
 
@@ -681,7 +675,6 @@ impl TalosCluster {
             services: services.clone(),
             base_hosts: hosts,
             git_relays: git.as_ref().map(GitServers::relays).unwrap_or_default(),
-            real_flux: config.real_flux,
             kubelet_faults: KubeletFaults::default(),
             images: Mutex::new(HashSet::new()),
         });

@@ -195,20 +195,18 @@ pub const DISTROLESS_OS_RELEASE: &str = "PRETTY_NAME=\"Distroless\"\nNAME=\"Debi
 ///   "kustomize-controller"]`; run here without tini, which reaps zombies and forwards signals:
 ///   the process is PID 1 of nothing, it is killed by its process group).
 ///
-/// `None` for other images (and other operator versions), and when the binary is missing.
+/// [`FluxImage::Other`] for other images and other versions (the emulated ones,
+/// [`super::emulated`]); [`FluxImage::NotBuilt`] for a version built here whose binary is missing
+/// (never the emulation in its place: a suite would pass proving nothing about the real program).
 /// `dir` is the cluster's folder, where the distribution is written once.
-pub fn flux_image(
-    image: &str,
-    tools: &super::tools::Tools,
-    dir: &std::path::Path,
-) -> Option<ImageKind> {
+pub fn flux_image(image: &str, tools: &super::tools::Tools, dir: &std::path::Path) -> FluxImage {
     let repository = repository(image);
     let binary = |name: &str| {
         let path = tools.flux.join(name);
         if path.is_file() {
             Some(path)
         } else {
-            tracing::warn!(binary = %path.display(), "the real {name} is not built (scripts/install-tools.sh): its image is emulated or cannot be pulled");
+            tracing::warn!(binary = %path.display(), "the real {name} is not built (scripts/install-tools.sh): its image cannot be pulled");
             None
         }
     };
@@ -216,7 +214,9 @@ pub fn flux_image(
         // Only the version built here: an older operator image (the test charts 0.28.0 and
         // 0.33.0) is the emulated one (`super::emulated`).
         "controlplaneio-fluxcd/flux-operator" if runs_real_operator(tag(image)) => {
-            let operator = binary("flux-operator")?;
+            let Some(operator) = binary("flux-operator") else {
+                return FluxImage::NotBuilt;
+            };
             let image = dir.join("images/flux-operator");
             let data = image.join("data");
             let os_release = image.join("os-release");
@@ -224,9 +224,9 @@ pub fn flux_image(
                 .and_then(|()| std::fs::write(&os_release, DISTROLESS_OS_RELEASE));
             if let Err(e) = written {
                 tracing::warn!(error = %e, "failed to write the flux-operator image's files");
-                return None;
+                return FluxImage::NotBuilt;
             }
-            Some(ImageKind::Real {
+            FluxImage::Real(ImageKind::Real {
                 binaries: vec![
                     (operator, "/flux-operator".into()),
                     (data, "/data".into()),
@@ -241,14 +241,28 @@ pub fn flux_image(
             if matches!(tag(image), "" | "latest" | FLUX_CONTROLLERS_VERSION) =>
         {
             let name = repository.trim_start_matches("fluxcd/");
-            Some(ImageKind::Real {
-                binaries: vec![(binary(name)?, name.to_owned())],
-                entrypoint: vec![name.to_owned()],
-                cmd: vec![],
-            })
+            match binary(name) {
+                Some(path) => FluxImage::Real(ImageKind::Real {
+                    binaries: vec![(path, name.to_owned())],
+                    entrypoint: vec![name.to_owned()],
+                    cmd: vec![],
+                }),
+                None => FluxImage::NotBuilt,
+            }
         }
-        _ => None,
+        _ => FluxImage::Other,
     }
+}
+
+/// What [`flux_image`] makes of an image.
+pub enum FluxImage {
+    /// A Flux program built here, at its version: it runs.
+    Real(ImageKind),
+    /// A version built here whose binary (or image files) is missing: the pull fails.
+    NotBuilt,
+    /// Not a Flux image built here (another version or component): emulated where the emulation
+    /// knows it.
+    Other,
 }
 
 /// The Flux Operator version built here (`scripts/install-tools.sh`).
@@ -347,7 +361,10 @@ mod tests {
             flux,
         };
         let dir = tempfile::tempdir().expect("tmp");
-        let real = |image: &str| flux_image(image, &tools, dir.path());
+        let real = |image: &str| match flux_image(image, &tools, dir.path()) {
+            FluxImage::Real(kind) => Some(kind),
+            _ => None,
+        };
         let Some(ImageKind::Real {
             binaries,
             entrypoint,
@@ -367,6 +384,27 @@ mod tests {
         assert!(real("ghcr.io/fluxcd/kustomize-controller:v1.9.5@sha256:a3").is_some());
         assert!(real("ghcr.io/fluxcd/source-controller:v1.7.0").is_none());
         assert!(real("ghcr.io/fluxcd/helm-controller:v1.6.4").is_none());
+        // A version built here but missing from the tools: no image, never the emulation.
+        for name in ["flux-operator", "source-controller"] {
+            std::fs::remove_file(tools.flux.join(name)).expect("remove");
+        }
+        for image in [
+            "ghcr.io/controlplaneio-fluxcd/flux-operator:v0.59.0",
+            "ghcr.io/fluxcd/source-controller:v1.9.5",
+        ] {
+            assert!(
+                matches!(flux_image(image, &tools, dir.path()), FluxImage::NotBuilt),
+                "{image}"
+            );
+        }
+        assert!(matches!(
+            flux_image(
+                "ghcr.io/controlplaneio-fluxcd/flux-operator:v0.33.0",
+                &tools,
+                dir.path()
+            ),
+            FluxImage::Other
+        ));
     }
 
     #[test]

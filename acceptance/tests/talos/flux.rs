@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, LogParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
-use talos_sim::talos::TalosConfig;
 use talosboot::cluster::helm::install::ChartInstall;
 
 use super::cilium::{cilium_chart, install};
@@ -162,11 +161,7 @@ async fn the_real_flux_operator_reconciles_the_flux_instance_named_flux_with_rea
     if flux_tools().is_none() {
         return;
     }
-    let (_cluster, client) = common::start_with(TalosConfig {
-        real_flux: true,
-        ..TalosConfig::default()
-    })
-    .await;
+    let (_cluster, client) = common::start().await;
     install(&client, &cilium_chart("1.18.4")).await;
     let started = Instant::now();
     install(

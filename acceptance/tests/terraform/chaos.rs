@@ -29,7 +29,8 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use talos_sim::faults::Matcher;
 
-use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace};
+use crate::flux_bootstrap::{DEPLOY_KEY_SECRET, FluxCluster, SOURCE, SYNC_PATH};
+use crate::harness::{REQUIRED_PROVIDERS, TfOutput, Workspace};
 
 const NS: &str = "kube-system";
 const MANAGED: &str = "app.kubernetes.io/managed-by=talosboot";
@@ -148,7 +149,7 @@ fn flux_in_schema(ws: &Workspace) -> bool {
 /// `hang`: the installer hangs (`talos-sim.dev/hang`), with the shortest `timeout` allowed
 /// (30s) when `deadline`, else a long one (for an interrupt to hit a running install).
 /// `rbac`: both resources' `rbac` (with `minimal` a fault can also hit the render run).
-fn root(cluster: &TestCluster, step: u64, hang: Option<&str>, flux: bool, rbac: &str) -> String {
+fn root(cluster: &FluxCluster, step: u64, hang: Option<&str>, flux: bool, rbac: &str) -> String {
     let job = match hang {
         Some(timeout) => format!(
             "  timeout = \"{timeout}\"\n  job = {{ annotations = {{ \"talos-sim.dev/hang\" = \"true\" }} }}\n"
@@ -161,16 +162,20 @@ fn root(cluster: &TestCluster, step: u64, hang: Option<&str>, flux: bool, rbac: 
         cluster.provider_block()
     );
     if flux {
-        hcl.push_str(&FLUX_RESOURCE.replace(
-            "  timeout    = \"60s\"\n",
-            &format!("  timeout    = \"60s\"\n  rbac       = \"{rbac}\"\n"),
+        hcl.push_str(&flux_resource(cluster).replace(
+            "  timeout    = \"3m\"\n",
+            &format!("  timeout    = \"3m\"\n  rbac       = \"{rbac}\"\n"),
         ));
     }
     hcl
 }
 
-/// The seeds' Flux bootstrap (seed 001), after Cilium.
-const FLUX_RESOURCE: &str = r#"
+/// The seeds' Flux bootstrap (seed 001), after Cilium: reconciled by the real Flux Operator and
+/// controllers from the loopback Git source with the deploy key. Its `timeout` leaves room for
+/// the real operator's wait through the faults, which hit its and the controllers' API calls too
+/// (they go through KubePrism to the fault proxy).
+fn flux_resource(cluster: &FluxCluster) -> String {
+    let resource = r#"
 resource "talosboot_flux_bootstrap" "this" {
   revision = 1
   gitops_resources = {
@@ -179,17 +184,24 @@ resource "talosboot_flux_bootstrap" "this" {
       kind       = "FluxInstance"
       metadata   = { name = "flux", namespace = "flux-system" }
       spec = {
-        distribution = { version = "2.7.x", registry = "ghcr.io/fluxcd" }
+        distribution = { version = "2.9.x", registry = "ghcr.io/fluxcd" }
         components   = ["source-controller", "kustomize-controller"]
-        sync         = { kind = "GitRepository", url = "https://example.com/infra.git", ref = "refs/heads/main", path = "clusters/chaos" }
+        sync         = { kind = "GitRepository", url = "SOURCE", ref = "refs/heads/main", path = "SYNC_PATH", pullSecret = "DEPLOY_KEY_SECRET" }
       }
     })
-    operator_chart = { version = "0.33.0" }
+    operator_chart = { version = "0.59.0" }
   }
-  timeout    = "60s"
+  managed_resources = { secrets_yaml = DEPLOY_KEY_EXPRESSION }
+  timeout    = "3m"
   depends_on = [talosboot_cilium.this]
 }
 "#;
+    resource
+        .replace("DEPLOY_KEY_EXPRESSION", &cluster.deploy_key_secret())
+        .replace("DEPLOY_KEY_SECRET", DEPLOY_KEY_SECRET)
+        .replace("SYNC_PATH", SYNC_PATH)
+        .replace("SOURCE", SOURCE)
+}
 
 #[derive(Default)]
 struct Tally {
@@ -644,7 +656,9 @@ fn flat(text: &str) -> String {
 
 on_both_clis!(async chaos_never_leaves_a_lying_state_and_converges);
 async fn chaos_never_leaves_a_lying_state_and_converges() {
-    let cluster = TestCluster::start().await;
+    let Some(cluster) = FluxCluster::start().await else {
+        return;
+    };
     let Some(faults) = cluster.faults() else {
         eprintln!("an external cluster: no fault proxy in front of it, no chaos");
         return;

@@ -1,9 +1,12 @@
 //! `talosboot_flux_bootstrap` with the real CLI against the embedded Talos cluster, through the
-//! Kubernetes API only.
+//! Kubernetes API only. Every bootstrap that runs is reconciled by the real Flux Operator v0.59.0
+//! and source-/kustomize-controller v1.9.5 from a Git source served on loopback
+//! ([`source`]); none runs on the emulated operator.
 //!
 //! Index:
-//! - `bootstrap_repairs_drift_and_never_fights_flux`: Cilium first, apply → FluxInstance Ready,
-//!   second plan empty; runtime info edited or the FluxInstance deleted → the plan names it → apply
+//! - `bootstrap_repairs_drift_and_never_fights_flux`: Cilium first, apply → FluxInstance Ready
+//!   (the real operator's finalizer, the source cloned, the awkward sync path applied), second
+//!   plan empty; runtime info edited or the FluxInstance deleted → the plan names it → apply
 //!   repairs; a Flux-adopted object is never drift; awkward `sync` values survive substitution;
 //!   destroy with `keep` leaves Flux running.
 //! - `bad_inputs_are_rejected_at_plan_with_paths`: no cluster needed.
@@ -20,8 +23,9 @@
 //!   retired Secret is deleted), nothing restarts.
 //! - `failures::api_faults_during_apply_fail_cleanly_and_the_next_apply_converges`.
 //! - `adoption::import_by_the_flux_instance_namespace`: import, then an in-place update that recreates nothing.
-//! - `failures::a_failing_flux_instance_names_its_reason`: `Ready=False` (`ReconciliationFailed`,
-//!   naming the GitRepository, as the real operator reports an unreachable source).
+//! - `failures::a_failing_flux_instance_names_its_reason`: a Git host that does not answer:
+//!   the real operator's `Ready=False` (`ReconciliationFailed`, naming the GitRepository) after
+//!   its health-check wait (`reconcileTimeout`, 20 s there).
 //! - `adoption::runtime_variables_are_typed_as_the_module_substitutes_them`: `port: ${port}` is
 //!   a number, as with the module's `flux envsubst`.
 //! - `adoption::prerequisites_are_applied_until_flux_adopts_them`: manifests and a chart, `common_metadata`
@@ -41,12 +45,17 @@ use kube::api::{
 };
 use serde_json::{Value as Json, json};
 
-use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace};
+use crate::harness::{REQUIRED_PROVIDERS, TfOutput, Workspace};
 
 mod adoption;
 mod failures;
 mod least_privilege;
 mod secrets;
+mod source;
+
+pub(crate) use source::{
+    AWKWARD_PATH, DEPLOY_KEY_SECRET, FluxCluster, SOURCE, SYNC_PATH, deploy_key,
+};
 
 /// The CLI's version as (major, minor).
 pub(super) fn client_version(ws: &Workspace) -> (u32, u32) {
@@ -64,15 +73,19 @@ metadata:
   namespace: flux-system
 spec:
   distribution:
-    version: "2.7.x"
+    version: "2.9.x"
     registry: ghcr.io/fluxcd
-  components: [source-controller, kustomize-controller, helm-controller]
+  components: [source-controller, kustomize-controller]
   sync:
     kind: GitRepository
-    url: https://github.com/example/infra.git
+    url: ssh://git@github.com/example/infra.git
     ref: refs/heads/main
     path: ${FLUX_SYNC_PATH}
+    pullSecret: flux-git
 "#;
+
+/// The operator chart of the roots: the version whose operator runs as the real program.
+pub(super) const OPERATOR_CHART: &str = "operator_chart = { version = \"0.59.0\" }";
 
 pub(super) fn resource(kind: (&str, &str, &str), plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(kind.0, kind.1, kind.2), plural)
@@ -240,12 +253,31 @@ pub(super) fn condition(object: &Json, type_: &str) -> Option<String> {
         .and_then(|c| c["status"].as_str().map(str::to_owned))
 }
 
-/// A root with the resource; `extra` goes inside the resource block.
-pub(super) fn root(cluster: &TestCluster, extra: &str) -> String {
-    root_with_provider(&cluster.provider_block(), extra)
+/// A root with the resource; `extra` goes inside the resource block. Unless `extra` sets them,
+/// the sync is [`SOURCE`] at [`SYNC_PATH`] with the deploy key's Secret, and
+/// `managed_resources` holds that Secret.
+pub(super) fn root(flux: &FluxCluster, extra: &str) -> String {
+    let mut extra = extra.to_owned();
+    if !extra.contains("  sync = ") {
+        extra.push_str(&format!(
+            "  sync = {{ url = \"{SOURCE}\", path = \"{SYNC_PATH}\", pull_secret = \"{DEPLOY_KEY_SECRET}\" }}\n"
+        ));
+    }
+    if !extra.contains("managed_resources") {
+        extra.push_str(&format!(
+            "  managed_resources = {{ secrets_yaml = {} }}\n",
+            flux.deploy_key_secret()
+        ));
+    }
+    root_with_provider(&flux.provider_block(), &extra)
 }
 
 pub(super) fn root_with_provider(provider: &str, extra: &str) -> String {
+    root_with_instance(provider, INSTANCE, extra)
+}
+
+/// [`root_with_provider`] with another FluxInstance.
+pub(super) fn root_with_instance(provider: &str, instance: &str, extra: &str) -> String {
     format!(
         r#"{REQUIRED_PROVIDERS}
 {provider}
@@ -255,20 +287,58 @@ resource "talosboot_flux_bootstrap" "flux_operator_bootstrap" {{
     instance_yaml  = <<-EOT
 {instance}
     EOT
-    operator_chart = {{ version = "0.33.0" }}
+    {OPERATOR_CHART}
   }}
 {extra}
 }}
 
 output "namespace" {{ value = talosboot_flux_bootstrap.flux_operator_bootstrap.namespace }}
 "#,
-        instance = INSTANCE
+        instance = instance
             .lines()
             .map(|l| format!("      {l}"))
             .collect::<Vec<_>>()
             .join("\n")
             .replace("${", "$${"),
     )
+}
+
+/// What only the real programs do, after a bootstrap the provider reported Ready: the operator's
+/// finalizer on `instance`, the sync source Ready with the commit it cloned over SSH with the
+/// deploy key, and the ConfigMap at `path` applied by kustomize-controller.
+pub(super) async fn assert_real_flux_synced(client: &kube::Client, instance: &Json, path: &str) {
+    assert!(
+        instance["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f == "fluxcd.controlplane.io/finalizer")),
+        "the real operator reconciled it: {instance}"
+    );
+    let sources = api(
+        client,
+        ("source.toolkit.fluxcd.io", "v1", "GitRepository"),
+        "gitrepositories",
+        Some("flux-system"),
+    );
+    let source = get(&sources, "flux-system").await.expect("GitRepository");
+    assert_eq!(
+        condition(&source, "Ready").as_deref(),
+        Some("True"),
+        "{source}"
+    );
+    assert!(
+        source["status"]["artifact"]["revision"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("refs/heads/main@sha1:")),
+        "source-controller cloned main: {source}"
+    );
+    let synced = wait_for("the synced ConfigMap", Duration::from_secs(60), || async {
+        get(&configmaps(client, "default"), "synced").await
+    })
+    .await;
+    assert_eq!(
+        synced["data"]["path"], path,
+        "kustomize-controller applied {path:?}"
+    );
 }
 
 pub(super) const APPLY: &[&str] = &["apply", "-auto-approve", "-no-color", "-input=false"];
@@ -292,14 +362,16 @@ pub(super) fn assert_plans(ws: &Workspace, needle: &str) -> TfOutput {
 
 on_both_clis!(async bootstrap_repairs_drift_and_never_fights_flux);
 async fn bootstrap_repairs_drift_and_never_fights_flux() {
-    let cluster = TestCluster::start().await;
+    let Some(cluster) = FluxCluster::start().await else {
+        return;
+    };
     let client = cluster.client().await;
     install_cilium(&client).await;
-    let awkward = r#"kubernetes/clusters/staging "quoted" it's $HOME ${NOT_A_VAR}"#;
+    let awkward = AWKWARD_PATH;
     let ws = Workspace::new(&root(
         &cluster,
         &format!(
-            "  sync = {{ url = \"https://github.com/example/infra.git\", path = {path} }}\n  suspend_applications = true\n  timeout = \"2m\"\n",
+            "  sync = {{ url = \"{SOURCE}\", path = {path}, pull_secret = \"{DEPLOY_KEY_SECRET}\" }}\n  suspend_applications = true\n  timeout = \"2m\"\n",
             path = serde_json::to_string(awkward)
                 .expect("quote")
                 .replace("${", "$${"),
@@ -321,6 +393,9 @@ async fn bootstrap_repairs_drift_and_never_fights_flux() {
         fi["spec"]["sync"]["path"], awkward,
         "the awkward value survives substitution"
     );
+    // The real operator said Ready: its finalizer is on the FluxInstance, and kustomize-controller
+    // applied the awkward path of the commit source-controller cloned with the deploy key.
+    assert_real_flux_synced(&client, &fi, awkward).await;
     let cm = get(&configmaps(&client, "flux-system"), "flux-runtime-info")
         .await
         .expect("runtime info");
@@ -350,7 +425,9 @@ async fn bootstrap_repairs_drift_and_never_fights_flux() {
         .expect("inventory");
     assert_eq!(
         inventory["data"]["entries"],
-        "- ConfigMap/flux-system/flux-runtime-info\n"
+        format!(
+            "- ConfigMap/flux-system/flux-runtime-info\n- Secret/flux-system/{DEPLOY_KEY_SECRET}\n"
+        )
     );
 
     assert_no_changes(&ws);
@@ -373,11 +450,23 @@ async fn bootstrap_repairs_drift_and_never_fights_flux() {
     assert_eq!(cm["data"]["FLUX_SYNC_PATH"], awkward);
     assert_no_changes(&ws);
 
-    // Deleted FluxInstance: same.
+    // Deleted FluxInstance: same, once the operator's finalizer has removed what it installed
+    // (as `kubectl delete` returns).
     instances(&client)
         .delete("flux", &DeleteParams::default())
         .await
         .expect("delete FluxInstance");
+    wait_for(
+        "the FluxInstance's finalizer to finish",
+        Duration::from_secs(120),
+        || async {
+            get(&instances(&client), "flux")
+                .await
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
     let plan = assert_plans(&ws, "FluxInstance/flux-system/flux: deleted");
     assert!(
         plan.flat().contains("Apply repairs what drifted")
@@ -392,6 +481,7 @@ async fn bootstrap_repairs_drift_and_never_fights_flux() {
         .await
         .expect("FluxInstance back");
     assert_eq!(condition(&fi, "Ready").as_deref(), Some("True"));
+    assert_real_flux_synced(&client, &fi, awkward).await;
     assert_no_changes(&ws);
 
     // Adopted by Flux: an edit is Flux's business, never drift, never reverted.
@@ -519,7 +609,7 @@ fn bad_inputs_are_rejected_at_plan_with_paths() {
     }
     // A chart repository that is not an OCI path, with the attribute's source line.
     let text = root_with_provider(provider, "").replace(
-        "operator_chart = { version = \"0.33.0\" }",
+        OPERATOR_CHART,
         "operator_chart = { repository = \"https://charts.example.com\" }",
     );
     let ws = Workspace::new(&text);
@@ -564,12 +654,14 @@ provider "talosboot" {
 
 on_both_clis!(async uninstall_policy_removes_flux);
 async fn uninstall_policy_removes_flux() {
-    let cluster = TestCluster::start().await;
+    let Some(cluster) = FluxCluster::start().await else {
+        return;
+    };
     let client = cluster.client().await;
     install_cilium(&client).await;
     let ws = Workspace::new(&root(
         &cluster,
-        "  deletion_policy = \"uninstall\"\n  job = { host_network = true, env = { KUBERNETES_SERVICE_HOST = \"localhost\", KUBERNETES_SERVICE_PORT = \"7445\" }, tolerations = [{ key = \"dedicated\", operator = \"Exists\" }] }\n  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n",
+        "  deletion_policy = \"uninstall\"\n  job = { host_network = true, env = { KUBERNETES_SERVICE_HOST = \"localhost\", KUBERNETES_SERVICE_PORT = \"7445\" }, tolerations = [{ key = \"dedicated\", operator = \"Exists\" }] }\n  timeout = \"2m\"\n",
     ));
     ws.init();
     ws.ok(APPLY);
@@ -607,7 +699,9 @@ on_both_clis!(async a_module_namespace_without_the_pod_security_label_is_labelle
 /// labels it, apply does so before its host-network Job (on Talos' `baseline` the Job would be
 /// refused), and the bootstrap completes.
 async fn a_module_namespace_without_the_pod_security_label_is_labelled_before_any_job() {
-    let cluster = TestCluster::start().await;
+    let Some(cluster) = FluxCluster::start().await else {
+        return;
+    };
     let client = cluster.client().await;
     install_cilium(&client).await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
@@ -656,14 +750,16 @@ on_both_clis!(async an_operator_values_change_names_each_value_path_in_the_plan)
 /// A change of `operator_chart.values_yaml` upgrades the running operator: the plan names each
 /// value path, from the running value to the planned one, not only that the input changed.
 async fn an_operator_values_change_names_each_value_path_in_the_plan() {
-    let cluster = TestCluster::start().await;
+    let Some(cluster) = FluxCluster::start().await else {
+        return;
+    };
     let client = cluster.client().await;
     install_cilium(&client).await;
     let with = |level: &str| {
         root(&cluster, "  timeout = \"2m\"\n").replace(
-            "operator_chart = { version = \"0.33.0\" }",
+            OPERATOR_CHART,
             &format!(
-                "operator_chart = {{ version = \"0.33.0\", values_yaml = \"logLevel: {level}\" }}"
+                "operator_chart = {{ version = \"0.59.0\", values_yaml = \"logLevel: {level}\" }}"
             ),
         )
     };

@@ -152,6 +152,8 @@ async fn minimal_rbac_installs_upgrades_and_uninstalls_a_chart() {
 }
 
 on_both_clis!(async a_chart_whose_pods_cannot_start_says_why_and_stays_in_state_tainted);
+/// The flux-operator chart before any CNI: its pod is never scheduled, so no operator runs. (Chart
+/// 0.33.0's operator would be the emulated one, `talos_sim::talos::emulated`; it never starts here.)
 async fn a_chart_whose_pods_cannot_start_says_why_and_stays_in_state_tainted() {
     let cluster = TestCluster::start().await;
     if !cluster.nodes_are_emulated() {

@@ -51,7 +51,8 @@
 //! - `chaos`: seeded random faults during repeated applies; state stays truthful, applies converge
 //!   (`TALOSBOOT_CHAOS_SEED`, `TALOSBOOT_CHAOS_LONG=1`).
 //! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
-//! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module).
+//! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module), reconciled by the real
+//!   Flux Operator and controllers from a Git source served on loopback.
 //! - `examples`: every HCL file under `examples/` is formatted, validated, and the full roots planned.
 //! - `release` (floor): `scripts/release` output installs from a packed filesystem mirror; lock hash.
 

@@ -27,7 +27,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret, Servi
 use kube::Api;
 use kube::api::{ListParams, LogParams};
 
-use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
+use crate::flux_bootstrap::{DEPLOY_KEY_SECRET, FluxCluster, SOURCE, SYNC_PATH};
+use crate::harness::{REQUIRED_PROVIDERS, Workspace};
 
 /// Marker secrets: unique per run, each from one input.
 struct Markers(Vec<(&'static str, String)>);
@@ -154,8 +155,11 @@ fn cilium(marker: &str, hang: bool) -> String {
 
 /// The Flux bootstrap with its write-only `managed_resources` fed from an ephemeral variable
 /// (`TF_VAR_scan_secret`), as users feed secrets: never in a plan file, not even in the
-/// configuration snapshot a plan file carries.
-const FLUX: &str = r#"
+/// configuration snapshot a plan file carries. Reconciled by the real Flux Operator and
+/// controllers from the loopback Git source, with the deploy key (`deploy_key_secret`, an HCL
+/// expression) beside the marker's Secret.
+fn flux(deploy_key_secret: &str) -> String {
+    let root = r#"
 variable "scan_secret" {
   type      = string
   sensitive = true
@@ -170,25 +174,30 @@ resource "talosboot_flux_bootstrap" "this" {
       kind       = "FluxInstance"
       metadata   = { name = "flux", namespace = "flux-system" }
       spec = {
-        distribution = { version = "2.7.x", registry = "ghcr.io/fluxcd" }
+        distribution = { version = "2.9.x", registry = "ghcr.io/fluxcd" }
         components   = ["source-controller", "kustomize-controller"]
-        sync         = { kind = "GitRepository", url = "https://example.com/infra.git", ref = "refs/heads/main", path = "clusters/scan" }
+        sync         = { kind = "GitRepository", url = "SOURCE", ref = "refs/heads/main", path = "SYNC_PATH", pullSecret = "DEPLOY_KEY_SECRET" }
       }
     })
-    operator_chart = { version = "0.33.0" }
+    operator_chart = { version = "0.59.0" }
   }
   managed_resources = {
-    secrets_yaml = yamlencode({
+    secrets_yaml = join("\n---\n", [DEPLOY_KEY_EXPRESSION, yamlencode({
       apiVersion = "v1"
       kind       = "Secret"
       metadata   = { name = "flux-system" }
       stringData = { password = var.scan_secret }
-    })
+    })])
   }
   timeout    = "2m"
   depends_on = [talosboot_cilium.this]
 }
 "#;
+    root.replace("DEPLOY_KEY_EXPRESSION", deploy_key_secret)
+        .replace("DEPLOY_KEY_SECRET", DEPLOY_KEY_SECRET)
+        .replace("SYNC_PATH", SYNC_PATH)
+        .replace("SOURCE", SOURCE)
+}
 
 /// Runs `args` with `TF_LOG=trace` into `log`; scans its stdout/stderr and the log.
 fn traced(ws: &Workspace, args: &[&str], log: &str, markers: &Markers, f: &mut Findings) -> bool {
@@ -314,10 +323,12 @@ async fn scan_cluster(client: &kube::Client, markers: &Markers, f: &mut Findings
 
 on_both_clis!(async marker_secrets_appear_nowhere_a_user_or_attacker_can_read);
 async fn marker_secrets_appear_nowhere_a_user_or_attacker_can_read() {
-    let cluster = TestCluster::start().await;
-    if !cluster.nodes_are_emulated() {
-        return; // the failing run hangs the installer with the node layer's annotation
-    }
+    // (An external cluster has no loopback Git source, and the failing run hangs the installer
+    // with the node layer's annotation.)
+    let Some(cluster) = FluxCluster::start().await else {
+        return;
+    };
+    let flux_root = flux(&cluster.deploy_key_secret());
     let client = cluster.client().await;
     let markers = Markers::new();
     let mut f = Findings::default();
@@ -338,7 +349,7 @@ async fn marker_secrets_appear_nowhere_a_user_or_attacker_can_read() {
             &format!(
                 "{head}{}{}",
                 cilium(markers.get("set_sensitive"), false),
-                FLUX
+                flux_root
             ),
         );
     }
@@ -394,7 +405,7 @@ async fn marker_secrets_appear_nowhere_a_user_or_attacker_can_read() {
         &format!(
             "{head}{}{}",
             cilium(markers.get("set_sensitive (failing run)"), true),
-            if with_flux { FLUX } else { "" }
+            if with_flux { flux_root.as_str() } else { "" }
         ),
     );
     assert!(

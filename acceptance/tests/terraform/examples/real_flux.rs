@@ -19,7 +19,7 @@ use talos_sim::talos::TalosConfig;
 use talos_sim::talos::git::GitConfig;
 
 use super::{planned_skip, read, root_workspace};
-use crate::flux_bootstrap::{api, configmaps, get, instances, wait_for};
+use crate::flux_bootstrap::{api, configmaps, deploy_key, get, instances, wait_for};
 use crate::harness::{TestCluster, Workspace};
 
 const GITHUB: &str = "ssh://git@github.com/example/infra.git";
@@ -60,21 +60,6 @@ spec:
     }
 }
 
-/// A fresh ed25519 key pair: (private key, public `authorized_keys` line).
-fn deploy_key(dir: &Path) -> (String, String) {
-    let path = dir.join("deploy");
-    let status = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", "deploy", "-f"])
-        .arg(&path)
-        .status()
-        .expect("ssh-keygen");
-    assert!(status.success(), "ssh-keygen failed");
-    (
-        std::fs::read_to_string(&path).expect("private key"),
-        std::fs::read_to_string(path.with_extension("pub")).expect("public key"),
-    )
-}
-
 /// The cluster with real Flux and both Git hosts serving `fleet`, the example root in a
 /// workspace wired to it, and the Git servers' commit on `main`.
 struct Rebuild {
@@ -102,7 +87,6 @@ async fn start_with_files(env: &[(&str, &str)], files: &[(&str, &str)]) -> Optio
     write_fleet(&fleet);
     let (identity, public) = deploy_key(dir.path());
     let cluster = TestCluster::start_with(TalosConfig {
-        real_flux: true,
         git: GitConfig {
             repositories: vec![(GITHUB.into(), fleet.clone()), (BACKUP.into(), fleet)],
             authorized_keys: Vec::new(),

@@ -7,10 +7,12 @@ use super::*;
 
 on_both_clis!(async module_leftovers_are_adopted_without_restart);
 async fn module_leftovers_are_adopted_without_restart() {
-    let cluster = TestCluster::start().await;
+    let Some(cluster) = FluxCluster::start().await else {
+        return;
+    };
     let client = cluster.client().await;
     install_cilium(&client).await;
-    let extra = "  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n";
+    let extra = "  timeout = \"2m\"\n";
     // What the module leaves: operator release, FluxInstance, runtime info and its inventory. A
     // first run of the resource stands in for the module's Job; its state is then forgotten.
     let first = Workspace::new(&root(&cluster, extra));
@@ -63,10 +65,12 @@ async fn module_leftovers_are_adopted_without_restart() {
 
 on_both_clis!(async import_by_the_flux_instance_namespace);
 async fn import_by_the_flux_instance_namespace() {
-    let cluster = TestCluster::start().await;
+    let Some(cluster) = FluxCluster::start().await else {
+        return;
+    };
     let client = cluster.client().await;
     install_cilium(&client).await;
-    let extra = "  timeout = \"2m\"\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n";
+    let extra = "  timeout = \"2m\"\n";
     let first = Workspace::new(&root(&cluster, extra));
     first.init();
     first.ok(APPLY);
@@ -105,10 +109,14 @@ async fn import_by_the_flux_instance_namespace() {
 
 on_both_clis!(async prerequisites_are_applied_until_flux_adopts_them);
 async fn prerequisites_are_applied_until_flux_adopts_them() {
-    let cluster = TestCluster::start().await;
+    let Some(cluster) = FluxCluster::start().await else {
+        return;
+    };
     let client = cluster.client().await;
     install_cilium(&client).await;
-    let prerequisites = r#"prerequisites = {
+    let prerequisites = format!(
+        "{}\n    {OPERATOR_CHART}",
+        r#"prerequisites = {
       yamls = [<<-EOT
         apiVersion: v1
         kind: ConfigMap
@@ -122,11 +130,10 @@ async fn prerequisites_are_applied_until_flux_adopts_them() {
       EOT
       ]
       charts = [{ name = "extra", repository = "ghcr.io/example/charts/extra", namespace = "extras", version = "0.1.0" }]
-    }
-    operator_chart = { version = "0.33.0" }"#;
-    let extra = "  timeout = \"2m\"\n  common_metadata = { labels = { team = \"platform\" } }\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n";
-    let text =
-        root(&cluster, extra).replace("operator_chart = { version = \"0.33.0\" }", prerequisites);
+    }"#
+    );
+    let extra = "  timeout = \"2m\"\n  common_metadata = { labels = { team = \"platform\" } }\n";
+    let text = root(&cluster, extra).replace(OPERATOR_CHART, &prerequisites);
     let ws = Workspace::new(&text);
     ws.init();
     ws.ok(APPLY);
@@ -184,10 +191,14 @@ on_both_clis!(async runtime_variables_are_typed_as_the_module_substitutes_them);
 /// `flux envsubst` does, the port is a number and the Service is created (substituted inside the
 /// parsed scalar, it was the string "8080", which the API server refuses).
 async fn runtime_variables_are_typed_as_the_module_substitutes_them() {
-    let cluster = TestCluster::start().await;
+    let Some(cluster) = FluxCluster::start().await else {
+        return;
+    };
     let client = cluster.client().await;
     install_cilium(&client).await;
-    let prerequisites = r#"prerequisites = {
+    let prerequisites = format!(
+        "{}\n    {OPERATOR_CHART}",
+        r#"prerequisites = {
       yamls = [<<-EOT
         apiVersion: v1
         kind: Service
@@ -198,11 +209,13 @@ async fn runtime_variables_are_typed_as_the_module_substitutes_them() {
               name: "$${service}-$${port}"
       EOT
       ]
-    }
-    operator_chart = { version = "0.33.0" }"#;
-    let extra = "  timeout = \"2m\"\n  managed_resources = { runtime_info = { data = { port = \"8080\", service = \"typed\" } } }\n  sync = { url = \"https://github.com/example/infra.git\", path = \"clusters/staging\" }\n";
-    let text =
-        root(&cluster, extra).replace("operator_chart = { version = \"0.33.0\" }", prerequisites);
+    }"#
+    );
+    let extra = format!(
+        "  timeout = \"2m\"\n  managed_resources = {{ secrets_yaml = {}, runtime_info = {{ data = {{ port = \"8080\", service = \"typed\" }} }} }}\n",
+        cluster.deploy_key_secret()
+    );
+    let text = root(&cluster, &extra).replace(OPERATOR_CHART, &prerequisites);
     let ws = Workspace::new(&text);
     ws.init();
     ws.ok(APPLY);

@@ -15,10 +15,13 @@ fn supports_write_only(ws: &Workspace) -> bool {
 
 on_both_clis!(async write_only_secrets_never_leak);
 async fn write_only_secrets_never_leak() {
-    let cluster = TestCluster::start().await;
+    let Some(cluster) = FluxCluster::start().await else {
+        return;
+    };
     let secret = "hunter2-deploy-key-must-not-leak";
     let managed = format!(
-        "  timeout = \"2m\"\n  managed_resources = {{\n    secrets_yaml = yamlencode({{ apiVersion = \"v1\", kind = \"Secret\", metadata = {{ name = \"flux-system\" }}, stringData = {{ identity = \"{secret}\" }} }})\n    runtime_info = {{ data = {{ FLUX_SYNC_PATH = \"clusters/staging\" }} }}\n  }}\n"
+        "  timeout = \"2m\"\n  managed_resources = {{\n    secrets_yaml = join(\"\\n---\\n\", [{deploy_key}, yamlencode({{ apiVersion = \"v1\", kind = \"Secret\", metadata = {{ name = \"flux-system\" }}, stringData = {{ identity = \"{secret}\" }} }})])\n    runtime_info = {{ data = {{ FLUX_SYNC_PATH = \"clusters/staging\" }} }}\n  }}\n",
+        deploy_key = cluster.deploy_key_secret()
     );
     let mut ws = Workspace::new(&root(&cluster, &managed));
     ws.init();
@@ -108,7 +111,7 @@ async fn write_only_secrets_never_leak() {
     );
     let pointed_at = match ws.cli() {
         Cli::OpenTofu => "resource \"talosboot_flux_bootstrap\"",
-        _ => "secrets_yaml = yamlencode(",
+        _ => "secrets_yaml = join(",
     };
     assert!(
         quoted.len() == 1 && quoted[0].contains(pointed_at),
@@ -116,7 +119,12 @@ async fn write_only_secrets_never_leak() {
         ws.cli()
     );
     // Retired from the input: deleted.
-    ws.write("main.tf", &root(&cluster, "  timeout = \"2m\"\n  managed_resources = { runtime_info = { data = { FLUX_SYNC_PATH = \"clusters/staging\" } } }\n"));
+    // (The deploy key stays: Flux still needs it.)
+    let retired = format!(
+        "  timeout = \"2m\"\n  managed_resources = {{ secrets_yaml = {}, runtime_info = {{ data = {{ FLUX_SYNC_PATH = \"clusters/staging\" }} }} }}\n",
+        cluster.deploy_key_secret()
+    );
+    ws.write("main.tf", &root(&cluster, &retired));
     // The write-only diff cannot show it: the plan names what apply deletes.
     let plan = ws.ok(&["plan", "-no-color", "-input=false"]);
     assert!(
