@@ -14,7 +14,9 @@
 //! Seeded: the seed is printed; `TALOSBOOT_CHAOS_SEED=N` replays a run. The default run is short
 //! (four steps per CLI, bounded at about a minute each); `TALOSBOOT_CHAOS_LONG=1` runs many more
 //! steps (bounded at 15 minutes per CLI). `talosboot_flux_bootstrap` joins the root once the provider's schema
-//! has it (`tofu providers schema -json`); until then the root is Cilium's.
+//! has it (`tofu providers schema -json`); until then the root is Cilium's. The Flux bootstrap runs
+//! on the real Flux Operator and controllers, syncing from the loopback Git source with a deploy key
+//! (`flux_bootstrap::FluxCluster`); the API faults reach their calls too (through KubePrism).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
