@@ -15,6 +15,7 @@ use crate::cluster::helm::release::ReleaseStatus;
 use crate::cluster::helm::values::{SetValue, apply_set, merged, parse_values, values_parts};
 use crate::framework::Diagnostics;
 use crate::resources::choice::DeletionPolicy;
+use crate::resources::connection::{ClusterSettings, IdentityState};
 pub use crate::resources::duration::parse_timeout;
 use crate::resources::job::{self, Flavor, JobDefaults, JobInput};
 use crate::resources::names::{check_namespace, check_release_name};
@@ -37,6 +38,10 @@ pub struct ReleaseCommon {
     pub set_sensitive: Option<Vec<SetValue>>,
     /// Write-only: only in the configuration (apply puts it back into the planned model).
     pub set_wo: Option<Vec<SetValue>>,
+    /// The resource's own connection (write-only leaves; `crate::resources::connection`).
+    pub cluster: Option<ClusterSettings>,
+    /// The cluster the resource was applied to through `cluster`.
+    pub cluster_identity: Option<IdentityState>,
     pub timeout: Option<String>,
     pub wait: Option<bool>,
     pub api_endpoint: Option<String>,
