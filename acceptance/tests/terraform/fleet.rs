@@ -4,7 +4,8 @@
 //! installed on all three and the next plan is empty; no credential is in state, the plan file,
 //! its JSON or a `TF_LOG=trace` log; drift made on one cluster by hand shows in `plan` on that
 //! instance only (refresh has no configuration; the plan reads each cluster) and apply repairs
-//! it; with one cluster unreachable its instance fails naming its API server while the others
+//! it; `values_wo` stays out of state, plan and logs, and a change of it is named `(write-only)`
+//! in the plan's values diff; with one cluster unreachable its instance fails naming its API server while the others
 //! apply, and nothing leaves the state.
 
 use std::collections::BTreeMap;
@@ -27,6 +28,13 @@ variable "kubeconfigs" {{
   ephemeral = true
 }}
 
+# A chart secret, as a vault's ephemeral resource would give it.
+variable "ca_key" {{
+  type      = string
+  sensitive = true
+  ephemeral = true
+}}
+
 provider "talosboot" {{
   api_retry_timeout = "5s"
 }}
@@ -35,6 +43,7 @@ resource "talosboot_cilium" "this" {{
   for_each = toset({keys:?})
   version  = "{CURRENT}"
   values   = [yamlencode({values})]
+  values_wo = [yamlencode({{ hubble = {{ tls = {{ ca = {{ key = var.ca_key }} }} }} }})]
   cluster = {{
     kubeconfig_raw = var.kubeconfigs[each.key]
   }}
@@ -82,13 +91,15 @@ async fn a_fleet_of_three_clusters_in_one_root_converges_each_on_its_own_cluster
             (*k, text)
         })
         .collect();
-    let secrets: Vec<String> = kubeconfigs.values().map(|k| credential(k)).collect();
+    let mut secrets: Vec<String> = kubeconfigs.values().map(|k| credential(k)).collect();
+    secrets.push("WO-VALUES-MARKER".into());
     let servers: BTreeMap<&str, String> =
         kubeconfigs.iter().map(|(k, v)| (*k, server(v))).collect();
     // JSON is HCL: the map variable from the environment, as CI would pass it.
     let var = serde_json::to_string(&kubeconfigs).expect("json");
-    let ws = Workspace::new(&root("{ hubble = { relay = { enabled = false } } }"))
-        .env("TF_VAR_kubeconfigs", &var);
+    let mut ws = Workspace::new(&root("{ hubble = { relay = { enabled = false } } }"))
+        .env("TF_VAR_kubeconfigs", &var)
+        .env("TF_VAR_ca_key", "WO-VALUES-MARKER-ONE");
     ws.init();
 
     // Apply installs Cilium on all three; the next plan is empty.
@@ -217,7 +228,16 @@ async fn a_fleet_of_three_clusters_in_one_root_converges_each_on_its_own_cluster
         "main.tf",
         &root("{ hubble = { relay = { enabled = false } }, debug = { enabled = true } }"),
     );
+    // ... with a new `values_wo` value too: named `(write-only)` in the values diff, never shown.
+    ws.set_env("TF_VAR_ca_key", "WO-VALUES-MARKER-TWO");
     let failed = ws.run(&["apply", "-auto-approve", "-no-color", "-input=false"]);
+    assert!(
+        failed
+            .flat()
+            .contains("hubble.tls.ca.key: (write-only) -> (write-only)"),
+        "the values diff names the write-only key:\n{}",
+        failed.text()
+    );
     assert!(
         !failed.success,
         "the unreachable cluster fails its instance:\n{}",

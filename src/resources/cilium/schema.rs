@@ -11,7 +11,9 @@ use crate::resources::connection;
 use crate::resources::job::{self, Flavor};
 use crate::resources::rbac::{self, Rbac};
 use crate::resources::release::common::ReleaseMetadata;
-use crate::resources::release::inputs::{METADATA_DOC, set_item, set_wo_attribute};
+use crate::resources::release::inputs::{
+    METADATA_DOC, set_item, set_wo_attribute, values_wo_attributes,
+};
 use crate::values::Type;
 
 pub const TYPE_NAME: &str = "talosboot_cilium";
@@ -33,6 +35,8 @@ pub fn schema() -> Schema {
                 Attribute::optional("set", Type::Dynamic, "Single values, applied after `values`, as `helm --set`.").nested(Nesting::List, set_item(false)).updates(),
                 Attribute::optional("set_sensitive", Type::Dynamic, "Like `set`, for secrets: hidden in plan output, never logged, passed to the installer through a Secret; the values are stored in state as configured (as with `helm_release`: keep the state encrypted), while `values_sha256` is a salted hash.").nested(Nesting::List, set_item(true)).sensitive().updates(),
                 set_wo_attribute(),
+                values_wo_attributes()[0].clone(),
+                values_wo_attributes()[1].clone(),
                 connection::cluster_attribute(),
                 connection::identity_attribute(),
                 Attribute::optional_computed("timeout", Type::String, "How long the whole operation may take: a Go duration (`10m`, `1h30m`) or seconds (`600`, as `helm_release`). Default `10m`. The bootstrap Job's deadline is what is left of it.").default(DEFAULT_TIMEOUT),
