@@ -494,3 +494,91 @@ pub struct IdentityState {
     pub api_server: Option<String>,
     pub ca_sha256: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(server: &str, ca: &str) -> Value {
+        Value::object([(
+            IDENTITY,
+            Value::object([
+                ("api_server", Value::from(server)),
+                ("ca_sha256", Value::from(ca)),
+            ]),
+        )])
+    }
+
+    #[test]
+    fn a_cluster_block_is_checked_on_its_own_paths_without_the_environment() {
+        let block = Value::object([
+            (PATH, Value::from("/kc")),
+            (HOST, Value::from("https://h:6443")),
+        ]);
+        let (_, diags) = resolve(&block, Scope::Block);
+        let d = diags.iter().next().expect("a diagnostic");
+        assert_eq!(
+            d.attribute,
+            Some(AttributePath::attr(CLUSTER).then_attr(HOST))
+        );
+        assert!(d.detail.contains("this `cluster` sets"), "{}", d.detail);
+        let (config, _) = resolve(&Value::object([(PATH, Value::Null)]), Scope::Block);
+        assert_eq!(
+            config,
+            ProviderConfig::Missing,
+            "no KUBE_CONFIG_PATH fallback"
+        );
+    }
+
+    #[test]
+    fn another_cluster_or_ca_is_a_replacement_and_an_unknown_one_is_not() {
+        let prior = identity("https://a:6443", "hmac-sha256:1");
+        assert!(moved_to_another_cluster(&prior, &prior).is_none());
+        let moved = moved_to_another_cluster(&prior, &identity("https://b:6443", "hmac-sha256:1"))
+            .expect("a replacement");
+        assert!(moved.detail.contains("https://a:6443") && moved.detail.contains("https://b:6443"));
+        let ca = moved_to_another_cluster(&prior, &identity("https://a:6443", "hmac-sha256:2"))
+            .expect("a replacement");
+        assert!(ca.detail.contains("another CA"), "{}", ca.detail);
+        let unknown = Value::object([(
+            IDENTITY,
+            Value::object([
+                ("api_server", Value::from("https://b:6443")),
+                ("ca_sha256", Value::unknown()),
+            ]),
+        )]);
+        assert!(moved_to_another_cluster(&prior, &unknown).is_none());
+        assert!(
+            moved_to_another_cluster(&Value::object([(IDENTITY, Value::Null)]), &prior).is_none()
+        );
+    }
+
+    #[test]
+    fn only_a_state_applied_through_its_own_cluster_is_kept_by_refresh() {
+        assert!(applied_through_own_cluster(&identity(
+            "https://a:6443",
+            "x"
+        )));
+        assert!(!applied_through_own_cluster(&Value::object([(
+            IDENTITY,
+            Value::Null
+        )])));
+    }
+
+    #[test]
+    fn the_identity_hash_is_salted_per_resource_and_unknown_without_a_salt() {
+        let id = ClusterIdentity {
+            api_server: "https://a:6443".into(),
+            ca_sha256: "ab".into(),
+        };
+        let (p, q) = (Private::fresh(), Private::fresh());
+        let a = identity_value(&id, Some(&p));
+        assert_ne!(a, identity_value(&id, Some(&q)));
+        assert!(!format!("{:?}", a.attr("ca_sha256")).contains("\"ab\""));
+        assert!(
+            identity_value(&id, None)
+                .attr("ca_sha256")
+                .is_some_and(Value::is_unknown)
+        );
+    }
+}
