@@ -91,6 +91,11 @@ impl SensitivePaths {
         self
     }
 
+    /// The `set` names of the write-only paths (for the release record's marking).
+    pub fn write_only_names(&self) -> Vec<String> {
+        self.1.iter().map(|p| render_path(p)).collect()
+    }
+
     /// Whether `path` is, is under, or holds a write-only path.
     fn write_only(&self, path: &[Step]) -> bool {
         self.1.iter().any(|s| {
@@ -440,6 +445,7 @@ mod tests {
                 "hubble.tls.key: (write-only) -> (write-only)"
             ]
         );
+        assert_eq!(paths.write_only_names(), ["hubble.tls.key"]);
     }
 
     #[test]
