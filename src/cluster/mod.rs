@@ -43,6 +43,7 @@ pub mod talos;
 pub mod talos_inventory;
 
 pub use client::{
-    CONNECT_TIMEOUT, ClusterError, ClusterHandle, ConfigSource, Kube, ProviderConfig, READ_TIMEOUT,
-    describe_cause, kubeconfig_error, redact_user_info, retry, scrub_api_message,
+    CONNECT_TIMEOUT, ClientCache, ClusterError, ClusterHandle, ClusterIdentity, ConfigSource, Kube,
+    ProviderConfig, READ_TIMEOUT, describe_cause, identity, kubeconfig_error, redact_user_info,
+    retry, scrub_api_message,
 };

@@ -6,20 +6,13 @@
 //! credentials one by one (`host` + CA + client cert/key or token). Any of them may be unknown at plan
 //! time: the cluster is contacted lazily, only by operations that need it.
 
-use crate::cluster::{ConfigSource, ProviderConfig, kubeconfig_error, redact_user_info};
+use crate::cluster::ProviderConfig;
 use crate::framework::{Attribute, Block, Diagnostics, Schema};
+use crate::resources::connection::{
+    self, CA, CERT, CONTEXT, HOST, KEY, PATH, RAW, RETRY, Scope, TOKEN,
+};
 use crate::resources::duration::parse_timeout;
-use crate::values::{AttributePath, Type, Value};
-
-const RAW: &str = "kubeconfig_raw";
-const PATH: &str = "config_path";
-const CONTEXT: &str = "config_context";
-const HOST: &str = "host";
-const CA: &str = "cluster_ca_certificate";
-const CERT: &str = "client_certificate";
-const KEY: &str = "client_key";
-const TOKEN: &str = "token";
-const RETRY: &str = "api_retry_timeout";
+use crate::values::{Type, Value};
 
 /// The schema of the `provider "talosboot"` block.
 pub fn schema() -> Schema {
@@ -50,171 +43,16 @@ pub fn retry_budget(config: &Value) -> Option<std::time::Duration> {
         .and_then(|t| parse_timeout(t).ok())
 }
 
-/// Validates the provider block and resolves it. Unknown values are accepted; problems with
-/// known values are diagnostics on the attribute that has them.
+/// Validates the provider block and resolves it ([`connection::resolve`], the one resolver the
+/// resources' `cluster` attribute shares). Unknown values are accepted; problems with known
+/// values are diagnostics on the attribute that has them.
 pub fn from_value(config: &Value) -> (ProviderConfig, Diagnostics) {
     let env_path = std::env::var("KUBE_CONFIG_PATH").ok();
     resolve(config, env_path.as_deref())
 }
 
 fn resolve(config: &Value, env_path: Option<&str>) -> (ProviderConfig, Diagnostics) {
-    let mut diags = Diagnostics::new();
-    let get = |name: &str| config.attr(name).cloned().unwrap_or(Value::Null);
-    let (raw, path, context, host) = (get(RAW), get(PATH), get(CONTEXT), get(HOST));
-    let (ca, cert, key, token) = (get(CA), get(CERT), get(KEY), get(TOKEN));
-    let set = |v: &Value| !v.is_null();
-
-    // Only known values can conflict: `cond ? x : null` is unknown until apply.
-    let known_set = |v: &Value| set(v) && !v.is_unknown();
-    let groups = [
-        (RAW, known_set(&raw)),
-        (PATH, known_set(&path)),
-        (HOST, known_set(&host)),
-    ];
-    let chosen: Vec<&str> = groups.iter().filter(|(_, s)| *s).map(|(n, _)| *n).collect();
-    if chosen.len() > 1 {
-        diags.error_at(
-            AttributePath::attr(chosen[1]),
-            "Conflicting connection settings",
-            format!(
-                "Set only one of `{RAW}`, `{PATH}` or `{HOST}`; this provider block sets {}.",
-                chosen
-                    .iter()
-                    .map(|n| format!("`{n}`"))
-                    .collect::<Vec<_>>()
-                    .join(" and ")
-            ),
-        );
-    }
-    if !set(&host) {
-        for (name, v) in [(CA, &ca), (CERT, &cert), (KEY, &key), (TOKEN, &token)] {
-            if set(v) {
-                diags.error_at(
-                    AttributePath::attr(name),
-                    "Credential without host",
-                    format!("`{name}` is only used together with `{HOST}`. Set `{HOST}`, or put the credential in the kubeconfig."),
-                );
-            }
-        }
-    }
-    if set(&host) && set(&context) {
-        diags.error_at(
-            AttributePath::attr(CONTEXT),
-            "Context without kubeconfig",
-            format!(
-                "`{CONTEXT}` selects a context of a kubeconfig; it has no meaning with `{HOST}`."
-            ),
-        );
-    }
-    if set(&cert) != set(&key) && !cert.is_unknown() && !key.is_unknown() {
-        let missing = if set(&cert) { KEY } else { CERT };
-        diags.error_at(
-            AttributePath::attr(missing),
-            "Incomplete client certificate",
-            format!("`{CERT}` and `{KEY}` must be set together."),
-        );
-    }
-    if let Some(h) = host.as_str() {
-        if !(h.starts_with("https://") || h.starts_with("http://")) || h.len() < 9 {
-            diags.error_at(
-                AttributePath::attr(HOST),
-                "Invalid API server URL",
-                format!(
-                    "`{HOST}` must be a URL such as `https://10.0.0.10:6443`, got {}.",
-                    // Never a value that may carry credentials (`user:pass@host`).
-                    if h.contains('@') {
-                        "a value with user info".to_owned()
-                    } else {
-                        format!("{h:?}")
-                    }
-                ),
-            );
-        } else if redact_user_info(h) != h {
-            diags.error_at(
-                AttributePath::attr(HOST),
-                "Credentials in the API server URL",
-                format!("`{HOST}` must not carry a user name or password (`https://user:pass@...`): Kubernetes does not use them. Set `{TOKEN}` or `{CERT}` and `{KEY}` instead."),
-            );
-        }
-    }
-    for (name, v, marker) in [
-        (CA, &ca, "CERTIFICATE"),
-        (CERT, &cert, "CERTIFICATE"),
-        (KEY, &key, "PRIVATE KEY"),
-    ] {
-        if let Some(pem) = v.as_str() {
-            if !pem.contains("-----BEGIN") || !pem.contains(marker) {
-                diags.error_at(
-                    AttributePath::attr(name),
-                    "Not a PEM block",
-                    format!("`{name}` must be PEM text starting with `-----BEGIN ...{marker}-----`. If you have base64, wrap it in `base64decode()`."),
-                );
-            }
-        }
-    }
-    if let Some(Err(e)) = config
-        .attr(RETRY)
-        .and_then(Value::as_str)
-        .map(parse_timeout)
-    {
-        diags.error_at(AttributePath::attr(RETRY), "Invalid retry timeout", e);
-    }
-    if let Some(yaml) = raw.as_str() {
-        if let Err(e) = kube::config::Kubeconfig::from_yaml(yaml) {
-            diags.error_at(
-                AttributePath::attr(RAW),
-                "Invalid kubeconfig",
-                format!("{}.", kubeconfig_error(&format!("`{RAW}`"), &e)),
-            );
-        }
-    }
-    if diags.has_errors() {
-        return (ProviderConfig::Missing, diags);
-    }
-
-    let any_unknown = [&raw, &path, &context, &host, &ca, &cert, &key, &token]
-        .iter()
-        .any(|v| !v.is_wholly_known());
-    if any_unknown {
-        return (ProviderConfig::Unknown, diags);
-    }
-    let text = |v: &Value| v.as_str().map(str::to_owned);
-    let path = text(&path).map(|p| expand_home(&p));
-    let source = if let Some(yaml) = text(&raw) {
-        ConfigSource::KubeconfigRaw {
-            yaml,
-            context: text(&context),
-        }
-    } else if let Some(path) = path {
-        ConfigSource::KubeconfigFile {
-            path,
-            context: text(&context),
-        }
-    } else if let Some(host) = text(&host) {
-        ConfigSource::Direct {
-            host,
-            ca_pem: text(&ca),
-            client_cert_pem: text(&cert),
-            client_key_pem: text(&key),
-            token: text(&token),
-        }
-    } else if let Some(first) = env_path.and_then(|p| p.split(':').find(|s| !s.is_empty())) {
-        ConfigSource::KubeconfigFile {
-            path: expand_home(first),
-            context: text(&context),
-        }
-    } else {
-        return (ProviderConfig::Missing, diags);
-    };
-    (ProviderConfig::Known(source), diags)
-}
-
-/// `~/.kube/config` as users write it in HCL; Terraform does not expand `~` for providers.
-fn expand_home(path: &str) -> String {
-    match (path.strip_prefix("~/"), std::env::var("HOME")) {
-        (Some(rest), Ok(home)) => format!("{}/{rest}", home.trim_end_matches('/')),
-        _ => path.to_owned(),
-    }
+    connection::resolve(config, Scope::Provider { env_path })
 }
 
 #[cfg(test)]
@@ -222,6 +60,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::cluster::ConfigSource;
+    use crate::values::AttributePath;
 
     fn block(pairs: &[(&str, Value)]) -> Value {
         let mut attrs: BTreeMap<String, Value> = [RAW, PATH, CONTEXT, HOST, CA, CERT, KEY, TOKEN]

@@ -2,11 +2,12 @@
 
 use std::sync::Arc;
 
-use crate::cluster::{ClusterError, ClusterHandle};
+use crate::cluster::{ClientCache, ClusterError, ClusterHandle};
 use crate::framework::{Ctx, DataSource, Diagnostic, ListResource, Resource};
 
 pub mod choice;
 pub mod cilium;
+pub mod connection;
 pub mod duration;
 pub mod engine_report;
 pub mod flux_bootstrap;
@@ -57,10 +58,12 @@ pub fn data_sources() -> Vec<Arc<dyn DataSource>> {
     vec![Arc::new(helm_release::HelmReleaseDataSource)]
 }
 
-/// What ConfigureProvider hands every operation: the connection and the Job defaults.
+/// What ConfigureProvider hands every operation: the connection, the connections of the
+/// resources' own `cluster` attributes ([`connection`]), and the Job defaults.
 #[derive(Clone)]
 pub struct ProviderData {
     pub cluster: ClusterHandle,
+    pub clients: Arc<ClientCache>,
     pub job: job::JobDefaults,
 }
 
@@ -69,6 +72,7 @@ impl ProviderData {
     pub fn new(cluster: ClusterHandle) -> ProviderData {
         ProviderData {
             cluster,
+            clients: Arc::default(),
             job: job::JobDefaults::default(),
         }
     }

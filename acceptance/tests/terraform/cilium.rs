@@ -62,7 +62,7 @@ pub(crate) fn workspace(cluster: &TestCluster, body: &str) -> Workspace {
 }
 
 /// Status labels of the release's records, by revision.
-async fn release_history(client: &kube::Client, name: &str) -> BTreeMap<i64, String> {
+pub(crate) async fn release_history(client: &kube::Client, name: &str) -> BTreeMap<i64, String> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
     let list = secrets
         .list_metadata(&ListParams::default().labels(&format!("owner=helm,name={name}")))

@@ -211,6 +211,9 @@ fn tools() -> &'static PathBuf {
 /// inside the apiserver is not found). The chart keeps them as upstream's does, and the tests run
 /// side by side.
 pub const RUN_APART: &[&str] = &[
+    // Three control planes each.
+    "fleet::a_fleet_of_three_clusters_in_one_root_converges_each_on_its_own_cluster::opentofu",
+    "fleet::a_fleet_of_three_clusters_in_one_root_converges_each_on_its_own_cluster::terraform",
     "chaos::chaos_never_leaves_a_lying_state_and_converges::opentofu",
     "chaos::chaos_never_leaves_a_lying_state_and_converges::terraform",
     "helm_release_resource::minimal_rbac_installs_upgrades_and_uninstalls_a_chart::opentofu",

@@ -50,6 +50,10 @@
 //!   one target is serialized by its Lease.
 //! - `chaos`: seeded random faults during repeated applies; state stays truthful, applies converge
 //!   (`TALOSBOOT_CHAOS_SEED`, `TALOSBOOT_CHAOS_LONG=1`).
+//! - `fleet`: one root, `for_each` over three clusters, each instance through its own write-only
+//!   `cluster`: applied and planned empty; no credential in state, plan or trace log; drift on one
+//!   cluster planned on that instance only and repaired; one unreachable cluster fails its instance
+//!   (naming its API server) while the others apply, and nothing leaves the state.
 //! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
 //! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module), reconciled by the real
 //!   Flux Operator and controllers from a Git source served on loopback.
@@ -68,6 +72,7 @@ mod cilium_versions;
 mod concurrent;
 mod ephemeral_kubeconfig;
 mod examples;
+mod fleet;
 mod flux_bootstrap;
 mod functions;
 mod helm_release_resource;

@@ -17,13 +17,17 @@ use kube::config::{
 };
 use tokio::sync::OnceCell;
 
+pub mod cache;
 mod config;
+pub mod identity;
 pub mod retry;
 mod scrub;
 #[cfg(test)]
 pub(crate) mod test_server;
 
+pub use cache::ClientCache;
 pub use config::{ConfigSource, ProviderConfig};
+pub use identity::{ClusterIdentity, identity};
 use scrub::strip_user_info;
 pub use scrub::{redact_user_info, scrub_api_message};
 
@@ -318,6 +322,11 @@ impl ClusterHandle {
         &self.inner.config
     }
 
+    /// Whether `other` is this very handle (a clone of it), sharing its clients.
+    pub fn same_as(&self, other: &ClusterHandle) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The connected cluster: built on first use (without contacting the cluster), then reused.
     ///
     /// # Errors
@@ -341,6 +350,31 @@ async fn build_clients(
         ProviderConfig::Missing => return Err(ClusterError::NotConfigured),
         ProviderConfig::Known(source) => source,
     };
+    let mut cfg = load_config(source).await?;
+    cfg.connect_timeout = Some(CONNECT_TIMEOUT);
+    cfg.read_timeout = Some(read_timeout);
+    // The endpoint is named in every error: never with credentials in it.
+    let endpoint = redact_user_info(&cfg.cluster_url.to_string());
+    let mut streaming_cfg = cfg.clone();
+    streaming_cfg.read_timeout = None;
+    let build = |cfg: kube::Config| {
+        kube::Client::try_from(cfg)
+            .map_err(|e| ClusterError::InvalidConfig(format!("failed to build the client: {e}")))
+    };
+    Ok(Kube {
+        client: build(cfg)?,
+        stream: build(streaming_cfg)?,
+        endpoint: endpoint.trim_end_matches('/').to_owned(),
+    })
+}
+
+/// The client configuration of `source`, without contacting the cluster (a kubeconfig file is
+/// read): what [`ClusterHandle::connect`] builds its clients from and [`identity`] names the
+/// cluster by. User info in the server URL is dropped here, so it is never sent nor logged.
+///
+/// # Errors
+/// [`ClusterError::InvalidConfig`] when the kubeconfig cannot be read or loaded.
+pub(crate) async fn load_config(source: &ConfigSource) -> Result<kube::Config, ClusterError> {
     let (kubeconfig, context) = match source {
         ConfigSource::KubeconfigRaw { yaml, context } => (
             Kubeconfig::from_yaml(yaml)
@@ -372,26 +406,11 @@ async fn build_clients(
         .map_err(|e| ClusterError::InvalidConfig(kubeconfig_error("the kubeconfig", &e)))?;
     let url = cfg.cluster_url.to_string();
     if strip_user_info(&url) != url {
-        // Never sent, never logged by the HTTP stack (which logs request URLs at debug).
         cfg.cluster_url = strip_user_info(&url)
             .parse()
             .map_err(|_| ClusterError::InvalidConfig("the server URL is not a valid URL".into()))?;
     }
-    cfg.connect_timeout = Some(CONNECT_TIMEOUT);
-    cfg.read_timeout = Some(read_timeout);
-    // The endpoint is named in every error: never with credentials in it.
-    let endpoint = redact_user_info(&cfg.cluster_url.to_string());
-    let mut streaming_cfg = cfg.clone();
-    streaming_cfg.read_timeout = None;
-    let build = |cfg: kube::Config| {
-        kube::Client::try_from(cfg)
-            .map_err(|e| ClusterError::InvalidConfig(format!("failed to build the client: {e}")))
-    };
-    Ok(Kube {
-        client: build(cfg)?,
-        stream: build(streaming_cfg)?,
-        endpoint: endpoint.trim_end_matches('/').to_owned(),
-    })
+    Ok(cfg)
 }
 
 fn direct_kubeconfig(

@@ -19,11 +19,13 @@ pub struct SetValue {
 
 /// The values a release installs, as Helm builds them from its inputs: `base` (e.g. chart-specific
 /// defaults), then each `values` document, then `set`; and apart, for the Secret, the sensitive
-/// entries. Returns (plain, sensitive).
+/// entries: the write-only documents (`values_wo`), then the sensitive `set` entries. Returns
+/// (plain, sensitive).
 pub fn values_parts<'a>(
     base: Json,
     values: Option<&[String]>,
     set: Option<&[SetValue]>,
+    secret_docs: &[String],
     sensitive: impl IntoIterator<Item = &'a SetValue>,
 ) -> Result<(Json, Json), String> {
     let mut plain = base;
@@ -35,6 +37,10 @@ pub fn values_parts<'a>(
         apply_set(&mut plain, s)?;
     }
     let mut secret = json!({});
+    for (i, doc) in secret_docs.iter().enumerate() {
+        let v = parse_values(doc).map_err(|e| format!("values_wo[{i}]: {e}"))?;
+        merge(&mut secret, &v);
+    }
     for s in sensitive {
         apply_set(&mut secret, s)?;
     }

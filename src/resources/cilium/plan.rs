@@ -38,6 +38,7 @@ const VALUE_SOURCES: &[&str] = &[
     "set",
     "set_sensitive",
     "set_wo",
+    "values_wo",
     "talos_defaults",
     "kube_proxy_replacement",
     "api_endpoint",
@@ -55,8 +56,10 @@ pub fn planned_with_known_values(config: &Value, planned: &Value) -> Option<Cili
         return None;
     }
     let mut with_write_only = planned.clone();
-    if let (Some(attrs), Some(wo)) = (with_write_only.attrs_mut(), config.attr("set_wo")) {
-        attrs.insert("set_wo".into(), wo.clone());
+    for name in crate::resources::release::plan::WRITE_ONLY_VALUE_INPUTS {
+        if let (Some(attrs), Some(wo)) = (with_write_only.attrs_mut(), config.attr(name)) {
+            attrs.insert((*name).into(), wo.clone());
+        }
     }
     decode::<Cilium>(&with_write_only, Unknowns::AsNull).ok()
 }

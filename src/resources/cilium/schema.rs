@@ -7,10 +7,13 @@ use super::model::{
 use crate::cluster::endpoint::KUBEPRISM;
 use crate::framework::{Attribute, Block, Nesting, Schema};
 use crate::resources::choice::DeletionPolicy;
+use crate::resources::connection;
 use crate::resources::job::{self, Flavor};
 use crate::resources::rbac::{self, Rbac};
 use crate::resources::release::common::ReleaseMetadata;
-use crate::resources::release::inputs::{METADATA_DOC, set_item, set_wo_attribute};
+use crate::resources::release::inputs::{
+    METADATA_DOC, set_item, set_wo_attribute, values_wo_attributes,
+};
 use crate::values::Type;
 
 pub const TYPE_NAME: &str = "talosboot_cilium";
@@ -32,6 +35,10 @@ pub fn schema() -> Schema {
                 Attribute::optional("set", Type::Dynamic, "Single values, applied after `values`, as `helm --set`.").nested(Nesting::List, set_item(false)).updates(),
                 Attribute::optional("set_sensitive", Type::Dynamic, "Like `set`, for secrets: hidden in plan output, never logged, passed to the installer through a Secret; the values are stored in state as configured (as with `helm_release`: keep the state encrypted), while `values_sha256` is a salted hash.").nested(Nesting::List, set_item(true)).sensitive().updates(),
                 set_wo_attribute(),
+                values_wo_attributes()[0].clone(),
+                values_wo_attributes()[1].clone(),
+                connection::cluster_attribute(),
+                connection::identity_attribute(),
                 Attribute::optional_computed("timeout", Type::String, "How long the whole operation may take: a Go duration (`10m`, `1h30m`) or seconds (`600`, as `helm_release`). Default `10m`. The bootstrap Job's deadline is what is left of it.").default(DEFAULT_TIMEOUT),
                 Attribute::optional_computed("wait", Type::Bool, "Wait until Cilium is ready as `cilium status --wait` means it (every DaemonSet and Deployment of the release's manifest rolled out at its current generation: see Readiness above) and every node lost the `not-ready` taint. Default `true`.").default(true),
                 Attribute::optional_computed("talos_defaults", Type::Bool, "Merge the Talos values under the user's: `ipam.mode=kubernetes`, `cgroup.autoMount.enabled=false`, `cgroup.hostRoot=/sys/fs/cgroup`, the capability lists `securityContext.capabilities.ciliumAgent` (`CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID`) and `cleanCiliumState` (`NET_ADMIN,SYS_ADMIN,SYS_RESOURCE`) without `SYS_MODULE`, and, as `kube_proxy_replacement` says, either `kubeProxyReplacement=true` with `k8sServiceHost`/`k8sServicePort` from `api_endpoint` or `kubeProxyReplacement=false`. Default `true`.").default(true).updates(),

@@ -4,10 +4,13 @@
 use crate::cluster::endpoint::KUBEPRISM;
 use crate::framework::{Attribute, Block, Nesting, Schema};
 use crate::resources::choice::DeletionPolicy;
+use crate::resources::connection;
 use crate::resources::job::{self, Flavor};
 use crate::resources::rbac::{self, Rbac};
 use crate::resources::release::common::ReleaseMetadata;
-use crate::resources::release::inputs::{METADATA_DOC, set_item, set_wo_attribute};
+use crate::resources::release::inputs::{
+    METADATA_DOC, set_item, set_wo_attribute, values_wo_attributes,
+};
 use crate::values::{Type, Value};
 
 pub const TYPE_NAME: &str = "talosboot_helm_release";
@@ -34,6 +37,10 @@ pub fn schema() -> Schema {
                 opt("set_sensitive", Type::Dynamic, "Like `set`, for secrets: hidden in plan output, never logged, passed to the installer through a Secret; the values are stored in state as configured (as with `helm_release`: keep the state encrypted), while `values_sha256` is a salted hash.").nested(Nesting::List, set_item(true)).sensitive().updates(),
                 oc("create_namespace", Type::Bool, "Create the release namespace if it is missing. Default `false`.").default(false).updates(),
                 set_wo_attribute(),
+                values_wo_attributes()[0].clone(),
+                values_wo_attributes()[1].clone(),
+                connection::cluster_attribute(),
+                connection::identity_attribute(),
                 oc("timeout", Type::String, "How long the whole operation may take: seconds (`300`, as `helm_release`) or a Go duration (`10m`, `1h30m`). Default `300`.").default("300"),
                 oc("wait", Type::Bool, "Wait until the workloads of the release manifest (Deployments, DaemonSets, StatefulSets, Jobs) are rolled out. Default `true`.").default(true),
                 oc("atomic", Type::Bool, "`helm --atomic`: a failed install is uninstalled, a failed upgrade rolled back. Default `false`.").default(false),

@@ -15,6 +15,7 @@ use crate::cluster::helm::release::ReleaseStatus;
 use crate::cluster::helm::values::{SetValue, apply_set, merged, parse_values, values_parts};
 use crate::framework::Diagnostics;
 use crate::resources::choice::DeletionPolicy;
+use crate::resources::connection::{ClusterSettings, IdentityState};
 pub use crate::resources::duration::parse_timeout;
 use crate::resources::job::{self, Flavor, JobDefaults, JobInput};
 use crate::resources::names::{check_namespace, check_release_name};
@@ -37,6 +38,14 @@ pub struct ReleaseCommon {
     pub set_sensitive: Option<Vec<SetValue>>,
     /// Write-only: only in the configuration (apply puts it back into the planned model).
     pub set_wo: Option<Vec<SetValue>>,
+    /// Write-only values documents, merged after `values` into the Secret part.
+    pub values_wo: Option<Vec<String>>,
+    /// Bumped to roll a change of `values_wo` on purpose.
+    pub values_wo_version: Option<i64>,
+    /// The resource's own connection (write-only leaves; `crate::resources::connection`).
+    pub cluster: Option<ClusterSettings>,
+    /// The cluster the resource was applied to through `cluster`.
+    pub cluster_identity: Option<IdentityState>,
     pub timeout: Option<String>,
     pub wait: Option<bool>,
     pub api_endpoint: Option<String>,
@@ -156,8 +165,8 @@ impl ReleaseCommon {
     }
 
     /// Non-sensitive values (ConfigMap) and sensitive ones (Secret), merged each: `base` (the
-    /// resource's own defaults), then each `values` document, then `set`; apart, `set_sensitive`
-    /// and `set_wo`.
+    /// resource's own defaults), then each `values` document, then `set`; apart, each
+    /// `values_wo` document, then `set_sensitive` and `set_wo`.
     ///
     /// # Errors
     /// A document that is not YAML, a bad `set` path.
@@ -166,6 +175,7 @@ impl ReleaseCommon {
             base,
             self.values.as_deref(),
             self.set.as_deref(),
+            self.values_wo.as_deref().unwrap_or_default(),
             self.set_sensitive
                 .iter()
                 .flatten()
@@ -277,6 +287,16 @@ impl ReleaseCommon {
                     at("values").then_index(i as i64),
                     "Invalid values document",
                     format!("values[{i}] is {e}."),
+                );
+            }
+        }
+        for (i, doc) in self.values_wo.iter().flatten().enumerate() {
+            if let Err(e) = parse_values(doc) {
+                // The position only: the document is a secret.
+                d.error_at(
+                    at("values_wo").then_index(i as i64),
+                    "Invalid values document",
+                    format!("values_wo[{i}] is {e}."),
                 );
             }
         }

@@ -161,17 +161,26 @@ async fn truthful<K: ChartResource>(
     }
 }
 
-/// Marks on the new release record which value paths came from `set_sensitive`/`set_wo` (names
+/// Marks on the new release record which value paths came from `set_sensitive`/`set_wo`/`values_wo` (names
 /// only), so later plans hide their values whatever state they come from. Best-effort: without
 /// it, the plan still hides what the configuration and state mark sensitive.
 async fn mark_sensitive(clients: &Kube, c: &ReleaseCommon) {
-    let paths: Vec<String> = c
+    let mut paths: Vec<String> = c
         .set_sensitive
         .iter()
         .flatten()
         .chain(c.set_wo.iter().flatten())
         .map(|s| s.name.clone())
         .collect();
+    // The keys of `values_wo` too: a later plan without them in its configuration (removed, or
+    // from a moved state) must still never show their values.
+    let mut write_only = super::values_diff::SensitivePaths::default();
+    for doc in c.values_wo.iter().flatten() {
+        if let Ok(v) = helm::values::parse_values(doc) {
+            write_only = write_only.with_write_only(&v);
+        }
+    }
+    paths.extend(write_only.write_only_names());
     let marked = release_values::mark_sensitive_paths(
         clients.client.clone(),
         &clients.endpoint,

@@ -15,6 +15,7 @@
 //!   resource (`terraform query`) and the configuration generated for a listed release.
 
 pub mod common;
+pub mod fleet;
 pub mod helm_major;
 pub mod inputs;
 pub mod kind;

@@ -21,7 +21,7 @@ use crate::values::Value;
 
 /// Write-only value inputs (`set_wo`): in the configuration only, never in plan or state, yet part
 /// of the values hash, so a changed secret plans an update without a revision bump.
-pub const WRITE_ONLY_VALUE_INPUTS: &[&str] = &["set_wo"];
+pub const WRITE_ONLY_VALUE_INPUTS: &[&str] = &["set_wo", "values_wo"];
 
 /// What differs between resources, from their schema and [`ChartResource`].
 pub struct PlanSpec<'a> {
@@ -75,7 +75,15 @@ fn sensitive_paths(config: &Value, prior: &Value, recorded: &RecordedValues) -> 
         names.extend(set_names(prior.attr(attr)));
     }
     names.extend(recorded.sensitive_paths.iter().cloned());
-    SensitivePaths::new(names.iter().map(String::as_str))
+    let mut paths = SensitivePaths::new(names.iter().map(String::as_str));
+    if let Some(Value::List(docs)) = config.attr("values_wo") {
+        for doc in docs.iter().filter_map(Value::as_str) {
+            if let Ok(v) = crate::cluster::helm::values::parse_values(doc) {
+                paths = paths.with_write_only(&v);
+            }
+        }
+    }
+    paths
 }
 
 /// The plan of a [`ChartResource`]: the shared plan, then what the resource adds.

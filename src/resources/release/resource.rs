@@ -6,17 +6,18 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use super::helm_major;
 use super::plan::changes_values;
 use super::{ChartResource, CheckAt, destroy, install, observe, refresh};
-use crate::cluster::Kube;
+use super::{fleet, helm_major};
 use crate::cluster::engine::EngineError;
 use crate::cluster::helm::release::values_digest;
 use crate::cluster::helm::release_values::{RecordedValues, current_values};
 use crate::cluster::talos_inventory;
+use crate::cluster::{ClusterHandle, Kube};
 use crate::framework::model::{Unknowns, decode, encode};
 use crate::framework::plan::with_write_only;
 use crate::framework::*;
+use crate::resources::connection;
 use crate::resources::engine_report::engine_diagnostic;
 use crate::resources::job::{self, Flavor};
 use crate::resources::private::Private;
@@ -62,8 +63,11 @@ const PLAN_PREFLIGHT_BUDGET: Duration = Duration::from_secs(5);
 
 /// [`ChartResource::prerequisites`] at plan, best-effort: only when the provider is configured and the
 /// cluster answers within [`PLAN_PREFLIGHT_BUDGET`]; never an error because it could not.
-async fn plan_prerequisites<K: ChartResource>(ctx: &Ctx, m: &K, prior: Option<&K>) -> Diagnostics {
-    let cluster = crate::resources::cluster(ctx);
+async fn plan_prerequisites<K: ChartResource>(
+    cluster: &ClusterHandle,
+    m: &K,
+    prior: Option<&K>,
+) -> Diagnostics {
     let checked = tokio::time::timeout(PLAN_PREFLIGHT_BUDGET, async {
         let clients = cluster.connect().await.ok()?;
         match m.prerequisites(&clients, prior, CheckAt::Plan).await {
@@ -82,7 +86,11 @@ async fn plan_prerequisites<K: ChartResource>(ctx: &Ctx, m: &K, prior: Option<&K
 /// manifest inventory (Talos 1.13+), what the apply will change in it before an adoption
 /// (`installs`), or the entries of an adopted release it (again) lists. Nothing when the cluster
 /// cannot be read, has no inventory, or the inventory lists nothing of the release.
-async fn plan_talos_inventory(ctx: &Ctx, planned: &Value, installs: bool) -> Diagnostics {
+async fn plan_talos_inventory(
+    cluster: &ClusterHandle,
+    planned: &Value,
+    installs: bool,
+) -> Diagnostics {
     let mut diagnostics = Diagnostics::new();
     let text = |attr| {
         planned
@@ -95,7 +103,6 @@ async fn plan_talos_inventory(ctx: &Ctx, planned: &Value, installs: bool) -> Dia
         return diagnostics;
     };
     let id = format!("{namespace}/{name}");
-    let cluster = crate::resources::cluster(ctx);
     let found = tokio::time::timeout(PLAN_PREFLIGHT_BUDGET, async {
         let kube = cluster.connect().await.ok()?;
         let inventory = talos_inventory::read(&kube)
@@ -124,10 +131,9 @@ async fn plan_talos_inventory(ctx: &Ctx, planned: &Value, installs: bool) -> Dia
 
 /// The values the release of `prior` runs with, best-effort within [`PLAN_PREFLIGHT_BUDGET`]
 /// (`None` when the cluster cannot be read: the plan then says it could not list the paths).
-async fn plan_read_values(ctx: &Ctx, prior: &Value) -> Option<RecordedValues> {
+async fn plan_read_values(cluster: &ClusterHandle, prior: &Value) -> Option<RecordedValues> {
     let text = |attr| prior.attr(attr).and_then(Value::as_str).map(str::to_owned);
     let (namespace, name) = (text("namespace")?, text("name")?);
-    let cluster = crate::resources::cluster(ctx);
     let read = tokio::time::timeout(PLAN_PREFLIGHT_BUDGET, async {
         let kube = cluster.connect().await.ok()?;
         current_values(kube.client, &kube.endpoint, &namespace, &name)
@@ -140,8 +146,12 @@ async fn plan_read_values(ctx: &Ctx, prior: &Value) -> Option<RecordedValues> {
     read.ok().flatten()
 }
 
-async fn connect(ctx: &Ctx, what: &str, diagnostics: &mut Diagnostics) -> Option<Kube> {
-    match crate::resources::cluster(ctx).connect().await {
+async fn connect(
+    cluster: &ClusterHandle,
+    what: &str,
+    diagnostics: &mut Diagnostics,
+) -> Option<Kube> {
+    match cluster.connect().await {
         Ok(c) => Some(c),
         Err(e) => {
             diagnostics.push(engine_diagnostic(what, &EngineError::connect(e)));
@@ -176,6 +186,15 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
     }
 
     async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse {
+        let target = match connection::target(ctx, &req.config) {
+            Ok(t) => t,
+            Err(diagnostics) => return PlanResponse::from(diagnostics),
+        };
+        let cluster = target.handle();
+        let stored_prior = req.prior_state.clone();
+        let stored_private = req.prior_private.clone();
+        // Refresh had no configuration to reach this resource's own cluster: read it now.
+        let (req, read_at_plan) = fleet::read_at_plan::<K>(&target, req).await;
         let config = req.config.clone();
         let again = PlanRequest {
             prior_state: req.prior_state.clone(),
@@ -191,7 +210,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         if changes_values(&again.prior_state, &resp.planned_state, &private) {
             // The values that run, to name each path the upgrade changes (the plan is pure:
             // planning again with them only adds that).
-            if let Some(recorded) = plan_read_values(ctx, &again.prior_state).await {
+            if let Some(recorded) = plan_read_values(&cluster, &again.prior_state).await {
                 resp = super::plan::plan::<K>(again, Some(&recorded));
                 job::plan_defaults(&mut resp.planned_state, &config, Flavor::Chart);
             }
@@ -208,7 +227,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             if let Some(m) = K::planned_for_checks(&resp.planned_state, &config) {
                 let applied = K::applied_by_talosboot(prior.as_ref(), &private);
                 resp.diagnostics
-                    .extend(plan_prerequisites(ctx, &m, applied).await);
+                    .extend(plan_prerequisites(&cluster, &m, applied).await);
             }
         }
         if installs && !resp.diagnostics.has_errors() {
@@ -221,20 +240,22 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             }
         }
         if !resp.diagnostics.has_errors() {
-            let found = plan_talos_inventory(ctx, &resp.planned_state, installs).await;
+            let found = plan_talos_inventory(&cluster, &resp.planned_state, installs).await;
             resp.diagnostics.extend(found);
         }
         if installs && !resp.diagnostics.has_errors() {
             // The Helm major the image's tag names, against the newest record; whose fields a
             // server-side adoption takes.
             if let Ok(m) = decode::<K>(&resp.planned_state, Unknowns::AsNull) {
-                let kube = async { crate::resources::cluster(ctx).connect().await.ok() };
+                let kube = async { cluster.connect().await.ok() };
                 let defaults = crate::resources::job_defaults(ctx);
                 let found =
                     helm_major::plan_warnings(kube, &m, &defaults, PLAN_PREFLIGHT_BUDGET).await;
                 resp.diagnostics.extend(found);
             }
         }
+        read_at_plan.finish(&mut resp, &stored_prior);
+        fleet::plan_identity(&target, &stored_prior, &stored_private, &mut resp).await;
         resp
     }
 
@@ -250,16 +271,53 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             diagnostics,
             private: None,
         };
-        let Some(clients) = connect(ctx, "connect to the cluster", &mut diagnostics).await else {
-            return keep(diagnostics);
-        };
         if req.planned_state.is_null() {
-            if let Some(prior) = prior {
-                let defaults = crate::resources::job_defaults(ctx);
-                diagnostics.extend(destroy(&clients, &prior, &defaults, &ctx.cancel).await);
-            }
+            let Some(prior) = prior else {
+                return ApplyResponse::from(diagnostics);
+            };
+            // A destroy has no configuration: the provider's connection, if it is the cluster's.
+            let Some(cluster) = fleet::destroy_handle(ctx, &req.prior_state, &private).await else {
+                if prior.common().keep_on_destroy() {
+                    diagnostics.warning(
+                        format!("{} left running", prior.label()),
+                        format!("deletion_policy is \"keep\": release {} stays in the cluster it was applied to and is no longer managed by this configuration.", prior.common().id()),
+                    );
+                    return ApplyResponse::from(diagnostics);
+                }
+                diagnostics.push(connection::unreachable_on_destroy(
+                    &prior.label(),
+                    &req.prior_state,
+                ));
+                return keep(diagnostics);
+            };
+            let Some(clients) = connect(&cluster, "connect to the cluster", &mut diagnostics).await
+            else {
+                return keep(diagnostics);
+            };
+            let defaults = crate::resources::job_defaults(ctx);
+            diagnostics.extend(destroy(&clients, &prior, &defaults, &ctx.cancel).await);
             return ApplyResponse::from(diagnostics);
         }
+        let target = match connection::target(ctx, &req.config) {
+            Ok(t) => t,
+            Err(d) => {
+                diagnostics.extend(d);
+                return keep(diagnostics);
+            }
+        };
+        let identity = match fleet::applied_identity(&target, &req.planned_state, &private).await {
+            Ok(identity) => identity,
+            Err(d) => {
+                diagnostics.push(d);
+                return keep(diagnostics);
+            }
+        };
+        let Some(clients) =
+            connect(&target.handle(), "connect to the cluster", &mut diagnostics).await
+        else {
+            return keep(diagnostics);
+        };
+        let prior = fleet::refreshed_prior(&clients, &target, prior, &mut private).await;
         // The planned state (defaults, id, the version in use are all settled by the plan),
         // with the write-only values only the configuration carries.
         let planned = with_write_only(&K::schema().block, &req.planned_state, &req.config);
@@ -272,6 +330,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             .ok()
             .map(|v| private.salted(&values_digest(Some(&v))));
         desired.common_mut().values_sha256 = hash;
+        desired.common_mut().cluster_identity = identity.clone();
         let defaults = crate::resources::job_defaults(ctx);
         let applied = install(
             &clients,
@@ -282,7 +341,11 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             &ctx.cancel,
         )
         .await;
-        diagnostics.extend(applied.diagnostics);
+        diagnostics.extend(fleet::name_cluster(
+            applied.diagnostics,
+            &target,
+            &clients.endpoint,
+        ));
         let new_state = match applied.state {
             Some(s) => job::keep(encode_state(&s, &mut diagnostics), &req.planned_state),
             None => Value::Null,
@@ -302,11 +365,18 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             diagnostics,
             private: None,
         };
+        if connection::applied_through_own_cluster(&req.current_state) {
+            // No configuration here, so no way to its own cluster: kept as it is; the plan
+            // reads that cluster instead.
+            tracing::debug!("refresh keeps a state applied through its own `cluster`");
+            return keep(diagnostics);
+        }
         let Some(state) = decoded::<K>(&req.current_state, "state", &mut diagnostics) else {
             return keep(diagnostics);
         };
         let what = format!("read {}", state.label());
-        let Some(clients) = connect(ctx, &what, &mut diagnostics).await else {
+        let Some(clients) = connect(&crate::resources::cluster(ctx), &what, &mut diagnostics).await
+        else {
             return keep(diagnostics);
         };
         let observed = match observe(&clients, &state).await {
@@ -349,7 +419,8 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             return none(diagnostics);
         };
         let what = format!("import {}", req.id);
-        let Some(clients) = connect(ctx, &what, &mut diagnostics).await else {
+        let Some(clients) = connect(&crate::resources::cluster(ctx), &what, &mut diagnostics).await
+        else {
             return none(diagnostics);
         };
         let state = K::for_import(namespace, name);

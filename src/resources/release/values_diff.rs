@@ -25,6 +25,8 @@ pub enum Shown {
     /// Not set in the values (the chart's default applies).
     Unset,
     Sensitive,
+    /// From a write-only input (`values_wo`): its value is never shown, not even masked.
+    WriteOnly,
     /// Compact JSON (strings quoted), shortened when long.
     Value(String),
 }
@@ -34,6 +36,7 @@ impl std::fmt::Display for Shown {
         match self {
             Shown::Unset => f.write_str("(unset)"),
             Shown::Sensitive => f.write_str("(sensitive)"),
+            Shown::WriteOnly => f.write_str("(write-only)"),
             Shown::Value(v) => f.write_str(v),
         }
     }
@@ -55,11 +58,50 @@ impl std::fmt::Display for ValueChange {
 
 /// Value paths whose values are secret, as `set` names.
 #[derive(Debug, Clone, Default)]
-pub struct SensitivePaths(Vec<Vec<Step>>);
+pub struct SensitivePaths(Vec<Vec<Step>>, Vec<Vec<Step>>);
 
 impl SensitivePaths {
     pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> SensitivePaths {
-        SensitivePaths(names.into_iter().filter_map(parse_path).collect())
+        SensitivePaths(
+            names.into_iter().filter_map(parse_path).collect(),
+            Vec::new(),
+        )
+    }
+
+    /// Adds the paths of every leaf of `doc` (a `values_wo` document) as write-only: shown as
+    /// `(write-only)` on both sides, and sensitive too.
+    pub fn with_write_only(mut self, doc: &Json) -> SensitivePaths {
+        fn leaves(v: &Json, path: &mut Vec<Step>, out: &mut Vec<Vec<Step>>) {
+            match v {
+                Json::Object(map) if !map.is_empty() => {
+                    for (k, child) in map {
+                        path.push(Step::Key(k.clone()));
+                        leaves(child, path, out);
+                        path.pop();
+                    }
+                }
+                _ => out.push(path.clone()),
+            }
+        }
+        let mut found = Vec::new();
+        leaves(doc, &mut Vec::new(), &mut found);
+        let found: Vec<Vec<Step>> = found.into_iter().filter(|p| !p.is_empty()).collect();
+        self.0.extend(found.iter().cloned());
+        self.1.extend(found);
+        self
+    }
+
+    /// The `set` names of the write-only paths (for the release record's marking).
+    pub fn write_only_names(&self) -> Vec<String> {
+        self.1.iter().map(|p| render_path(p)).collect()
+    }
+
+    /// Whether `path` is, is under, or holds a write-only path.
+    fn write_only(&self, path: &[Step]) -> bool {
+        self.1.iter().any(|s| {
+            let n = s.len().min(path.len());
+            s[..n] == path[..n]
+        })
     }
 
     /// Whether `path` is or is under a sensitive path.
@@ -222,9 +264,12 @@ fn strip_all(value: &Json, path: &mut Vec<Step>, left_out: &mut Vec<LeftOut>) ->
             });
             None
         }
-        Json::Object(_) | Json::Array(_) => {
-            strip(value, path, &SensitivePaths(vec![path.clone()]), left_out)
-        }
+        Json::Object(_) | Json::Array(_) => strip(
+            value,
+            path,
+            &SensitivePaths(vec![path.clone()], Vec::new()),
+            left_out,
+        ),
         other => Some(other.clone()),
     }
 }
@@ -309,10 +354,14 @@ fn walk(
             .any(|s| matches!(s, Step::Key(k) if names_a_credential(k)))
         || running.is_some_and(holds_credential)
         || planned.is_some_and(holds_credential);
+    let show = |v: Option<&Json>| match sensitive.write_only(path) {
+        true if !unset(v) => Shown::WriteOnly,
+        _ => shown(v, secret),
+    };
     out.push(ValueChange {
         path: render_path(path),
-        running: shown(running, secret),
-        planned: shown(planned, secret),
+        running: show(running),
+        planned: show(planned),
     });
 }
 
@@ -377,6 +426,26 @@ mod tests {
         let values = json!({"a": {"b": [1, 2]}, "c": null});
         assert!(changes(values.clone(), json!({"a": {"b": [1, 2]}}), &[]).is_empty());
         assert!(changes(json!({}), json!({"x": null}), &[]).is_empty());
+    }
+
+    #[test]
+    fn write_only_keys_are_named_write_only_and_never_show_a_value() {
+        let running = json!({"hubble": {"tls": {"key": "OLD-MARKER"}}, "debug": false});
+        let planned = json!({"hubble": {"tls": {"key": "NEW-MARKER"}}, "debug": true});
+        let paths = SensitivePaths::new([])
+            .with_write_only(&json!({"hubble": {"tls": {"key": "NEW-MARKER"}}}));
+        let lines: Vec<String> = value_changes(&running, &planned, &paths)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "debug: false -> true",
+                "hubble.tls.key: (write-only) -> (write-only)"
+            ]
+        );
+        assert_eq!(paths.write_only_names(), ["hubble.tls.key"]);
     }
 
     #[test]

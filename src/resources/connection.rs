@@ -1,0 +1,584 @@
+//! Where a resource's cluster is: the provider's connection, or its own `cluster` attribute (a
+//! fleet in one root: one provider, a `for_each` over clusters). One resolver turns either the
+//! provider block or a `cluster` attribute into the cluster layer's [`ProviderConfig`]
+//! ([`resolve`]), with the same names, the same checks and the same messages.
+//!
+//! The `cluster` attribute's every leaf is write-only: no state or plan file holds a credential.
+//! What state keeps instead is [`IDENTITY`], the API server URL and a keyed hash of its CA
+//! ([`planned_identity`]), so that a resource pointed at another cluster plans a replacement and
+//! says why. Refresh (ReadResource) carries no configuration, so it cannot reach a cluster only
+//! the configuration names: such a state is kept as it is by refresh, and plan, which has the
+//! configuration, reads the cluster instead (`crate::resources::release::resource`).
+
+use std::sync::Arc;
+
+use crate::cluster::{
+    ClientCache, ClusterHandle, ClusterIdentity, ConfigSource, ProviderConfig, kubeconfig_error,
+    redact_user_info,
+};
+use crate::framework::{Attribute, Ctx, Diagnostic, Diagnostics, Nesting};
+use crate::resources::duration::parse_timeout;
+use crate::resources::private::Private;
+use crate::values::{AttributePath, Type, Value};
+
+pub const RAW: &str = "kubeconfig_raw";
+pub const PATH: &str = "config_path";
+pub const CONTEXT: &str = "config_context";
+pub const HOST: &str = "host";
+pub const CA: &str = "cluster_ca_certificate";
+pub const CERT: &str = "client_certificate";
+pub const KEY: &str = "client_key";
+pub const TOKEN: &str = "token";
+/// The provider block's retry budget (not part of a `cluster` attribute: see [`cluster_attribute`]).
+pub const RETRY: &str = "api_retry_timeout";
+
+/// The per-resource connection attribute.
+pub const CLUSTER: &str = "cluster";
+/// The computed identity of the cluster a resource was applied to.
+pub const IDENTITY: &str = "cluster_identity";
+
+/// Which settings [`resolve`] reads.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    /// The provider block: `KUBE_CONFIG_PATH` (`env_path`) is the fallback.
+    Provider { env_path: Option<&'a str> },
+    /// A resource's `cluster` attribute: paths start at `cluster`; no environment fallback (an
+    /// empty `cluster = {}` is a mistake, not "use the environment").
+    Block,
+}
+
+impl Scope<'_> {
+    fn path(self, name: &str) -> AttributePath {
+        match self {
+            Scope::Provider { .. } => AttributePath::attr(name),
+            Scope::Block => AttributePath::attr(CLUSTER).then_attr(name),
+        }
+    }
+    fn noun(self) -> &'static str {
+        match self {
+            Scope::Provider { .. } => "this provider block",
+            Scope::Block => "this `cluster`",
+        }
+    }
+}
+
+/// The `cluster` attribute of every resource, the data source and the list resources.
+pub fn cluster_attribute() -> Attribute {
+    let wo = |name: &str, doc: &str| Attribute::optional(name, Type::String, doc).write_only();
+    Attribute::optional(
+        CLUSTER,
+        Type::Dynamic,
+        "The cluster this resource works on, instead of the provider's connection: the provider block's connection settings, with the same names and rules (set **one** of `kubeconfig_raw`, `config_path`, or `host` with credentials). Every one is write-only (OpenTofu/Terraform 1.11+), so no state or plan file holds them, and they may be ephemeral, e.g. `ephemeral.talos_cluster_kubeconfig.this[each.key].kubeconfig_raw`: one provider then serves a `for_each` over a fleet, on both CLIs. State keeps only `cluster_identity`. Refresh receives no configuration, so it keeps the state of a resource with `cluster` as it is; `plan` reads the cluster instead and shows drift there (`-refresh-only` shows none for such resources). A destroy receives no configuration either: it uses the provider's connection when that reaches the same cluster, else it fails unless `deletion_policy = \"keep\"`. Unset: the provider's connection. The provider's `api_retry_timeout` applies to every connection.",
+    )
+    .nested(
+        Nesting::Single,
+        vec![
+            wo(RAW, "A whole kubeconfig document, e.g. `ephemeral.talos_cluster_kubeconfig.this.kubeconfig_raw`.").sensitive(),
+            wo(PATH, "Path to a kubeconfig file."),
+            wo(CONTEXT, "Context to use from the kubeconfig (`kubeconfig_raw` or `config_path`). Defaults to its current context."),
+            wo(HOST, "API server URL, e.g. `https://10.0.0.10:6443`."),
+            wo(CA, "PEM-encoded CA certificate of the API server (with `host`)."),
+            wo(CERT, "PEM-encoded client certificate (with `host` and `client_key`)."),
+            wo(KEY, "PEM-encoded client private key (with `host` and `client_certificate`).").sensitive(),
+            wo(TOKEN, "Bearer token (with `host`).").sensitive(),
+        ],
+    )
+}
+
+/// The computed `cluster_identity` of the resources with a state.
+pub fn identity_attribute() -> Attribute {
+    Attribute::computed(
+        IDENTITY,
+        Type::object([("api_server", Type::String), ("ca_sha256", Type::String)]),
+        "The cluster the resource was applied to through its `cluster` attribute (null when it uses the provider's connection): `api_server`, the API server URL, and `ca_sha256`, a salted hash of the CA it trusts (no credential). A `cluster` that reaches another cluster plans a replacement, and the plan says which.",
+    )
+}
+
+pub fn resolve(config: &Value, scope: Scope<'_>) -> (ProviderConfig, Diagnostics) {
+    let env_path = match scope {
+        Scope::Provider { env_path } => env_path,
+        Scope::Block => None,
+    };
+    let at = |name: &str| scope.path(name);
+    let this = scope.noun();
+    let mut diags = Diagnostics::new();
+    let get = |name: &str| config.attr(name).cloned().unwrap_or(Value::Null);
+    let (raw, path, context, host) = (get(RAW), get(PATH), get(CONTEXT), get(HOST));
+    let (ca, cert, key, token) = (get(CA), get(CERT), get(KEY), get(TOKEN));
+    let set = |v: &Value| !v.is_null();
+
+    // Only known values can conflict: `cond ? x : null` is unknown until apply.
+    let known_set = |v: &Value| set(v) && !v.is_unknown();
+    let groups = [
+        (RAW, known_set(&raw)),
+        (PATH, known_set(&path)),
+        (HOST, known_set(&host)),
+    ];
+    let chosen: Vec<&str> = groups.iter().filter(|(_, s)| *s).map(|(n, _)| *n).collect();
+    if chosen.len() > 1 {
+        diags.error_at(
+            at(chosen[1]),
+            "Conflicting connection settings",
+            format!(
+                "Set only one of `{RAW}`, `{PATH}` or `{HOST}`; {this} sets {}.",
+                chosen
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+        );
+    }
+    if !set(&host) {
+        for (name, v) in [(CA, &ca), (CERT, &cert), (KEY, &key), (TOKEN, &token)] {
+            if set(v) {
+                diags.error_at(
+                    at(name),
+                    "Credential without host",
+                    format!("`{name}` is only used together with `{HOST}`. Set `{HOST}`, or put the credential in the kubeconfig."),
+                );
+            }
+        }
+    }
+    if set(&host) && set(&context) {
+        diags.error_at(
+            at(CONTEXT),
+            "Context without kubeconfig",
+            format!(
+                "`{CONTEXT}` selects a context of a kubeconfig; it has no meaning with `{HOST}`."
+            ),
+        );
+    }
+    if set(&cert) != set(&key) && !cert.is_unknown() && !key.is_unknown() {
+        let missing = if set(&cert) { KEY } else { CERT };
+        diags.error_at(
+            at(missing),
+            "Incomplete client certificate",
+            format!("`{CERT}` and `{KEY}` must be set together."),
+        );
+    }
+    if let Some(h) = host.as_str() {
+        if !(h.starts_with("https://") || h.starts_with("http://")) || h.len() < 9 {
+            diags.error_at(
+                at(HOST),
+                "Invalid API server URL",
+                format!(
+                    "`{HOST}` must be a URL such as `https://10.0.0.10:6443`, got {}.",
+                    // Never a value that may carry credentials (`user:pass@host`).
+                    if h.contains('@') {
+                        "a value with user info".to_owned()
+                    } else {
+                        format!("{h:?}")
+                    }
+                ),
+            );
+        } else if redact_user_info(h) != h {
+            diags.error_at(
+                at(HOST),
+                "Credentials in the API server URL",
+                format!("`{HOST}` must not carry a user name or password (`https://user:pass@...`): Kubernetes does not use them. Set `{TOKEN}` or `{CERT}` and `{KEY}` instead."),
+            );
+        }
+    }
+    for (name, v, marker) in [
+        (CA, &ca, "CERTIFICATE"),
+        (CERT, &cert, "CERTIFICATE"),
+        (KEY, &key, "PRIVATE KEY"),
+    ] {
+        if let Some(pem) = v.as_str() {
+            if !pem.contains("-----BEGIN") || !pem.contains(marker) {
+                diags.error_at(
+                    at(name),
+                    "Not a PEM block",
+                    format!("`{name}` must be PEM text starting with `-----BEGIN ...{marker}-----`. If you have base64, wrap it in `base64decode()`."),
+                );
+            }
+        }
+    }
+    if let Some(Err(e)) = config
+        .attr(RETRY)
+        .and_then(Value::as_str)
+        .map(parse_timeout)
+    {
+        diags.error_at(at(RETRY), "Invalid retry timeout", e);
+    }
+    if let Some(yaml) = raw.as_str() {
+        if let Err(e) = kube::config::Kubeconfig::from_yaml(yaml) {
+            diags.error_at(
+                at(RAW),
+                "Invalid kubeconfig",
+                format!("{}.", kubeconfig_error(&format!("`{RAW}`"), &e)),
+            );
+        }
+    }
+    if diags.has_errors() {
+        return (ProviderConfig::Missing, diags);
+    }
+
+    let any_unknown = [&raw, &path, &context, &host, &ca, &cert, &key, &token]
+        .iter()
+        .any(|v| !v.is_wholly_known());
+    if any_unknown {
+        return (ProviderConfig::Unknown, diags);
+    }
+    let text = |v: &Value| v.as_str().map(str::to_owned);
+    let path = text(&path).map(|p| expand_home(&p));
+    let source = if let Some(yaml) = text(&raw) {
+        ConfigSource::KubeconfigRaw {
+            yaml,
+            context: text(&context),
+        }
+    } else if let Some(path) = path {
+        ConfigSource::KubeconfigFile {
+            path,
+            context: text(&context),
+        }
+    } else if let Some(host) = text(&host) {
+        ConfigSource::Direct {
+            host,
+            ca_pem: text(&ca),
+            client_cert_pem: text(&cert),
+            client_key_pem: text(&key),
+            token: text(&token),
+        }
+    } else if let Some(first) = env_path.and_then(|p| p.split(':').find(|s| !s.is_empty())) {
+        ConfigSource::KubeconfigFile {
+            path: expand_home(first),
+            context: text(&context),
+        }
+    } else {
+        return (ProviderConfig::Missing, diags);
+    };
+    (ProviderConfig::Known(source), diags)
+}
+
+/// `~/.kube/config` as users write it in HCL; Terraform does not expand `~` for providers.
+fn expand_home(path: &str) -> String {
+    match (path.strip_prefix("~/"), std::env::var("HOME")) {
+        (Some(rest), Ok(home)) => format!("{}/{rest}", home.trim_end_matches('/')),
+        _ => path.to_owned(),
+    }
+}
+
+/// Where one operation of a resource goes.
+#[derive(Clone)]
+pub enum Target {
+    /// No `cluster`: the provider's connection.
+    Provider(ClusterHandle),
+    /// The resource's own `cluster`, every setting known.
+    Own {
+        handle: ClusterHandle,
+        source: ConfigSource,
+    },
+    /// The resource's own `cluster`, some setting not known yet (a cluster created in this run).
+    Unknown,
+}
+
+impl Target {
+    /// The handle operations connect through (one that answers "not known yet" for
+    /// [`Target::Unknown`]).
+    pub fn handle(&self) -> ClusterHandle {
+        match self {
+            Target::Provider(handle) | Target::Own { handle, .. } => handle.clone(),
+            Target::Unknown => ClusterHandle::new(ProviderConfig::Unknown),
+        }
+    }
+
+    /// Whether the resource names its own cluster.
+    pub fn is_own(&self) -> bool {
+        !matches!(self, Target::Provider(_))
+    }
+}
+
+/// The process's cache of connections (the provider data's, or a fresh one before
+/// ConfigureProvider, when nothing connects).
+fn cache(ctx: &Ctx) -> Arc<ClientCache> {
+    ctx.provider_data::<crate::resources::ProviderData>()
+        .map(|d| d.clients.clone())
+        .unwrap_or_default()
+}
+
+/// Where the operation with this configuration (or planned state with its write-only values
+/// put back) goes: `cluster` when set, else the provider's connection.
+///
+/// # Errors
+/// The `cluster` settings do not resolve (the diagnostics of [`resolve`], on `cluster.<name>`).
+pub fn target(ctx: &Ctx, config: &Value) -> Result<Target, Diagnostics> {
+    let block = match config.attr(CLUSTER) {
+        None | Some(Value::Null) => return Ok(Target::Provider(crate::resources::cluster(ctx))),
+        Some(v) if v.is_unknown() => return Ok(Target::Unknown),
+        Some(v) => v,
+    };
+    let (resolved, diagnostics) = resolve(block, Scope::Block);
+    if diagnostics.has_errors() {
+        return Err(diagnostics);
+    }
+    match resolved {
+        ProviderConfig::Known(source) => Ok(Target::Own {
+            handle: cache(ctx).handle(&source),
+            source,
+        }),
+        ProviderConfig::Unknown => Ok(Target::Unknown),
+        ProviderConfig::Missing => {
+            let mut d = Diagnostics::new();
+            d.error_at(
+                AttributePath::attr(CLUSTER),
+                "Empty cluster connection",
+                format!("Set one of `{RAW}`, `{PATH}` or `{HOST}` in `{CLUSTER}`, or remove `{CLUSTER}` to use the provider's connection."),
+            );
+            Err(d)
+        }
+    }
+}
+
+/// The state value of `id`: the URL, and the CA digest salted with the resource's salt (unknown
+/// without one: a create's salt is only made at apply).
+pub fn identity_value(id: &ClusterIdentity, private: Option<&Private>) -> Value {
+    Value::object([
+        ("api_server", Value::from(id.api_server.clone())),
+        (
+            "ca_sha256",
+            private
+                .map(|p| Value::from(p.salted(&id.ca_sha256)))
+                .unwrap_or_else(Value::unknown),
+        ),
+    ])
+}
+
+/// The API server a state's `cluster_identity` names, when it has one.
+pub fn stored_api_server(state: &Value) -> Option<&str> {
+    state
+        .attr(IDENTITY)
+        .and_then(|i| i.attr("api_server"))
+        .and_then(Value::as_str)
+}
+
+/// Whether a state was applied through its own `cluster`: refresh, which has no configuration,
+/// cannot reach that cluster and keeps such a state as it is.
+pub fn applied_through_own_cluster(state: &Value) -> bool {
+    stored_api_server(state).is_some()
+}
+
+/// The `cluster_identity` a plan sets: null with the provider's connection, the prior one while
+/// the `cluster` settings are unknown (checked again at apply), else the identity of the
+/// settings (the CA hash salted with `private`, the prior state's: `None` on a create).
+///
+/// # Errors
+/// The settings do not load (a kubeconfig file that cannot be read, ...), on `cluster`.
+pub async fn planned_identity(
+    target: &Target,
+    prior: &Value,
+    private: Option<&Private>,
+) -> Result<Value, Diagnostic> {
+    match target {
+        Target::Provider(_) => Ok(Value::Null),
+        Target::Unknown => Ok(prior
+            .attr(IDENTITY)
+            .filter(|v| !v.is_null())
+            .cloned()
+            .unwrap_or_else(Value::unknown)),
+        Target::Own { source, .. } => crate::cluster::identity(source)
+            .await
+            .map(|id| identity_value(&id, private))
+            .map_err(|e| {
+                crate::resources::cluster_diagnostic("load the `cluster` connection", &e)
+                    .at(AttributePath::attr(CLUSTER))
+            }),
+    }
+}
+
+/// When `planned` names another cluster than `prior` (both fully known), the warning that says
+/// why the plan replaces the resource; the caller adds [`IDENTITY`] to `requires_replace`.
+pub fn moved_to_another_cluster(prior: &Value, planned: &Value) -> Option<Diagnostic> {
+    let fields = |v: &Value| {
+        let id = v.attr(IDENTITY)?;
+        let text = |n| id.attr(n).and_then(Value::as_str).map(str::to_owned);
+        Some((text("api_server")?, text("ca_sha256")?))
+    };
+    let ((from, from_ca), (to, to_ca)) = (fields(prior)?, fields(planned)?);
+    if from == to && from_ca == to_ca {
+        return None;
+    }
+    let why = if from == to {
+        format!("the API server {to} is the same, but it is trusted with another CA")
+    } else {
+        format!("it was applied to {from} and `cluster` now reaches {to}")
+    };
+    Some(
+        Diagnostic::warning(
+            "Resource moves to another cluster",
+            format!("This resource is replaced: {why}. Terraform destroys it on the old cluster (which needs the provider's connection to reach that cluster, unless `deletion_policy = \"keep\"`) and creates it on the new one."),
+        )
+        .at(AttributePath::attr(CLUSTER)),
+    )
+}
+
+/// At apply, the identity of the cluster the operation reaches: it must be the planned one (a
+/// `cluster` unknown at plan may turn out to be another cluster; Terraform would then store a
+/// state that does not match the plan).
+///
+/// # Errors
+/// The settings do not load, or name another cluster than the plan.
+pub async fn applied_identity(
+    target: &Target,
+    planned: &Value,
+    private: &Private,
+) -> Result<Value, Diagnostic> {
+    let Target::Own { source, .. } = target else {
+        return Ok(Value::Null);
+    };
+    let id = crate::cluster::identity(source).await.map_err(|e| {
+        crate::resources::cluster_diagnostic("load the `cluster` connection", &e)
+            .at(AttributePath::attr(CLUSTER))
+    })?;
+    if let Some(planned_server) = stored_api_server(planned) {
+        if planned_server != id.api_server {
+            return Err(Diagnostic::error(
+                "Cluster changed since the plan",
+                format!("The plan kept this resource on {planned_server} (its `cluster` was not known yet), but `cluster` now reaches {}. Run plan again: it plans the move to the other cluster as a replacement.", id.api_server),
+            ).at(AttributePath::attr(CLUSTER)));
+        }
+    }
+    Ok(identity_value(&id, Some(private)))
+}
+
+/// The connection a destroy uses. A destroy receives no configuration, so a resource applied
+/// through its own `cluster` is reached through the provider's connection when that reaches the
+/// same cluster (same URL and CA); `None` otherwise.
+pub async fn destroy_handle(ctx: &Ctx, prior: &Value, private: &Private) -> Option<ClusterHandle> {
+    let provider = crate::resources::cluster(ctx);
+    let Some(stored) = prior.attr(IDENTITY).filter(|v| !v.is_null()) else {
+        return Some(provider);
+    };
+    let ProviderConfig::Known(source) = provider.config() else {
+        return None;
+    };
+    let id = crate::cluster::identity(source).await.ok()?;
+    (&identity_value(&id, Some(private)) == stored).then_some(provider)
+}
+
+/// The error of a destroy that cannot reach the cluster a resource was applied to.
+pub fn unreachable_on_destroy(label: &str, prior: &Value) -> Diagnostic {
+    let server = stored_api_server(prior).unwrap_or("its cluster");
+    Diagnostic::error(
+        format!("Cannot reach the cluster of {label} to destroy it"),
+        format!(
+            "It was applied to {server} through its `cluster` attribute, and a destroy receives no configuration (no write-only value reaches it). Either point the provider block at {server} for this destroy, set `deletion_policy = \"keep\"` and apply before destroying (the release then stays in the cluster), or forget it with a `removed` block holding `lifecycle {{ destroy = false }}`."
+        ),
+    )
+}
+
+/// The `cluster` attribute as a model holds it, so that state keeps its shape (every leaf null:
+/// the dispatcher nulls write-only values before state is stored). Never printed.
+#[derive(Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
+pub struct ClusterSettings {
+    pub kubeconfig_raw: Option<String>,
+    pub config_path: Option<String>,
+    pub config_context: Option<String>,
+    pub host: Option<String>,
+    pub cluster_ca_certificate: Option<String>,
+    pub client_certificate: Option<String>,
+    pub client_key: Option<String>,
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for ClusterSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterSettings(..)")
+    }
+}
+
+/// `cluster_identity` in a model.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
+pub struct IdentityState {
+    pub api_server: Option<String>,
+    pub ca_sha256: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(server: &str, ca: &str) -> Value {
+        Value::object([(
+            IDENTITY,
+            Value::object([
+                ("api_server", Value::from(server)),
+                ("ca_sha256", Value::from(ca)),
+            ]),
+        )])
+    }
+
+    #[test]
+    fn a_cluster_block_is_checked_on_its_own_paths_without_the_environment() {
+        let block = Value::object([
+            (PATH, Value::from("/kc")),
+            (HOST, Value::from("https://h:6443")),
+        ]);
+        let (_, diags) = resolve(&block, Scope::Block);
+        let d = diags.iter().next().expect("a diagnostic");
+        assert_eq!(
+            d.attribute,
+            Some(AttributePath::attr(CLUSTER).then_attr(HOST))
+        );
+        assert!(d.detail.contains("this `cluster` sets"), "{}", d.detail);
+        let (config, _) = resolve(&Value::object([(PATH, Value::Null)]), Scope::Block);
+        assert_eq!(
+            config,
+            ProviderConfig::Missing,
+            "no KUBE_CONFIG_PATH fallback"
+        );
+    }
+
+    #[test]
+    fn another_cluster_or_ca_is_a_replacement_and_an_unknown_one_is_not() {
+        let prior = identity("https://a:6443", "hmac-sha256:1");
+        assert!(moved_to_another_cluster(&prior, &prior).is_none());
+        let moved = moved_to_another_cluster(&prior, &identity("https://b:6443", "hmac-sha256:1"))
+            .expect("a replacement");
+        assert!(moved.detail.contains("https://a:6443") && moved.detail.contains("https://b:6443"));
+        let ca = moved_to_another_cluster(&prior, &identity("https://a:6443", "hmac-sha256:2"))
+            .expect("a replacement");
+        assert!(ca.detail.contains("another CA"), "{}", ca.detail);
+        let unknown = Value::object([(
+            IDENTITY,
+            Value::object([
+                ("api_server", Value::from("https://b:6443")),
+                ("ca_sha256", Value::unknown()),
+            ]),
+        )]);
+        assert!(moved_to_another_cluster(&prior, &unknown).is_none());
+        assert!(
+            moved_to_another_cluster(&Value::object([(IDENTITY, Value::Null)]), &prior).is_none()
+        );
+    }
+
+    #[test]
+    fn only_a_state_applied_through_its_own_cluster_is_kept_by_refresh() {
+        assert!(applied_through_own_cluster(&identity(
+            "https://a:6443",
+            "x"
+        )));
+        assert!(!applied_through_own_cluster(&Value::object([(
+            IDENTITY,
+            Value::Null
+        )])));
+    }
+
+    #[test]
+    fn the_identity_hash_is_salted_per_resource_and_unknown_without_a_salt() {
+        let id = ClusterIdentity {
+            api_server: "https://a:6443".into(),
+            ca_sha256: "ab".into(),
+        };
+        let (p, q) = (Private::fresh(), Private::fresh());
+        let a = identity_value(&id, Some(&p));
+        assert_ne!(a, identity_value(&id, Some(&q)));
+        assert!(!format!("{:?}", a.attr("ca_sha256")).contains("\"ab\""));
+        assert!(
+            identity_value(&id, None)
+                .attr("ca_sha256")
+                .is_some_and(Value::is_unknown)
+        );
+    }
+}
