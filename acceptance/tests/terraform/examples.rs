@@ -1000,7 +1000,10 @@ fn doc_block_root(block: &str) -> DocBlock {
     if all.contains("resource \"helm_release\"") || all.contains("helm_release.") {
         providers.push("helm");
     }
-    if all.contains("resource \"talos_") || all.contains("data \"talos_") {
+    if ["resource", "data", "ephemeral"]
+        .iter()
+        .any(|kind| all.contains(&format!("{kind} \"talos_")))
+    {
         providers.push("talos");
     }
     // A block with its own `required_providers` gets the missing entries added to it (a module
