@@ -926,6 +926,9 @@ enum DocBlock {
     /// An `import` block by identity on OpenTofu, which has no resource identity (Terraform
     /// validates it).
     TerraformOnly,
+    /// A provider with `for_each` on Terraform, which reserves the argument (OpenTofu validates
+    /// it).
+    OpenTofuOnly,
 }
 
 /// A root made of one docs block: the block as `main.tf`, and in `context.tf` what it refers to
@@ -944,6 +947,12 @@ fn doc_block_root(block: &str) -> DocBlock {
     }
     if block.contains("identity = {") && crate::harness::cli() == crate::harness::Cli::OpenTofu {
         return DocBlock::TerraformOnly;
+    }
+    if block.contains("provider \"")
+        && block.contains("  for_each ")
+        && crate::harness::cli() != crate::harness::Cli::OpenTofu
+    {
+        return DocBlock::OpenTofuOnly;
     }
     let mut text = block.to_owned();
     let mut context = String::new();
@@ -1066,7 +1075,8 @@ fn every_docs_hcl_block_validates() {
                 DocBlock::CliConfiguration
                 | DocBlock::RegistryModule
                 | DocBlock::Query
-                | DocBlock::TerraformOnly => {
+                | DocBlock::TerraformOnly
+                | DocBlock::OpenTofuOnly => {
                     not_validated.push(format!("{} block {}", rel(&page), i + 1));
                     continue;
                 }

@@ -152,23 +152,30 @@ fn markers_for(dir: &Path) -> Vec<(String, String)> {
 }
 
 on_both_clis!(async the_quickstart_applied_keeps_its_deploy_key_out_of_state_and_plan);
-/// The quickstart as a user runs it: planned to a file, applied from it (Cilium, then the Flux
+/// The quickstart as a user runs it, its repository served to the real Flux on loopback: planned
+/// to a file, applied from it (Cilium, then the Flux
 /// bootstrap with the deploy key in its Secret), planned again; the key is nowhere in the state,
 /// the plan file or the output.
 async fn the_quickstart_applied_keeps_its_deploy_key_out_of_state_and_plan() {
     let Some(ws) = root_workspace("quickstart", planned_skip("quickstart")) else {
         return;
     };
-    let markers = markers_for(&super::examples().join("quickstart"));
-    assert!(
-        markers.iter().any(|(k, _)| k == "TF_VAR_deploy_key"),
-        "{markers:?}"
-    );
-    let cluster = TestCluster::start().await;
-    let mut ws = ws.env(
-        "TF_VAR_kubeconfig_path",
-        &cluster.kubeconfig_path.display().to_string(),
-    );
+    let mut markers = markers_for(&super::examples().join("quickstart"));
+    // The real Flux clones the quickstart's repository: the key is one its Git server accepts.
+    let Some(cluster) = crate::flux_bootstrap::FluxCluster::start().await else {
+        return;
+    };
+    let deploy_key = markers
+        .iter_mut()
+        .find(|(k, _)| k == "TF_VAR_deploy_key")
+        .unwrap_or_else(|| panic!("the quickstart's deploy key is a secret variable"));
+    deploy_key.1 = cluster.deploy_private_key();
+    let mut ws = ws
+        .env(
+            "TF_VAR_kubeconfig_path",
+            &cluster.kubeconfig_path.display().to_string(),
+        )
+        .env("TF_VAR_known_hosts", &cluster.known_hosts_line());
     for (key, value) in &markers {
         ws.set_env(key, value);
     }

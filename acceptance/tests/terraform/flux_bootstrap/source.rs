@@ -20,6 +20,8 @@ pub(crate) const SYNC_PATH: &str = "clusters/staging";
 /// test's `sync.path`).
 pub(crate) const AWKWARD_PATH: &str =
     r#"kubernetes/clusters/staging "quoted" it's $HOME ${NOT_A_VAR}"#;
+/// The sync path of `examples/quickstart`.
+pub(crate) const QUICKSTART_PATH: &str = "kubernetes/clusters/demo";
 /// The deploy key's Secret in `flux-system`: the sync's `pullSecret`.
 pub(crate) const DEPLOY_KEY_SECRET: &str = "flux-git";
 
@@ -41,7 +43,7 @@ pub(crate) fn deploy_key(dir: &Path) -> (String, String) {
 /// The repository: at each sync path a ConfigMap `synced` in `default` (naming its path) that
 /// kustomize-controller applies once it has the source.
 fn write_repository(dir: &Path) {
-    for path in [SYNC_PATH, AWKWARD_PATH] {
+    for path in [SYNC_PATH, AWKWARD_PATH, QUICKSTART_PATH] {
         let at = dir.join(path);
         std::fs::create_dir_all(&at).expect("mkdir");
         let configmap = serde_json::json!({
@@ -89,6 +91,21 @@ impl FluxCluster {
         git.authorize(&public).expect("authorize the deploy key");
         std::fs::write(dir.path().join("known_hosts"), git.known_hosts()).expect("known_hosts");
         Some(FluxCluster { cluster, dir })
+    }
+
+    /// The deploy key the Git server accepts (OpenSSH private key), as a user's variable gets it.
+    pub(crate) fn deploy_private_key(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("deploy")).expect("the deploy key")
+    }
+
+    /// The Git host's `known_hosts` line (`github.com ...`), as the quickstart's `known_hosts`.
+    pub(crate) fn known_hosts_line(&self) -> String {
+        let all =
+            std::fs::read_to_string(self.dir.path().join("known_hosts")).expect("known_hosts");
+        all.lines()
+            .find(|l| l.starts_with("github.com "))
+            .expect("a github.com line")
+            .to_owned()
     }
 
     /// The deploy key's Secret as an HCL expression for `managed_resources.secrets_yaml` (or an
