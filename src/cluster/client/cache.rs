@@ -34,16 +34,13 @@ impl ClientCache {
             .clone()
     }
 
-    /// How many connections the process holds (for tests and the benchmark's report).
-    pub fn len(&self) -> usize {
+    /// How many connections the process holds.
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.handles
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
