@@ -33,7 +33,7 @@ pub enum KubeProxy {
 pub enum Patience {
     /// One request: plan-time checks and diagnoses are best-effort.
     Once,
-    /// Transient errors retried (see [`super::retry`]): an apply step.
+    /// Transient errors retried (see [`Kube::retry`]): an apply step.
     Retried,
 }
 
@@ -46,7 +46,9 @@ pub async fn find(clients: &Kube, patience: Patience) -> Result<KubeProxy, Clust
     let found = match patience {
         Patience::Once => api.get_opt(NAME).await,
         Patience::Retried => {
-            super::retry::retry("get the kube-proxy DaemonSet", || api.get_opt(NAME)).await
+            clients
+                .retry("get the kube-proxy DaemonSet", || api.get_opt(NAME))
+                .await
         }
     }
     .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;

@@ -44,6 +44,6 @@ pub mod talos_inventory;
 
 pub use client::{
     CONNECT_TIMEOUT, ClientCache, ClusterError, ClusterHandle, ClusterIdentity, ConfigSource, Kube,
-    ProviderConfig, READ_TIMEOUT, describe_cause, identity, kubeconfig_error, redact_user_info,
-    retry, scrub_api_message,
+    ProviderConfig, READ_TIMEOUT, RetryBudget, describe_cause, identity, kubeconfig_error,
+    redact_user_info, retry, scrub_api_message,
 };

@@ -30,7 +30,6 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value as Json, json};
 
 use crate::cluster::helm::release::{ManifestApis, ManifestObject, ObjectApi};
-use crate::cluster::retry::retry;
 use crate::cluster::{ClusterError, Kube};
 
 /// Where Talos keeps the inventory.
@@ -161,11 +160,12 @@ impl Inventory {
 /// The API's refusal, or a connection that stays broken (transient errors are retried).
 pub async fn read(kube: &Kube) -> Result<Option<Inventory>, ClusterError> {
     let api: Api<ConfigMap> = Api::namespaced(kube.client.clone(), INVENTORY_NAMESPACE);
-    let found = retry("read Talos' manifest inventory", || {
-        api.get_opt(INVENTORY_NAME)
-    })
-    .await
-    .map_err(|e| kube.cluster_error(e))?;
+    let found = kube
+        .retry("read Talos' manifest inventory", || {
+            api.get_opt(INVENTORY_NAME)
+        })
+        .await
+        .map_err(|e| kube.cluster_error(e))?;
     Ok(found.map(|cm| {
         Inventory::from_data(
             cm.metadata.resource_version.clone(),
@@ -217,10 +217,11 @@ pub async fn release_from_talos(
         let keys: Vec<String> = matched.iter().map(|(k, _)| k.clone()).collect();
         let patch = Patch::Merge(inventory.removal_patch(&keys));
         let params = PatchParams::default();
-        let patched = retry("take the release's objects out of Talos' inventory", || {
-            api.patch(INVENTORY_NAME, &params, &patch)
-        })
-        .await;
+        let patched = kube
+            .retry("take the release's objects out of Talos' inventory", || {
+                api.patch(INVENTORY_NAME, &params, &patch)
+            })
+            .await;
         match patched {
             Ok(_) => {
                 released.entries = matched.into_iter().map(|(_, e)| e).collect();
@@ -252,11 +253,12 @@ async fn drop_annotations(
         else {
             continue;
         };
-        let live = retry("read an object of the release", || {
-            api.get_opt(&object.name)
-        })
-        .await
-        .map_err(|e| kube.cluster_error(e))?;
+        let live = kube
+            .retry("read an object of the release", || {
+                api.get_opt(&object.name)
+            })
+            .await
+            .map_err(|e| kube.cluster_error(e))?;
         let owned_by_talos = live.as_ref().is_some_and(|l| {
             l.metadata
                 .annotations
@@ -267,7 +269,7 @@ async fn drop_annotations(
         if !owned_by_talos {
             continue;
         }
-        retry("remove Talos' owning-inventory annotation", || {
+        kube.retry("remove Talos' owning-inventory annotation", || {
             api.patch(&object.name, &params, &patch)
         })
         .await

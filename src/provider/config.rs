@@ -11,7 +11,6 @@ use crate::framework::{Attribute, Block, Diagnostics, Schema};
 use crate::resources::connection::{
     self, CA, CERT, CONTEXT, HOST, KEY, PATH, RAW, RETRY, Scope, TOKEN,
 };
-use crate::resources::duration::parse_timeout;
 use crate::values::{Type, Value};
 
 /// The schema of the `provider "talosboot"` block.
@@ -35,12 +34,10 @@ pub fn schema() -> Schema {
     )
 }
 
-/// The `api_retry_timeout` of the block, when known and valid.
+/// The `api_retry_timeout` of the block, when known and valid (the default budget of every
+/// connection: see [`connection::retry_budget`]).
 pub fn retry_budget(config: &Value) -> Option<std::time::Duration> {
-    config
-        .attr(RETRY)
-        .and_then(Value::as_str)
-        .and_then(|t| parse_timeout(t).ok())
+    connection::retry_budget(config)
 }
 
 /// Validates the provider block and resolves it ([`connection::resolve`], the one resolver the

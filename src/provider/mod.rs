@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::{ClusterHandle, ProviderConfig};
+use crate::cluster::{ClusterHandle, ProviderConfig, RetryBudget};
 use crate::framework::{Configured, Diagnostics, Dispatcher, Provider, Schema};
 use crate::plugin::{MAX_MESSAGE_SIZE, ServeContext};
 use crate::values::Value;
@@ -34,14 +34,16 @@ impl Provider for Talosboot {
     }
 
     /// Remembers the configuration; the cluster is contacted only when an operation needs it.
+    /// Its `api_retry_timeout` is the provider connection's retry budget, and the default of every
+    /// `cluster` attribute's connection.
     fn configure(&self, config: &Value, diagnostics: &mut Diagnostics) -> Option<Configured> {
-        if let Some(budget) = config::retry_budget(config) {
-            crate::cluster::retry::set_budget(budget);
-        }
+        let retry_budget = config::retry_budget(config)
+            .map(RetryBudget::new)
+            .unwrap_or_default();
         let (config, diags) = config::from_value(config);
         let ok = !diags.has_errors();
         diagnostics.extend(diags);
-        ok.then(|| configured(ClusterHandle::new(config)))
+        ok.then(|| configured(ClusterHandle::with_retry_budget(config, retry_budget)))
     }
 
     fn unconfigured(&self) -> Configured {

@@ -9,12 +9,35 @@
 //! says why. Refresh (ReadResource) carries no configuration, so it cannot reach a cluster only
 //! the configuration names: such a state is kept as it is by refresh, and plan, which has the
 //! configuration, reads the cluster instead (`crate::resources::release::resource`).
+//!
+//! The data source and the list resources take a `cluster` too ([`read_cluster_attribute`]),
+//! resolved in [`Scope::NonSecret`]: a kubeconfig file on disk (`config_path`, `config_context`)
+//! and `api_retry_timeout`, never a credential. What the CLIs do with the configuration of a read,
+//! observed on OpenTofu 1.12.6 and Terraform 1.16.4 (`docs/guides/fleet.md`, "Reading through
+//! `cluster`"):
+//! - both accept write-only attributes in a data source's and a list resource's schema, and pass
+//!   an ephemeral value to them (an ephemeral value in a data source's ordinary argument is refused
+//!   by both: "Ephemeral values are not valid for ... because it is not a write-only attribute");
+//! - neither nulls a write-only value in what a data source's read returns: state keeps whatever
+//!   the provider returns, so the data source returns its write-only values null;
+//! - a data source whose read waits for apply (an argument unknown at plan): OpenTofu writes its
+//!   arguments, write-only and ephemeral ones included, into the plan file (`tofu show -json`
+//!   prints them); Terraform fails the plan ("cannot serialize value marked as ... Ephemeral");
+//! - `terraform query -json` prints a list block's whole `config` as `input_config`, write-only,
+//!   sensitive and ephemeral values included (OpenTofu 1.12 has no `query`, opentofu#3787).
+//!
+//! So a credential in a read's `cluster` would reach a plan file or the query's output whatever
+//! the schema says: the scope refuses one at validation, on its attribute path, before anything
+//! is read or written.
+//!
+//! Each connection carries its own retry budget: a `cluster`'s `api_retry_timeout`, else the
+//! provider block's ([`retry_budget`]).
 
 use std::sync::Arc;
 
 use crate::cluster::{
-    ClientCache, ClusterHandle, ClusterIdentity, ConfigSource, ProviderConfig, kubeconfig_error,
-    redact_user_info,
+    ClientCache, ClusterHandle, ClusterIdentity, ConfigSource, ProviderConfig, RetryBudget,
+    kubeconfig_error, redact_user_info,
 };
 use crate::framework::{Attribute, Ctx, Diagnostic, Diagnostics, Nesting};
 use crate::resources::duration::parse_timeout;
@@ -29,7 +52,7 @@ pub const CA: &str = "cluster_ca_certificate";
 pub const CERT: &str = "client_certificate";
 pub const KEY: &str = "client_key";
 pub const TOKEN: &str = "token";
-/// The provider block's retry budget (not part of a `cluster` attribute: see [`cluster_attribute`]).
+/// The retry budget of a connection: the provider block's, or a `cluster`'s own.
 pub const RETRY: &str = "api_retry_timeout";
 
 /// The per-resource connection attribute.
@@ -45,43 +68,76 @@ pub enum Scope<'a> {
     /// A resource's `cluster` attribute: paths start at `cluster`; no environment fallback (an
     /// empty `cluster = {}` is a mistake, not "use the environment").
     Block,
+    /// The `cluster` of a data source or a list resource: like [`Scope::Block`], but only the
+    /// settings that are not secret (`config_path`, `config_context`, `api_retry_timeout`); any
+    /// other one set (even unknown) is an error on its path (see the module docs for why).
+    NonSecret,
 }
 
 impl Scope<'_> {
     fn path(self, name: &str) -> AttributePath {
         match self {
             Scope::Provider { .. } => AttributePath::attr(name),
-            Scope::Block => AttributePath::attr(CLUSTER).then_attr(name),
+            Scope::Block | Scope::NonSecret => AttributePath::attr(CLUSTER).then_attr(name),
         }
     }
     fn noun(self) -> &'static str {
         match self {
             Scope::Provider { .. } => "this provider block",
-            Scope::Block => "this `cluster`",
+            Scope::Block | Scope::NonSecret => "this `cluster`",
         }
     }
 }
 
-/// The `cluster` attribute of every resource, the data source and the list resources.
+/// The settings a read's `cluster` accepts ([`Scope::NonSecret`]).
+const NON_SECRET: [&str; 3] = [PATH, CONTEXT, RETRY];
+
+/// The leaves of every `cluster` attribute, all write-only: `refused` describes the ones a read's
+/// `cluster` refuses (`None` on a resource, where each is accepted).
+fn cluster_leaves(refused: Option<&str>) -> Vec<Attribute> {
+    let leaf = |name: &str, doc: &str| {
+        let doc = match refused {
+            Some(why) if !NON_SECRET.contains(&name) => format!("{doc} {why}"),
+            _ => doc.to_owned(),
+        };
+        Attribute::optional(name, Type::String, &doc).write_only()
+    };
+    vec![
+        leaf(RAW, "A whole kubeconfig document, e.g. `ephemeral.talos_cluster_kubeconfig.this.kubeconfig_raw`.").sensitive(),
+        leaf(PATH, "Path to a kubeconfig file."),
+        leaf(CONTEXT, "Context to use from the kubeconfig (`kubeconfig_raw` or `config_path`). Defaults to its current context."),
+        leaf(HOST, "API server URL, e.g. `https://10.0.0.10:6443`."),
+        leaf(CA, "PEM-encoded CA certificate of the API server (with `host`)."),
+        leaf(CERT, "PEM-encoded client certificate (with `host` and `client_key`)."),
+        leaf(KEY, "PEM-encoded client private key (with `host` and `client_certificate`).").sensitive(),
+        leaf(TOKEN, "Bearer token (with `host`).").sensitive(),
+        leaf(RETRY, match refused {
+            None => "How long each call to this cluster's API keeps retrying while it does not answer, as the provider block's `api_retry_timeout` (seconds, or a Go duration such as `5m`). Defaults to the provider block's. Not a secret: write-only so that changing it plans no update.",
+            Some(_) => "How long each call to this cluster's API keeps retrying while it does not answer, as the provider block's `api_retry_timeout` (seconds, or a Go duration such as `5m`). Defaults to the provider block's.",
+        }),
+    ]
+}
+
+/// The `cluster` attribute of every resource.
 pub fn cluster_attribute() -> Attribute {
-    let wo = |name: &str, doc: &str| Attribute::optional(name, Type::String, doc).write_only();
     Attribute::optional(
         CLUSTER,
         Type::Dynamic,
-        "The cluster this resource works on, instead of the provider's connection: the provider block's connection settings, with the same names and rules (set **one** of `kubeconfig_raw`, `config_path`, or `host` with credentials). Every one is write-only (OpenTofu/Terraform 1.11+), so no state or plan file holds them, and they may be ephemeral, e.g. `ephemeral.talos_cluster_kubeconfig.this[each.key].kubeconfig_raw`: one provider then serves a `for_each` over a fleet, on both CLIs. State keeps only `cluster_identity`. Refresh receives no configuration, so it keeps the state of a resource with `cluster` as it is; `plan` reads the cluster instead and shows drift there (`-refresh-only` shows none for such resources). A destroy receives no configuration either: it uses the provider's connection when that reaches the same cluster, else it fails unless `deletion_policy = \"keep\"`. Unset: the provider's connection. The provider's `api_retry_timeout` applies to every connection.",
+        "The cluster this resource works on, instead of the provider's connection: the provider block's connection settings, with the same names and rules (set **one** of `kubeconfig_raw`, `config_path`, or `host` with credentials). Every one is write-only (OpenTofu/Terraform 1.11+), so no state or plan file holds them, and they may be ephemeral, e.g. `ephemeral.talos_cluster_kubeconfig.this[each.key].kubeconfig_raw`: one provider then serves a `for_each` over a fleet, on both CLIs. State keeps only `cluster_identity`. Refresh receives no configuration, so it keeps the state of a resource with `cluster` as it is; `plan` reads the cluster instead and shows drift there (`-refresh-only` shows none for such resources). A destroy receives no configuration either: it uses the provider's connection when that reaches the same cluster, else it fails unless `deletion_policy = \"keep\"`. Unset: the provider's connection. `api_retry_timeout` sets this connection's own retry budget (default: the provider block's).",
+    )
+    .nested(Nesting::Single, cluster_leaves(None))
+}
+
+/// The `cluster` attribute of the data source and the list resources ([`Scope::NonSecret`]).
+pub fn read_cluster_attribute() -> Attribute {
+    Attribute::optional(
+        CLUSTER,
+        Type::Dynamic,
+        "The cluster to read, instead of the provider's connection: a kubeconfig file on disk, `config_path` (with `config_context` to pick one of its contexts), and optionally `api_retry_timeout`. A read's configuration is not protected as a resource's write-only arguments are (OpenTofu writes a data source's arguments into the plan file when its read waits for apply; `terraform query -json` prints a list's `config`), so no credential is accepted here: `kubeconfig_raw`, `host` and the credentials are refused at validation, naming the attribute. To reach a cluster whose kubeconfig exists only in memory (an ephemeral `talos_cluster_kubeconfig`), use a resource's write-only `cluster`, whose `status` and `revision` tell what a read would. Every setting is write-only, so the state keeps none of them. Unset: the provider's connection.",
     )
     .nested(
         Nesting::Single,
-        vec![
-            wo(RAW, "A whole kubeconfig document, e.g. `ephemeral.talos_cluster_kubeconfig.this.kubeconfig_raw`.").sensitive(),
-            wo(PATH, "Path to a kubeconfig file."),
-            wo(CONTEXT, "Context to use from the kubeconfig (`kubeconfig_raw` or `config_path`). Defaults to its current context."),
-            wo(HOST, "API server URL, e.g. `https://10.0.0.10:6443`."),
-            wo(CA, "PEM-encoded CA certificate of the API server (with `host`)."),
-            wo(CERT, "PEM-encoded client certificate (with `host` and `client_key`)."),
-            wo(KEY, "PEM-encoded client private key (with `host` and `client_certificate`).").sensitive(),
-            wo(TOKEN, "Bearer token (with `host`).").sensitive(),
-        ],
+        cluster_leaves(Some("Refused here: a read's `cluster` takes only `config_path`, `config_context` and `api_retry_timeout`.")),
     )
 }
 
@@ -97,7 +153,7 @@ pub fn identity_attribute() -> Attribute {
 pub fn resolve(config: &Value, scope: Scope<'_>) -> (ProviderConfig, Diagnostics) {
     let env_path = match scope {
         Scope::Provider { env_path } => env_path,
-        Scope::Block => None,
+        Scope::Block | Scope::NonSecret => None,
     };
     let at = |name: &str| scope.path(name);
     let this = scope.noun();
@@ -106,6 +162,13 @@ pub fn resolve(config: &Value, scope: Scope<'_>) -> (ProviderConfig, Diagnostics
     let (raw, path, context, host) = (get(RAW), get(PATH), get(CONTEXT), get(HOST));
     let (ca, cert, key, token) = (get(CA), get(CERT), get(KEY), get(TOKEN));
     let set = |v: &Value| !v.is_null();
+
+    if let Scope::NonSecret = scope {
+        refuse_secret_settings(config, &mut diags);
+        if diags.has_errors() {
+            return (ProviderConfig::Missing, diags);
+        }
+    }
 
     // Only known values can conflict: `cond ? x : null` is unknown until apply.
     let known_set = |v: &Value| set(v) && !v.is_unknown();
@@ -252,6 +315,36 @@ pub fn resolve(config: &Value, scope: Scope<'_>) -> (ProviderConfig, Diagnostics
     (ProviderConfig::Known(source), diags)
 }
 
+/// The errors of a read's `cluster` ([`Scope::NonSecret`]) that sets anything but a kubeconfig
+/// file: set counts even when unknown (validation sees variables unknown), since a value that
+/// turns out known would be written where the module docs say.
+fn refuse_secret_settings(config: &Value, diags: &mut Diagnostics) {
+    let Value::Object(settings) = config else {
+        return;
+    };
+    for (name, value) in settings {
+        if value.is_null() || NON_SECRET.contains(&name.as_str()) {
+            continue;
+        }
+        diags.error_at(
+            Scope::NonSecret.path(name),
+            "Connection setting not accepted by a read",
+            format!(
+                "`{CLUSTER}.{name}` is refused here: the `{CLUSTER}` of a data source or a list takes only a kubeconfig file on disk (`{PATH}`, with `{CONTEXT}`) and `{RETRY}`. The CLIs do not protect a read's configuration as they protect a resource's write-only arguments: OpenTofu writes a data source's arguments into the plan file when its read waits for apply, and `terraform query -json` prints a list block's `config`. Point `{CLUSTER}.{PATH}` at a kubeconfig file of this cluster, or work with the release through a resource (`talosboot_helm_release`, `talosboot_cilium`), whose write-only `{CLUSTER}` takes `{name}`."
+            ),
+        );
+    }
+}
+
+/// The `api_retry_timeout` of a provider block or a `cluster`, when set, known and valid (an
+/// invalid one is an error of [`resolve`]).
+pub fn retry_budget(config: &Value) -> Option<std::time::Duration> {
+    config
+        .attr(RETRY)
+        .and_then(Value::as_str)
+        .and_then(|t| parse_timeout(t).ok())
+}
+
 /// `~/.kube/config` as users write it in HCL; Terraform does not expand `~` for providers.
 fn expand_home(path: &str) -> String {
     match (path.strip_prefix("~/"), std::env::var("HOME")) {
@@ -304,27 +397,59 @@ fn cache(ctx: &Ctx) -> Arc<ClientCache> {
 /// # Errors
 /// The `cluster` settings do not resolve (the diagnostics of [`resolve`], on `cluster.<name>`).
 pub fn target(ctx: &Ctx, config: &Value) -> Result<Target, Diagnostics> {
+    target_in(ctx, config, Scope::Block)
+}
+
+/// Where the read of a data source or a list resource with this configuration goes: its
+/// `cluster` in [`Scope::NonSecret`] when set, else the provider's connection.
+///
+/// # Errors
+/// The `cluster` sets a setting a read refuses, or does not resolve (on `cluster.<name>`).
+pub fn read_target(ctx: &Ctx, config: &Value) -> Result<Target, Diagnostics> {
+    target_in(ctx, config, Scope::NonSecret)
+}
+
+/// The validation of a read's `cluster` (none when unset or unknown as a whole): the settings a
+/// read refuses, and every check the resources' `cluster` has, on their paths.
+pub fn validate_read_cluster(config: &Value, diagnostics: &mut Diagnostics) {
+    match config.attr(CLUSTER) {
+        None | Some(Value::Null) => {}
+        Some(v) if v.is_unknown() => {}
+        Some(block) => diagnostics.extend(resolve(block, Scope::NonSecret).1),
+    }
+}
+
+fn target_in(ctx: &Ctx, config: &Value, scope: Scope<'_>) -> Result<Target, Diagnostics> {
+    let provider = crate::resources::cluster(ctx);
     let block = match config.attr(CLUSTER) {
-        None | Some(Value::Null) => return Ok(Target::Provider(crate::resources::cluster(ctx))),
+        None | Some(Value::Null) => return Ok(Target::Provider(provider)),
         Some(v) if v.is_unknown() => return Ok(Target::Unknown),
         Some(v) => v,
     };
-    let (resolved, diagnostics) = resolve(block, Scope::Block);
+    let (resolved, diagnostics) = resolve(block, scope);
     if diagnostics.has_errors() {
         return Err(diagnostics);
     }
+    // The `cluster`'s own budget, else the provider block's (the default of every connection).
+    let budget = retry_budget(block)
+        .map(RetryBudget::new)
+        .unwrap_or_else(|| provider.retry_budget());
     match resolved {
         ProviderConfig::Known(source) => Ok(Target::Own {
-            handle: cache(ctx).handle(&source),
+            handle: cache(ctx).handle(&source, budget),
             source,
         }),
         ProviderConfig::Unknown => Ok(Target::Unknown),
         ProviderConfig::Missing => {
+            let set = match scope {
+                Scope::NonSecret => format!("`{PATH}`"),
+                _ => format!("one of `{RAW}`, `{PATH}` or `{HOST}`"),
+            };
             let mut d = Diagnostics::new();
             d.error_at(
                 AttributePath::attr(CLUSTER),
                 "Empty cluster connection",
-                format!("Set one of `{RAW}`, `{PATH}` or `{HOST}` in `{CLUSTER}`, or remove `{CLUSTER}` to use the provider's connection."),
+                format!("Set {set} in `{CLUSTER}`, or remove `{CLUSTER}` to use the provider's connection."),
             );
             Err(d)
         }
@@ -480,6 +605,7 @@ pub struct ClusterSettings {
     pub client_certificate: Option<String>,
     pub client_key: Option<String>,
     pub token: Option<String>,
+    pub api_retry_timeout: Option<String>,
 }
 
 impl std::fmt::Debug for ClusterSettings {
@@ -579,6 +705,119 @@ mod tests {
             identity_value(&id, None)
                 .attr("ca_sha256")
                 .is_some_and(Value::is_unknown)
+        );
+    }
+
+    #[test]
+    fn a_read_refuses_every_credential_on_its_path_even_unknown_and_never_echoes_it() {
+        let block = Value::object([
+            (RAW, Value::from("apiVersion: v1\n# MARKER-raw")),
+            (TOKEN, Value::unknown()),
+            (PATH, Value::from("/kc")),
+        ]);
+        let (config, diags) = resolve(&block, Scope::NonSecret);
+        assert_eq!(config, ProviderConfig::Missing);
+        let paths: Vec<_> = diags.iter().map(|d| d.attribute.clone()).collect();
+        assert_eq!(
+            paths,
+            [RAW, TOKEN].map(|n| Some(AttributePath::attr(CLUSTER).then_attr(n))),
+            "one error per refused setting, none for `config_path`"
+        );
+        for d in diags.iter() {
+            assert!(d.detail.contains("`cluster.config_path`"), "{}", d.detail);
+            assert!(d.detail.contains("write-only `cluster`"), "{}", d.detail);
+            assert!(!d.detail.contains("MARKER"), "{}", d.detail);
+        }
+        // The resources' scope takes the same settings.
+        let (_, diags) = resolve(
+            &Value::object([(RAW, Value::from("apiVersion: v1\n"))]),
+            Scope::Block,
+        );
+        assert!(!diags.has_errors(), "{diags:?}");
+    }
+
+    #[test]
+    fn a_read_takes_a_kubeconfig_file_with_its_context_and_no_environment_fallback() {
+        let block = Value::object([
+            (PATH, Value::from("/fleet/b.yaml")),
+            (CONTEXT, Value::from("admin@b")),
+            (RETRY, Value::from("2m")),
+        ]);
+        let (config, diags) = resolve(&block, Scope::NonSecret);
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(
+            config,
+            ProviderConfig::Known(ConfigSource::KubeconfigFile {
+                path: "/fleet/b.yaml".into(),
+                context: Some("admin@b".into())
+            })
+        );
+        let (config, diags) = resolve(
+            &Value::object([(CONTEXT, Value::from("x"))]),
+            Scope::NonSecret,
+        );
+        assert!(diags.is_empty());
+        assert_eq!(config, ProviderConfig::Missing);
+        let (_, diags) = resolve(
+            &Value::object([(PATH, Value::from("/kc")), (RETRY, Value::from("soon"))]),
+            Scope::NonSecret,
+        );
+        let d = diags.iter().next().expect("a diagnostic");
+        assert_eq!(
+            d.attribute,
+            Some(AttributePath::attr(CLUSTER).then_attr(RETRY))
+        );
+    }
+
+    #[test]
+    fn a_cluster_retries_for_its_own_budget_and_else_for_the_providers() {
+        use crate::cluster::RetryBudget;
+        use std::time::Duration;
+
+        let provider = ClusterHandle::with_retry_budget(
+            ProviderConfig::Missing,
+            RetryBudget::new(Duration::from_secs(7)),
+        );
+        let ctx = Ctx::new(
+            Arc::new(crate::resources::ProviderData::new(provider)),
+            Default::default(),
+        );
+        let config = |retry: Value| {
+            Value::object([(
+                CLUSTER,
+                Value::object([(PATH, Value::from("/kc")), (RETRY, retry)]),
+            )])
+        };
+        let budget = |t: Result<Target, Diagnostics>| match t {
+            Ok(Target::Own { handle, .. }) => handle.retry_budget().duration(),
+            _ => panic!("the resource's own cluster"),
+        };
+        assert_eq!(
+            budget(target(&ctx, &config(Value::Null))),
+            Duration::from_secs(7)
+        );
+        assert_eq!(
+            budget(target(&ctx, &config(Value::from("2m")))),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            budget(read_target(&ctx, &config(Value::from("5")))),
+            Duration::from_secs(5)
+        );
+    }
+
+    #[test]
+    fn an_empty_read_cluster_names_config_path() {
+        let ctx = Ctx::new(Arc::new("unconfigured"), Default::default());
+        let config = Value::object([(CLUSTER, Value::object([(PATH, Value::Null)]))]);
+        let Err(diags) = read_target(&ctx, &config) else {
+            panic!("an error");
+        };
+        let d = diags.iter().next().expect("a diagnostic");
+        assert!(
+            d.detail.starts_with("Set `config_path` in `cluster`"),
+            "{}",
+            d.detail
         );
     }
 }

@@ -25,6 +25,7 @@ fn clients(client: &kube::Client) -> Kube {
         client: client.clone(),
         stream: client.clone(),
         endpoint: "talos-sim".into(),
+        retry_budget: talosboot::cluster::RetryBudget::default(),
     }
 }
 

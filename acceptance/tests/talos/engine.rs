@@ -47,6 +47,7 @@ fn clients(client: &Client) -> Kube {
         client: client.clone(),
         stream: client.clone(),
         endpoint: "talos-sim".into(),
+        retry_budget: talosboot::cluster::RetryBudget::default(),
     }
 }
 

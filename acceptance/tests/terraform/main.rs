@@ -54,6 +54,11 @@
 //!   `cluster`: applied and planned empty; no credential in state, plan or trace log; drift on one
 //!   cluster planned on that instance only and repaired; one unreachable cluster fails its instance
 //!   (naming its API server) while the others apply, and nothing leaves the state.
+//! - `fleet_reads`: the data source reads a release on a second cluster through its `cluster`
+//!   (a kubeconfig file), the provider pointing at the first; a credential in a read's `cluster`
+//!   is refused at validation, naming it; `terraform query` (Terraform 1.16 only) lists a second
+//!   cluster's releases the same way; no credential or `cluster` setting in state, plan JSON or
+//!   the query's JSON output.
 //! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
 //! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module), reconciled by the real
 //!   Flux Operator and controllers from a Git source served on loopback.
@@ -73,6 +78,7 @@ mod concurrent;
 mod ephemeral_kubeconfig;
 mod examples;
 mod fleet;
+mod fleet_reads;
 mod flux_bootstrap;
 mod functions;
 mod helm_release_resource;
@@ -230,10 +236,23 @@ fn release_secret(
     gzip: bool,
     values: serde_json::Value,
 ) -> Secret {
+    chart_release_secret("cilium", name, namespace, revision, status, gzip, values)
+}
+
+/// [`release_secret`] of another chart than Cilium's (version 1.18.4 all the same).
+fn chart_release_secret(
+    chart: &str,
+    name: &str,
+    namespace: &str,
+    revision: i64,
+    status: &str,
+    gzip: bool,
+    values: serde_json::Value,
+) -> Secret {
     let record = serde_json::json!({
         "name": name, "namespace": namespace, "version": revision,
         "info": {"status": status, "last_deployed": "2026-11-29T10:00:00Z", "description": "Install complete"},
-        "chart": {"metadata": {"name": "cilium", "version": "1.18.4", "appVersion": "1.18.4"}},
+        "chart": {"metadata": {"name": chart, "version": "1.18.4", "appVersion": "1.18.4"}},
         "config": values,
         "manifest": "---\n"
     });

@@ -75,10 +75,10 @@ pub async fn find_gaps(
     let reads = release.crds.iter().map(|crd| {
         let api = api.clone();
         async move {
-            let found =
-                crate::cluster::retry::retry("get a Gateway API CRD", || api.get_opt(crd.name))
-                    .await
-                    .map_err(|e| clients.cluster_error(e))?;
+            let found = clients
+                .retry("get a Gateway API CRD", || api.get_opt(crd.name))
+                .await
+                .map_err(|e| clients.cluster_error(e))?;
             Ok::<_, ClusterError>(judge(crd, found.as_ref()).map(|gap| CrdGap { crd: *crd, gap }))
         }
     });

@@ -28,6 +28,7 @@ pub(crate) mod test_server;
 pub use cache::ClientCache;
 pub use config::{ConfigSource, ProviderConfig};
 pub use identity::{ClusterIdentity, identity};
+pub use retry::RetryBudget;
 use scrub::strip_user_info;
 pub use scrub::{redact_user_info, scrub_api_message};
 
@@ -243,6 +244,8 @@ pub struct Kube {
     pub stream: kube::Client,
     /// The API server's URL, user info removed.
     pub endpoint: String,
+    /// How long each call on this connection keeps retrying transient errors.
+    pub retry_budget: RetryBudget,
 }
 
 /// The Pod Security admission level a namespace enforces (`privileged` lets host-network pods
@@ -257,6 +260,31 @@ impl Kube {
         ClusterError::from_kube(err, &self.endpoint)
     }
 
+    /// Runs `call` until it succeeds, fails for good, or this connection's retry budget is spent
+    /// ([`RetryBudget::retry`]).
+    pub async fn retry<T, F, Fut>(&self, what: &str, call: F) -> Result<T, kube::Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, kube::Error>>,
+    {
+        self.retry_budget.retry(what, call).await
+    }
+
+    /// [`Kube::retry`] for any error ([`RetryBudget::retry_if`]).
+    pub async fn retry_if<T, E, F, Fut>(
+        &self,
+        what: &str,
+        transient: impl Fn(&E) -> bool,
+        call: F,
+    ) -> Result<T, E>
+    where
+        E: std::fmt::Display,
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        self.retry_budget.retry_if(what, transient, call).await
+    }
+
     /// Creates `namespace` when no namespace of its name exists; an existing one is left as it is
     /// and returned (its labels, its deletion) for the caller to judge. `None`: created now (or by
     /// someone else at the same moment).
@@ -269,14 +297,18 @@ impl Kube {
     ) -> Result<Option<Namespace>, ClusterError> {
         let api: Api<Namespace> = Api::all(self.client.clone());
         let name = namespace.metadata.name.as_deref().unwrap_or_default();
-        let existing = retry::retry("get namespace", || api.get_opt(name))
+        let existing = self
+            .retry("get namespace", || api.get_opt(name))
             .await
             .map_err(|e| self.cluster_error(e))?;
         if existing.is_some() {
             return Ok(existing);
         }
         let params = PostParams::default();
-        match retry::retry("create namespace", || api.create(&params, namespace)).await {
+        match self
+            .retry("create namespace", || api.create(&params, namespace))
+            .await
+        {
             Ok(_) => Ok(None),
             // Created meanwhile, or by the first attempt of a retried create.
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
@@ -288,6 +320,7 @@ impl Kube {
 struct Inner {
     config: ProviderConfig,
     read_timeout: Duration,
+    retry_budget: RetryBudget,
     connected: OnceCell<Kube>,
 }
 
@@ -298,19 +331,36 @@ pub struct ClusterHandle {
 }
 
 impl ClusterHandle {
+    /// A handle with the default retry budget ([`retry::RETRY_BUDGET`]).
     pub fn new(config: ProviderConfig) -> Self {
-        Self::with_read_timeout(config, READ_TIMEOUT)
+        Self::with_retry_budget(config, RetryBudget::default())
+    }
+
+    /// A handle whose calls retry transient errors for `retry_budget`.
+    pub fn with_retry_budget(config: ProviderConfig, retry_budget: RetryBudget) -> Self {
+        Self::build(config, READ_TIMEOUT, retry_budget)
     }
 
     /// Like [`ClusterHandle::new`] with another bound for ordinary requests (tests use a short one).
+    #[cfg(test)]
     pub(crate) fn with_read_timeout(config: ProviderConfig, read_timeout: Duration) -> Self {
+        Self::build(config, read_timeout, RetryBudget::default())
+    }
+
+    fn build(config: ProviderConfig, read_timeout: Duration, retry_budget: RetryBudget) -> Self {
         Self {
             inner: Arc::new(Inner {
                 config,
                 read_timeout,
+                retry_budget,
                 connected: OnceCell::new(),
             }),
         }
+    }
+
+    /// How long each call on this connection keeps retrying transient errors.
+    pub fn retry_budget(&self) -> RetryBudget {
+        self.inner.retry_budget
     }
 
     /// Before ConfigureProvider (e.g. in validation RPCs), nothing may connect.
@@ -335,7 +385,13 @@ impl ClusterHandle {
     pub async fn connect(&self) -> Result<Kube, ClusterError> {
         self.inner
             .connected
-            .get_or_try_init(|| build_clients(&self.inner.config, self.inner.read_timeout))
+            .get_or_try_init(|| {
+                build_clients(
+                    &self.inner.config,
+                    self.inner.read_timeout,
+                    self.inner.retry_budget,
+                )
+            })
             .await
             .cloned()
     }
@@ -344,6 +400,7 @@ impl ClusterHandle {
 async fn build_clients(
     config: &ProviderConfig,
     read_timeout: Duration,
+    retry_budget: RetryBudget,
 ) -> Result<Kube, ClusterError> {
     let source = match config {
         ProviderConfig::Unknown => return Err(ClusterError::ConfigUnknown),
@@ -365,6 +422,7 @@ async fn build_clients(
         client: build(cfg)?,
         stream: build(streaming_cfg)?,
         endpoint: endpoint.trim_end_matches('/').to_owned(),
+        retry_budget,
     })
 }
 
@@ -543,5 +601,44 @@ mod tests {
             }
             other => panic!("the stream client must outlive the read bound: {other:?}"),
         }
+    }
+
+    /// One process, two connections with their own budgets (a `cluster` with its own
+    /// `api_retry_timeout` beside the provider's) to an API that refuses connections: each gives
+    /// up after its own, concurrently.
+    #[tokio::test]
+    async fn each_connection_retries_for_its_own_budget() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let source = ConfigSource::Direct {
+            host: format!("http://127.0.0.1:{port}"),
+            ca_pem: None,
+            client_cert_pem: None,
+            client_key_pem: None,
+            token: None,
+        };
+        let cache = ClientCache::default();
+        let (short, long) = (Duration::from_millis(400), Duration::from_millis(2000));
+        let gives_up_after = |budget: Duration| {
+            let handle = cache.handle(&source, RetryBudget::new(budget));
+            async move {
+                let kube = handle.connect().await.expect("connected");
+                let api: Api<ConfigMap> = Api::namespaced(kube.client.clone(), "default");
+                let started = std::time::Instant::now();
+                let out = kube.retry("get", || api.get_opt("x")).await;
+                assert!(out.as_ref().is_err_and(retry::is_transient), "{out:?}");
+                started.elapsed()
+            }
+        };
+        let (short_took, long_took) = tokio::join!(gives_up_after(short), gives_up_after(long));
+        assert!(
+            short_took >= short && short_took < long,
+            "the short budget: {short_took:?}"
+        );
+        assert!(long_took >= long, "the long budget: {long_took:?}");
     }
 }

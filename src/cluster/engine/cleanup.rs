@@ -33,7 +33,10 @@ async fn delete_target_jobs(
     let ns = &spec.namespace.name;
     let jobs: Api<Job> = Api::namespaced(clients.client.clone(), ns);
     let params = ListParams::default().labels(&selector);
-    let list = match retry("list jobs", || jobs.list_metadata(&params)).await {
+    let list = match clients
+        .retry("list jobs", || jobs.list_metadata(&params))
+        .await
+    {
         Ok(list) => list,
         Err(e) => {
             return vec![format!(
@@ -47,7 +50,7 @@ async fn delete_target_jobs(
         if Some(name.as_str()) == keep || job.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        if let Err(e) = delete(&jobs, &name, &DeleteParams::background()).await {
+        if let Err(e) = delete(clients, &jobs, &name, &DeleteParams::background()).await {
             warnings.push(format!(
                 "failed to delete the earlier bootstrap Job {ns}/{name}: {e}"
             ));
@@ -57,18 +60,23 @@ async fn delete_target_jobs(
 }
 
 /// Deletes `name` (transient errors retried); an object already gone is deleted.
-async fn delete<K>(api: &Api<K>, name: &str, params: &DeleteParams) -> Result<(), kube::Error>
+async fn delete<K>(
+    clients: &Kube,
+    api: &Api<K>,
+    name: &str,
+    params: &DeleteParams,
+) -> Result<(), kube::Error>
 where
     K: kube::Resource + Clone + fmt::Debug + serde::de::DeserializeOwned,
 {
-    match retry("delete", || api.delete(name, params)).await {
+    match clients.retry("delete", || api.delete(name, params)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e),
     }
 }
 
-async fn delete_labelled<K>(api: Api<K>, selector: &str, what: &str) -> Vec<String>
+async fn delete_labelled<K>(clients: &Kube, api: Api<K>, selector: &str, what: &str) -> Vec<String>
 where
     K: kube::Resource + Clone + fmt::Debug + serde::de::DeserializeOwned,
 {
@@ -80,7 +88,7 @@ where
         Ok(list) => {
             for item in list.items {
                 let name = item.metadata.name.unwrap_or_default();
-                if let Err(e) = delete(&api, &name, &DeleteParams::default()).await {
+                if let Err(e) = delete(clients, &api, &name, &DeleteParams::default()).await {
                     warnings.push(format!("failed to delete the bootstrap {what} {name}: {e}"));
                 }
             }
@@ -92,11 +100,7 @@ where
 
 /// Namespaced objects matching `selector` in every namespace (the Roles and RoleBindings of
 /// [`Rbac::Minimal`] live in the namespaces their rules are limited to).
-async fn delete_labelled_everywhere<K>(
-    client: &kube::Client,
-    selector: &str,
-    what: &str,
-) -> Vec<String>
+async fn delete_labelled_everywhere<K>(clients: &Kube, selector: &str, what: &str) -> Vec<String>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -104,9 +108,10 @@ where
         + serde::de::DeserializeOwned,
     K::DynamicType: Default,
 {
+    let client = &clients.client;
     let all: Api<K> = Api::all(client.clone());
     let params = ListParams::default().labels(selector);
-    let list = match retry("list", || all.list_metadata(&params)).await {
+    let list = match clients.retry("list", || all.list_metadata(&params)).await {
         Ok(list) => list,
         Err(e) => return vec![format!("failed to list bootstrap {what}s: {e}")],
     };
@@ -115,7 +120,7 @@ where
         let ns = item.metadata.namespace.unwrap_or_default();
         let name = item.metadata.name.unwrap_or_default();
         let api: Api<K> = Api::namespaced(client.clone(), &ns);
-        if let Err(e) = delete(&api, &name, &DeleteParams::default()).await {
+        if let Err(e) = delete(clients, &api, &name, &DeleteParams::default()).await {
             warnings.push(format!(
                 "failed to delete the bootstrap {what} {ns}/{name}: {e}"
             ));
@@ -131,18 +136,28 @@ async fn delete_run_objects(clients: &Kube, spec: &RunSpec, selector: &str) -> V
     let mut warnings = Vec::new();
     warnings.extend(
         delete_labelled(
+            clients,
             Api::<ClusterRoleBinding>::all(c.clone()),
             selector,
             "ClusterRoleBinding",
         )
         .await,
     );
-    warnings
-        .extend(delete_labelled(Api::<ClusterRole>::all(c.clone()), selector, "ClusterRole").await);
-    warnings.extend(delete_labelled_everywhere::<RoleBinding>(c, selector, "RoleBinding").await);
-    warnings.extend(delete_labelled_everywhere::<Role>(c, selector, "Role").await);
     warnings.extend(
         delete_labelled(
+            clients,
+            Api::<ClusterRole>::all(c.clone()),
+            selector,
+            "ClusterRole",
+        )
+        .await,
+    );
+    warnings
+        .extend(delete_labelled_everywhere::<RoleBinding>(clients, selector, "RoleBinding").await);
+    warnings.extend(delete_labelled_everywhere::<Role>(clients, selector, "Role").await);
+    warnings.extend(
+        delete_labelled(
+            clients,
             Api::<ServiceAccount>::namespaced(c.clone(), ns),
             selector,
             "ServiceAccount",
@@ -151,6 +166,7 @@ async fn delete_run_objects(clients: &Kube, spec: &RunSpec, selector: &str) -> V
     );
     warnings.extend(
         delete_labelled(
+            clients,
             Api::<ConfigMap>::namespaced(c.clone(), ns),
             selector,
             "ConfigMap",
@@ -158,7 +174,13 @@ async fn delete_run_objects(clients: &Kube, spec: &RunSpec, selector: &str) -> V
         .await,
     );
     warnings.extend(
-        delete_labelled(Api::<Secret>::namespaced(c.clone(), ns), selector, "Secret").await,
+        delete_labelled(
+            clients,
+            Api::<Secret>::namespaced(c.clone(), ns),
+            selector,
+            "Secret",
+        )
+        .await,
     );
     warnings
 }
@@ -175,7 +197,7 @@ pub(super) async fn cleanup(
     let mut warnings = Vec::new();
     if delete_job {
         let jobs: Api<Job> = Api::namespaced(clients.client.clone(), &spec.namespace.name);
-        if let Err(e) = delete(&jobs, &names.object, &DeleteParams::background()).await {
+        if let Err(e) = delete(clients, &jobs, &names.object, &DeleteParams::background()).await {
             warnings.push(format!(
                 "failed to delete the bootstrap Job {}/{}: {e} (its ttlSecondsAfterFinished removes it later)",
                 spec.namespace.name, names.object

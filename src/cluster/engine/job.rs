@@ -10,7 +10,10 @@ where
     K: kube::Resource + Clone + fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
 {
     let params = PostParams::default();
-    match retry("create", || api.create(&params, object)).await {
+    match clients
+        .retry("create", || api.create(&params, object))
+        .await
+    {
         // A retried create whose first attempt went through.
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         other => other.map(|_| ()),
@@ -102,7 +105,7 @@ pub(super) async fn run_job(
     let timed_out = matches!(outcome, JobWait::TimedOut);
     let mut failure = match outcome {
         JobWait::Succeeded if spec.capture_output => {
-            let output = report::output(&pods, &pod_selector)
+            let output = report::output(clients.retry_budget, &pods, &pod_selector)
                 .await
                 .map_err(|e| {
                     EngineError::new(

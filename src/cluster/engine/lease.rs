@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{EngineError, Step};
 use crate::cluster::ClusterError;
-use crate::cluster::retry::retry;
+use crate::cluster::RetryBudget;
 
 /// How long a Lease stays valid without renewal; renewed every third of it.
 pub const LEASE_DURATION: Duration = Duration::from_secs(30);
@@ -23,6 +23,7 @@ pub const LEASE_DURATION: Duration = Duration::from_secs(30);
 pub struct HeldLease {
     api: Api<Lease>,
     name: String,
+    retry_budget: RetryBudget,
     renewer: JoinHandle<()>,
     stop: CancellationToken,
     /// Who held it before us while we waited, and for how long we waited.
@@ -71,10 +72,11 @@ fn lease_body(name: &str, holder: &str, transitions: i32) -> Lease {
 }
 
 /// Takes the Lease `name` in the namespace of `api`, waiting while another holder keeps it alive,
-/// until `deadline`.
+/// until `deadline`; its calls retry transient errors for `retry_budget` (the connection's).
 pub async fn acquire(
     api: Api<Lease>,
     endpoint: &str,
+    retry_budget: RetryBudget,
     name: &str,
     holder: &str,
     deadline: Instant,
@@ -84,14 +86,18 @@ pub async fn acquire(
     let mut waited_for: Option<String> = None;
     loop {
         let api_err = |e| EngineError::api(Step::Lease, ClusterError::from_kube(e, endpoint));
-        match retry("get lease", || api.get_opt(name))
+        match retry_budget
+            .retry("get lease", || api.get_opt(name))
             .await
             .map_err(api_err)?
         {
             None => {
                 let body = lease_body(name, holder, 0);
                 let params = PostParams::default();
-                match retry("create lease", || api.create(&params, &body)).await {
+                match retry_budget
+                    .retry("create lease", || api.create(&params, &body))
+                    .await
+                {
                     Ok(_) => break,
                     Err(kube::Error::Api(s)) if s.code == 409 => continue,
                     Err(e) => return Err(api_err(e)),
@@ -106,7 +112,10 @@ pub async fn acquire(
                 let mut body = lease_body(name, holder, transitions + 1);
                 body.metadata.resource_version = lease.metadata.resource_version.clone();
                 let params = PostParams::default();
-                match retry("take over lease", || api.replace(name, &params, &body)).await {
+                match retry_budget
+                    .retry("take over lease", || api.replace(name, &params, &body))
+                    .await
+                {
                     Ok(_) => break,
                     Err(kube::Error::Api(s)) if s.code == 409 => continue,
                     Err(e) => return Err(api_err(e)),
@@ -143,6 +152,7 @@ pub async fn acquire(
     Ok(HeldLease {
         api,
         name: name.to_owned(),
+        retry_budget,
         renewer,
         stop,
         waited,
@@ -173,7 +183,11 @@ impl HeldLease {
         self.stop.cancel();
         let _ = self.renewer.await;
         let params = DeleteParams::default();
-        match retry("release lease", || self.api.delete(&self.name, &params)).await {
+        match self
+            .retry_budget
+            .retry("release lease", || self.api.delete(&self.name, &params))
+            .await
+        {
             Ok(_) | Err(kube::Error::Api(_)) => None,
             Err(e) => Some(format!(
                 "the Lease {} could not be released ({e}); it expires by itself within {}s",

@@ -47,7 +47,6 @@ use wait::JobWait;
 
 use super::diagnosis::{Diagnosis, Signature, diagnose};
 use super::endpoint::{ApiEndpoint, KUBEPRISM};
-use super::retry::retry;
 use super::{ClusterError, Kube};
 
 /// How and where the bootstrap pod runs.
@@ -353,6 +352,7 @@ where
     let lease = lease::acquire(
         Api::namespaced(clients.client.clone(), ns),
         &clients.endpoint,
+        clients.retry_budget,
         &lease_name,
         &holder_identity(&run_id),
         deadline,

@@ -80,10 +80,14 @@ fn log_tail(log: &str) -> Vec<String> {
 /// [`super::MAX_OUTPUT`]: a log that fills the bound is refused rather than read as if it were
 /// complete. Transient API errors are retried: the run succeeded, its output must not be lost to
 /// a 503.
-pub async fn output(pods: &Api<Pod>, pod_selector: &str) -> Result<String, String> {
-    use crate::cluster::retry::retry;
+pub async fn output(
+    retry_budget: crate::cluster::RetryBudget,
+    pods: &Api<Pod>,
+    pod_selector: &str,
+) -> Result<String, String> {
     let params = ListParams::default().labels(pod_selector);
-    let list = retry("list the run's pods", || pods.list(&params))
+    let list = retry_budget
+        .retry("list the run's pods", || pods.list(&params))
         .await
         .map_err(|e| scrub_api_message(&e.to_string()))?;
     let pod = list
@@ -96,7 +100,8 @@ pub async fn output(pods: &Api<Pod>, pod_selector: &str) -> Result<String, Strin
         limit_bytes: Some(super::MAX_OUTPUT),
         ..Default::default()
     };
-    let log = retry("read the pod log", || pods.logs(&pod, &params))
+    let log = retry_budget
+        .retry("read the pod log", || pods.logs(&pod, &params))
         .await
         .map_err(|e| scrub_api_message(&e.to_string()))?;
     if log.len() as i64 >= super::MAX_OUTPUT {

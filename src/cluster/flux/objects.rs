@@ -12,7 +12,6 @@ use serde_json::Value as Json;
 use super::manifest::Manifest;
 use super::ownership::adopted_by_flux;
 use super::{FIELD_MANAGER, FluxError, Kube, is_not_found};
-use crate::cluster::retry::retry;
 
 /// Field managers whose ownership is dropped before applying, as kustomize-controller does (hand
 /// edits with kubectl would otherwise keep fields the input no longer sets).
@@ -64,21 +63,22 @@ pub fn api(kube: &Kube, resource: &ApiResource, namespace: Option<&str>) -> Api<
 /// `default`, as kubectl does.
 pub async fn api_for(kube: &Kube, manifest: &Manifest) -> Result<Api<DynamicObject>, FluxError> {
     let gvk = GroupVersionKind::gvk(manifest.group(), manifest.version(), manifest.kind());
-    let (resource, caps) = retry(&format!("discover the API of {}", manifest.kind()), || {
-        discovery::pinned_kind(&kube.client, &gvk)
-    })
-    .await
-    .map_err(|e| match &e {
-        kube::Error::Api(s) if s.code == 404 => FluxError::UnknownKind {
-            api_version: manifest.api_version().to_owned(),
-            kind: manifest.kind().to_owned(),
-        },
-        kube::Error::Discovery(_) => FluxError::UnknownKind {
-            api_version: manifest.api_version().to_owned(),
-            kind: manifest.kind().to_owned(),
-        },
-        _ => kube.error(format!("discover the API of {}", manifest.kind()), e),
-    })?;
+    let (resource, caps) = kube
+        .retry(&format!("discover the API of {}", manifest.kind()), || {
+            discovery::pinned_kind(&kube.client, &gvk)
+        })
+        .await
+        .map_err(|e| match &e {
+            kube::Error::Api(s) if s.code == 404 => FluxError::UnknownKind {
+                api_version: manifest.api_version().to_owned(),
+                kind: manifest.kind().to_owned(),
+            },
+            kube::Error::Discovery(_) => FluxError::UnknownKind {
+                api_version: manifest.api_version().to_owned(),
+                kind: manifest.kind().to_owned(),
+            },
+            _ => kube.error(format!("discover the API of {}", manifest.kind()), e),
+        })?;
     Ok(match caps.scope {
         Scope::Cluster => api(kube, &resource, None),
         Scope::Namespaced => {
@@ -95,7 +95,10 @@ pub async fn get(
     name: &str,
     what: &str,
 ) -> Result<Option<Json>, FluxError> {
-    match retry(&format!("read {what}"), || api.get_opt(name)).await {
+    match kube
+        .retry(&format!("read {what}"), || api.get_opt(name))
+        .await
+    {
         Ok(Some(object)) => Ok(Some(serde_json::to_value(object).unwrap_or_default())),
         Ok(None) => Ok(None),
         // The kind itself is gone (its CRD was deleted, e.g. with the operator's chart): the real
@@ -112,7 +115,8 @@ pub async fn get(
 pub async fn list_nodes(kube: &Kube) -> Result<Vec<Json>, FluxError> {
     let nodes = api(kube, &known("", "v1", "Node", "nodes"), None);
     let params = kube::api::ListParams::default();
-    let nodes = retry("list the nodes", || nodes.list(&params))
+    let nodes = kube
+        .retry("list the nodes", || nodes.list(&params))
         .await
         .map_err(|e| kube.error("list the nodes", e))?;
     Ok(nodes
@@ -132,7 +136,7 @@ pub async fn apply(
 ) -> Result<Json, FluxError> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let patch = Patch::Apply(object);
-    retry(&format!("apply {what}"), || {
+    kube.retry(&format!("apply {what}"), || {
         api.patch(name, &params, &patch)
     })
     .await
@@ -151,7 +155,10 @@ pub async fn delete(
         propagation_policy: Some(PropagationPolicy::Background),
         ..Default::default()
     };
-    match retry(&format!("delete {what}"), || api.delete(name, &params)).await {
+    match kube
+        .retry(&format!("delete {what}"), || api.delete(name, &params))
+        .await
+    {
         Ok(_) => Ok(true),
         Err(e) if is_not_found(&e) => Ok(false),
         Err(e) => Err(kube.error(format!("delete {what}"), e)),
@@ -195,7 +202,7 @@ pub async fn strip_disallowed_managers(
         .unwrap_or_default();
     let patch = serde_json::json!({"metadata": {"managedFields": entries}});
     let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
-    retry(&format!("drop kubectl's field ownership of {what}"), || {
+    kube.retry(&format!("drop kubectl's field ownership of {what}"), || {
         api.patch(name, &params, &patch)
     })
     .await

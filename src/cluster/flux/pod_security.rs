@@ -12,7 +12,6 @@ use super::objects::{self, namespaces};
 use super::{FluxError, Kube};
 
 use crate::cluster::client::{PSA_ENFORCE, PSA_PRIVILEGED};
-use crate::cluster::retry::retry;
 
 /// What the bootstrap namespace needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +57,7 @@ pub async fn ensure(kube: &Kube, name: &str, host_network: bool) -> Result<bool,
     let api = objects::api(kube, &namespaces(), None);
     let patch = json!({"metadata": {"labels": {PSA_ENFORCE: PSA_PRIVILEGED}}});
     let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
-    retry("label the namespace", || api.patch(name, &params, &patch))
+    kube.retry("label the namespace", || api.patch(name, &params, &patch))
         .await
         .map_err(|e| {
             kube.error(

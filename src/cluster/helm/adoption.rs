@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::release::{ManifestApis, ManifestObject, ObjectApi};
-use crate::cluster::retry::retry;
 use crate::cluster::{ClusterError, Kube};
 
 /// Helm 4's field manager (`helm`), for its server-side applies.
@@ -103,7 +102,8 @@ pub async fn managers_of(
         else {
             continue;
         };
-        let live = retry("read an object to adopt", || api.get_opt(&object.name))
+        let live = kube
+            .retry("read an object to adopt", || api.get_opt(&object.name))
             .await
             .map_err(|e| kube.cluster_error(e))?;
         let Some(live) = live else { continue };

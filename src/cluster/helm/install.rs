@@ -23,7 +23,6 @@ use crate::cluster::engine::rbac::RbacPolicy;
 use crate::cluster::engine::{
     self, BootstrapNamespace, EngineError, JobSettings, Rbac, RunOutcome, RunSpec, Step,
 };
-use crate::cluster::retry::{retry, retry_if};
 use crate::cluster::{ClusterError, Kube};
 
 /// Helm's cache, configuration and data directories, under the pod's writable `/tmp` (the
@@ -250,7 +249,8 @@ pub async fn release_after(
             }
         }
     };
-    retry_if("read the release", ClusterError::is_transient, read)
+    clients
+        .retry_if("read the release", ClusterError::is_transient, read)
         .await
         .map_err(|e| EngineError::api(READ_RELEASE, e))
 }
@@ -264,7 +264,8 @@ pub async fn unlock_pending(
 ) -> Result<Option<String>, EngineError> {
     let secrets: Api<Secret> = Api::namespaced(clients.client.clone(), namespace);
     let params = ListParams::default().labels(&format!("owner=helm,name={name}"));
-    let list = retry("list release records", || secrets.list_metadata(&params))
+    let list = clients
+        .retry("list release records", || secrets.list_metadata(&params))
         .await
         .map_err(|e| clients.api_error(PREPARE_RELEASE, e))?;
     let newest = list
@@ -286,7 +287,8 @@ pub async fn unlock_pending(
     if !ReleaseStatus::from(status.as_str()).is_pending() {
         return Ok(None);
     }
-    let secret = retry("get release record", || secrets.get(&secret_name))
+    let secret = clients
+        .retry("get release record", || secrets.get(&secret_name))
         .await
         .map_err(|e| clients.api_error(PREPARE_RELEASE, e))?;
     let field = secret
@@ -312,11 +314,12 @@ pub async fn unlock_pending(
     });
     let params = PatchParams::default();
     let merge = Patch::Merge(&patch);
-    retry("unlock release", || {
-        secrets.patch(&secret_name, &params, &merge)
-    })
-    .await
-    .map_err(|e| clients.api_error(PREPARE_RELEASE, e))?;
+    clients
+        .retry("unlock release", || {
+            secrets.patch(&secret_name, &params, &merge)
+        })
+        .await
+        .map_err(|e| clients.api_error(PREPARE_RELEASE, e))?;
     tracing::info!(release = %format!("{namespace}/{name}"), %status, "unlocked a release left pending");
     Ok(Some(status))
 }

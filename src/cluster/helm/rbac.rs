@@ -42,7 +42,6 @@ use super::release::{HelmRelease, ReleaseStatus, manifest_kinds};
 use crate::cluster::Kube;
 use crate::cluster::engine::rbac::{RBAC_GROUP, Rule};
 use crate::cluster::engine::{self, BootstrapNamespace, EngineError, JobSettings, Rbac, RunSpec};
-use crate::cluster::retry::retry;
 
 /// A kind a chart renders, by API group and plural resource (`("apps", "daemonsets")`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -169,13 +168,16 @@ impl ApiMap {
 pub async fn discover(clients: &Kube) -> Result<ApiMap, EngineError> {
     let c = &clients.client;
     let fail = |e| clients.api_error(RENDER, e);
-    let version = retry("read the server version", || c.apiserver_version())
+    let version = clients
+        .retry("read the server version", || c.apiserver_version())
         .await
         .map_err(fail)?;
-    let core = retry("list the core API versions", || c.list_core_api_versions())
+    let core = clients
+        .retry("list the core API versions", || c.list_core_api_versions())
         .await
         .map_err(fail)?;
-    let groups = retry("list the API groups", || c.list_api_groups())
+    let groups = clients
+        .retry("list the API groups", || c.list_api_groups())
         .await
         .map_err(fail)?;
     let mut group_versions: Vec<(String, String)> = core

@@ -18,7 +18,6 @@ use crate::cluster::engine::rbac::RbacPolicy;
 use crate::cluster::engine::{
     self, BootstrapNamespace, EngineError, JobSettings, Rbac, RunOutcome, RunSpec,
 };
-use crate::cluster::retry::retry;
 use crate::cluster::{ClusterError, Kube};
 
 /// The annotation a talosboot create that failed after its release existed leaves on the
@@ -51,12 +50,13 @@ pub async fn annotate_record(
         PatchParams::default(),
         Patch::Merge(&patch),
     );
-    retry("annotate the release record", || {
-        secrets.patch(&record, &params, &patch)
-    })
-    .await
-    .map(|_| ())
-    .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))
+    clients
+        .retry("annotate the release record", || {
+            secrets.patch(&record, &params, &patch)
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))
 }
 
 /// An annotation of the record of `revision` (`None`: unset, or no such record).

@@ -84,10 +84,11 @@ impl ManifestApis {
                 .rsplit_once('/')
                 .unwrap_or(("", object.api_version.as_str()));
             let gvk = kube::core::GroupVersionKind::gvk(group, version, &object.kind);
-            let found = crate::cluster::retry::retry("discover a kind of the release", || {
-                kube::discovery::pinned_kind(&kube.client, &gvk)
-            })
-            .await;
+            let found = kube
+                .retry("discover a kind of the release", || {
+                    kube::discovery::pinned_kind(&kube.client, &gvk)
+                })
+                .await;
             let resolved = match found {
                 Ok((resource, caps)) => {
                     Some((resource, caps.scope == kube::discovery::Scope::Namespaced))

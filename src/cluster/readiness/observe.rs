@@ -36,7 +36,8 @@ where
     F: Fn(&K) -> Rollout,
 {
     let api: Api<K> = Api::namespaced(clients.client.clone(), namespace);
-    let found = crate::cluster::retry::retry("get workload", || api.get_opt(name))
+    let found = clients
+        .retry("get workload", || api.get_opt(name))
         .await
         .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
     Ok(found
@@ -72,8 +73,8 @@ pub async fn observe_namespace(
     let daemonsets: Api<DaemonSet> = Api::namespaced(clients.client.clone(), namespace);
     let deployments: Api<Deployment> = Api::namespaced(clients.client.clone(), namespace);
     let (ds, deploy) = tokio::join!(
-        crate::cluster::retry::retry("list daemonsets", || daemonsets.list(&params)),
-        crate::cluster::retry::retry("list deployments", || deployments.list(&params)),
+        clients.retry("list daemonsets", || daemonsets.list(&params)),
+        clients.retry("list deployments", || deployments.list(&params)),
     );
     let error = |e| ClusterError::from_kube(e, &clients.endpoint);
     let observed = |kind: Kind, meta: &kube::api::ObjectMeta, rollout: Rollout| {
@@ -110,7 +111,8 @@ pub async fn observe_namespace(
 pub async fn all_nodes_ready(clients: &Kube) -> Result<bool, ClusterError> {
     let api: Api<Node> = Api::all(clients.client.clone());
     let params = kube::api::ListParams::default();
-    let nodes = crate::cluster::retry::retry("list nodes", || api.list(&params))
+    let nodes = clients
+        .retry("list nodes", || api.list(&params))
         .await
         .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
     Ok(!nodes.items.is_empty() && nodes.items.iter().all(|n| node_not_ready(n).is_none()))

@@ -2,14 +2,23 @@
 //!
 //! Useful on its own in `check` blocks and preconditions ("is cilium deployed?") and the decoder
 //! behind `talosboot_cilium`'s import from `helm_release`. Values are never exposed, only their hash.
+//!
+//! Its `cluster` reads another cluster than the provider's through a kubeconfig file on disk, never
+//! a credential ([`connection::read_cluster_attribute`]; the module docs of [`connection`] say what
+//! the CLIs do with a data source's arguments). Its settings are write-only and the state keeps
+//! none of them.
 
 use async_trait::async_trait;
 
+use crate::cluster::Kube;
 use crate::cluster::helm::release::current_release;
 use crate::framework::secret_hash::salted_sha256;
-use crate::framework::{Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema};
+use crate::framework::{
+    Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema, null_write_only,
+};
+use crate::resources::cluster_diagnostic;
+use crate::resources::connection::{self, CLUSTER};
 use crate::resources::names::{check_namespace, check_release_name};
-use crate::resources::{cluster, cluster_diagnostic};
 use crate::values::{AttributePath, Type, Value};
 
 pub struct HelmReleaseDataSource;
@@ -30,6 +39,7 @@ impl DataSource for HelmReleaseDataSource {
                 "Reads the current record of a Helm release (the `sh.helm.release.v1.*` Secrets) without running Helm. The release's values are not exposed; `values_sha256` changes when they do.",
                 vec![
                     Attribute::required("name", Type::String, "Release name, e.g. `cilium`."),
+                    connection::read_cluster_attribute(),
                     Attribute::optional_computed(
                         "namespace",
                         Type::String,
@@ -82,6 +92,7 @@ impl DataSource for HelmReleaseDataSource {
         if let Some(namespace) = config.attr("namespace").and_then(Value::as_str) {
             check_namespace(namespace, AttributePath::attr("namespace"), diagnostics);
         }
+        connection::validate_read_cluster(config, diagnostics);
     }
 
     // --- read ---------------------------------------------------------------------------------------
@@ -99,12 +110,16 @@ impl DataSource for HelmReleaseDataSource {
             .to_owned();
         let what = format!("read Helm release {namespace}/{name}");
         let mut diagnostics = Diagnostics::new();
+        let target = match connection::read_target(ctx, &config) {
+            Ok(target) => target,
+            Err(diagnostics) => return DataReadResponse::from(diagnostics),
+        };
         let read = async {
-            let kube = cluster(ctx).connect().await?;
+            let kube = target.handle().connect().await?;
             let release =
                 current_release(kube.client.clone(), &kube.endpoint, &namespace, &name).await?;
             let key = match &release {
-                Some(_) => Some(cluster_identity(&kube.client, &kube.endpoint).await?),
+                Some(_) => Some(cluster_identity(&kube).await?),
                 None => None,
             };
             Ok::<_, crate::cluster::ClusterError>((release, key))
@@ -120,7 +135,11 @@ impl DataSource for HelmReleaseDataSource {
             }
         };
         let text = |s: Option<&String>| s.cloned().map(Value::String).unwrap_or(Value::Null);
-        let state = Value::object([
+        let mut state = Value::object([
+            (
+                CLUSTER,
+                config.attr(CLUSTER).cloned().unwrap_or(Value::Null),
+            ),
             ("name", Value::from(name.as_str())),
             ("namespace", Value::from(namespace.as_str())),
             ("id", Value::from(format!("{namespace}/{name}"))),
@@ -169,6 +188,8 @@ impl DataSource for HelmReleaseDataSource {
                 },
             ),
         ]);
+        // The CLIs store what a read returns, write-only values included: never return them.
+        null_write_only(&self.schema().block, &mut state);
         DataReadResponse { state, diagnostics }
     }
 }
@@ -176,17 +197,15 @@ impl DataSource for HelmReleaseDataSource {
 /// The key of `values_sha256`: the `kube-system` namespace's UID, the cluster's identity. Stable for
 /// the cluster's life and never in state, so the hash detects a change of the values but cannot be
 /// tested against guesses of a secret value by someone holding only the state.
-async fn cluster_identity(
-    client: &kube::Client,
-    endpoint: &str,
-) -> Result<String, crate::cluster::ClusterError> {
+async fn cluster_identity(kube: &Kube) -> Result<String, crate::cluster::ClusterError> {
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
-        kube::Api::all(client.clone());
-    let ns = crate::cluster::retry::retry("read the kube-system namespace", || {
-        namespaces.get("kube-system")
-    })
-    .await
-    .map_err(|e| crate::cluster::ClusterError::from_kube(e, endpoint))?;
+        kube::Api::all(kube.client.clone());
+    let ns = kube
+        .retry("read the kube-system namespace", || {
+            namespaces.get("kube-system")
+        })
+        .await
+        .map_err(|e| kube.cluster_error(e))?;
     Ok(ns.metadata.uid.unwrap_or_default())
 }
 

@@ -10,6 +10,12 @@
 //! (which plan refuses, naming `repository`); values that may be credentials (the rule the plan
 //! uses to hide values) are left out of `values` and listed in `set_wo` by path, with no value,
 //! for the user to fill in.
+//!
+//! A list's `cluster` lists another cluster than the provider's through a kubeconfig file on disk,
+//! never a credential: `terraform query -json` prints a list block's whole `config` (see
+//! [`connection`]'s module docs). Import receives no configuration, so the import blocks of a
+//! generated configuration go through the provider's connection: the list warns when it lists
+//! through `cluster` for a generated configuration.
 
 use std::marker::PhantomData;
 
@@ -24,6 +30,7 @@ use crate::cluster::helm::release_values::current_values;
 use crate::cluster::helm::values::SetValue;
 use crate::framework::model::encode;
 use crate::framework::*;
+use crate::resources::connection::{self, CLUSTER, Target};
 use crate::resources::engine_report::engine_diagnostic;
 use crate::resources::names::check_namespace;
 use crate::resources::private::Private;
@@ -67,11 +74,14 @@ impl<K: ChartResource> ListResource for ReleaseList<K> {
                     "Lists the Helm releases of a cluster that `{}` can adopt, with their identities; `terraform query -generate-config-out=FILE` writes a block per release with its chart, version and user-supplied values (credentials left out, by path), plus an import block by identity.",
                     K::TYPE_NAME
                 ),
-                vec![Attribute::optional(
-                    "namespace",
-                    Type::String,
-                    "Only the releases of this namespace. Default: every namespace.",
-                )],
+                vec![
+                    Attribute::optional(
+                        "namespace",
+                        Type::String,
+                        "Only the releases of this namespace. Default: every namespace.",
+                    ),
+                    connection::read_cluster_attribute(),
+                ],
             ),
         )
     }
@@ -80,12 +90,26 @@ impl<K: ChartResource> ListResource for ReleaseList<K> {
         if let Some(ns) = config.attr("namespace").and_then(Value::as_str) {
             check_namespace(ns, AttributePath::attr("namespace"), diagnostics);
         }
+        connection::validate_read_cluster(config, diagnostics);
     }
 
     async fn list(&self, ctx: &Ctx, req: ListRequest) -> ListResponse {
         let mut diagnostics = Diagnostics::new();
         let namespace = req.config.attr("namespace").and_then(Value::as_str);
-        let kube = match crate::resources::cluster(ctx).connect().await {
+        let target = match connection::read_target(ctx, &req.config) {
+            Ok(target) => target,
+            Err(diagnostics) => return ListResponse::from(diagnostics),
+        };
+        if req.include_resource_object && matches!(target, Target::Own { .. }) {
+            diagnostics.push(
+                Diagnostic::warning(
+                    "Generated import blocks use the provider's connection",
+                    "These releases were listed through this list's `cluster`, but an import receives no configuration: the generated import blocks read the release through the provider's connection. Run the import with the provider block pointed at this cluster (e.g. its `config_path`), then add the generated resources' own `cluster`.",
+                )
+                .at(AttributePath::attr(CLUSTER)),
+            );
+        }
+        let kube = match target.handle().connect().await {
             Ok(kube) => kube,
             Err(e) => {
                 diagnostics.push(engine_diagnostic(
