@@ -20,9 +20,9 @@
 //!   by both: "Ephemeral values are not valid for ... because it is not a write-only attribute");
 //! - neither nulls a write-only value in what a data source's read returns: state keeps whatever
 //!   the provider returns, so the data source returns its write-only values null;
-//! - a data source whose read waits for apply (an argument unknown at plan): OpenTofu writes its
-//!   arguments, write-only and ephemeral ones included, into the plan file (`tofu show -json`
-//!   prints them); Terraform fails the plan ("cannot serialize value marked as ... Ephemeral");
+//! - a data source whose read waits for apply (an argument unknown at plan): both write its
+//!   write-only arguments into the plan file (`show -json` prints them); OpenTofu its ephemeral
+//!   ones too, where Terraform fails the plan ("cannot serialize value marked as ... Ephemeral");
 //! - `terraform query -json` prints a list block's whole `config` as `input_config`, write-only,
 //!   sensitive and ephemeral values included (OpenTofu 1.12 has no `query`, opentofu#3787).
 //!
@@ -133,7 +133,7 @@ pub fn read_cluster_attribute() -> Attribute {
     Attribute::optional(
         CLUSTER,
         Type::Dynamic,
-        "The cluster to read, instead of the provider's connection: a kubeconfig file on disk, `config_path` (with `config_context` to pick one of its contexts), and optionally `api_retry_timeout`. A read's configuration is not protected as a resource's write-only arguments are (OpenTofu writes a data source's arguments into the plan file when its read waits for apply; `terraform query -json` prints a list's `config`), so no credential is accepted here: `kubeconfig_raw`, `host` and the credentials are refused at validation, naming the attribute. To reach a cluster whose kubeconfig exists only in memory (an ephemeral `talos_cluster_kubeconfig`), use a resource's write-only `cluster`, whose `status` and `revision` tell what a read would. Every setting is write-only, so the state keeps none of them. Unset: the provider's connection.",
+        "The cluster to read, instead of the provider's connection: a kubeconfig file on disk, `config_path` (with `config_context` to pick one of its contexts), and optionally `api_retry_timeout`. A read's configuration is not protected as a resource's write-only arguments are (both CLIs write a data source's write-only arguments into the plan file when its read waits for apply; `terraform query -json` prints a list's `config`), so no credential is accepted here: `kubeconfig_raw`, `host` and the credentials are refused at validation, naming the attribute. To reach a cluster whose kubeconfig exists only in memory (an ephemeral `talos_cluster_kubeconfig`), use a resource's write-only `cluster`, whose `status` and `revision` tell what a read would. Every setting is write-only, so the state keeps none of them. Unset: the provider's connection.",
     )
     .nested(
         Nesting::Single,
@@ -330,7 +330,7 @@ fn refuse_secret_settings(config: &Value, diags: &mut Diagnostics) {
             Scope::NonSecret.path(name),
             "Connection setting not accepted by a read",
             format!(
-                "`{CLUSTER}.{name}` is refused here: the `{CLUSTER}` of a data source or a list takes only a kubeconfig file on disk (`{PATH}`, with `{CONTEXT}`) and `{RETRY}`. The CLIs do not protect a read's configuration as they protect a resource's write-only arguments: OpenTofu writes a data source's arguments into the plan file when its read waits for apply, and `terraform query -json` prints a list block's `config`. Point `{CLUSTER}.{PATH}` at a kubeconfig file of this cluster, or work with the release through a resource (`talosboot_helm_release`, `talosboot_cilium`), whose write-only `{CLUSTER}` takes `{name}`."
+                "`{CLUSTER}.{name}` is refused here: the `{CLUSTER}` of a data source or a list takes only a kubeconfig file on disk (`{PATH}`, with `{CONTEXT}`) and `{RETRY}`. The CLIs do not protect a read's configuration as they protect a resource's write-only arguments: both write a data source's write-only arguments into the plan file when its read waits for apply, and `terraform query -json` prints a list block's `config`. Point `{CLUSTER}.{PATH}` at a kubeconfig file of this cluster, or work with the release through a resource (`talosboot_helm_release`, `talosboot_cilium`), whose write-only `{CLUSTER}` takes `{name}`."
             ),
         );
     }
