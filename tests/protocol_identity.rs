@@ -12,6 +12,7 @@ use talosboot::protocol::proto as pb;
 use talosboot::values::{Type, Value, from_msgpack, to_msgpack};
 use tonic::transport::Channel;
 
+use support::schema::attribute_type;
 use support::{Launch, ProviderProcess};
 
 type Client = pb::provider_client::ProviderClient<Channel>;
@@ -26,28 +27,6 @@ async fn start() -> (ProviderProcess, Client) {
         .expect("provider starts");
     let client = provider.provider_client();
     (provider, client)
-}
-
-/// The type of an attribute as the schema describes it (nested attributes included).
-fn attribute_type(a: &pb::schema::Attribute) -> Type {
-    use pb::schema::object::NestingMode;
-    match &a.nested_type {
-        None => Type::from_json_bytes(&a.r#type).expect("attribute type JSON"),
-        Some(nested) => {
-            let object = Type::object(
-                nested
-                    .attributes
-                    .iter()
-                    .map(|n| (n.name.clone(), attribute_type(n))),
-            );
-            match NestingMode::try_from(nested.nesting).expect("nesting") {
-                NestingMode::List => Type::list(object),
-                NestingMode::Set => Type::set(object),
-                NestingMode::Map => Type::map(object),
-                _ => object,
-            }
-        }
-    }
 }
 
 /// The object type of a schema, built from what the provider told us (as Terraform does).

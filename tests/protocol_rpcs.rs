@@ -10,6 +10,7 @@ use talosboot::protocol::proto as pb;
 use talosboot::values::{Type, Value, from_msgpack, to_msgpack};
 use tonic::transport::Channel;
 
+use support::schema::block_type;
 use support::{Launch, ProviderProcess};
 
 type Client = pb::provider_client::ProviderClient<Channel>;
@@ -24,16 +25,6 @@ async fn start() -> (ProviderProcess, Client) {
         .expect("provider starts");
     let client = provider.provider_client();
     (provider, client)
-}
-
-/// The object type of a schema block, built from what the provider *told* us (as Terraform does).
-fn block_type(block: &pb::schema::Block) -> Type {
-    Type::object(block.attributes.iter().map(|a| {
-        (
-            a.name.clone(),
-            Type::from_json_bytes(&a.r#type).expect("attribute type JSON"),
-        )
-    }))
 }
 
 fn dv(value: &Value, ty: &Type) -> Option<pb::DynamicValue> {

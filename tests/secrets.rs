@@ -6,10 +6,13 @@
 //!
 //! The RPC handlers are called directly, in process, so that the provider's logs are captured.
 
+mod support;
+
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use support::schema::block_type;
 use talosboot::protocol::ProviderService;
 use talosboot::protocol::proto::{self as pb, provider_server::Provider as _};
 use talosboot::values::{Type, Value, to_msgpack};
@@ -256,14 +259,6 @@ async fn marker_secrets_reach_no_diagnostic_and_no_log() {
         .await
         .expect("rpc")
         .into_inner();
-    let block_type = |block: &pb::schema::Block| {
-        Type::object(block.attributes.iter().map(|a| {
-            (
-                a.name.clone(),
-                Type::from_json_bytes(&a.r#type).expect("attribute type JSON"),
-            )
-        }))
-    };
     let helm_type = block_type(
         schema.data_source_schemas["talosboot_helm_release"]
             .block

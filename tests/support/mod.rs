@@ -6,6 +6,7 @@
 //! - [`certs`]: client certificates (P-521 self-signed CA, like Terraform's) and the
 //!   pinned-server rustls client configuration;
 //! - [`connect`]: tonic channels over mTLS or plaintext;
+//! - [`schema`]: value types from a schema as the provider describes it;
 //! - this file: [`Launch`] (how to start the binary), [`Handshake`] (the stdout
 //!   line), [`ProviderProcess`] (the running provider and its clients).
 //!
@@ -21,6 +22,7 @@
 
 pub mod certs;
 pub mod connect;
+pub mod schema;
 
 use std::net::SocketAddr;
 use std::process::{ExitStatus, Stdio};
