@@ -28,7 +28,7 @@ pub fn schema() -> Schema {
                 Attribute::optional(CERT, Type::String, "PEM-encoded client certificate (with `host` and `client_key`)."),
                 Attribute::optional(KEY, Type::String, "PEM-encoded client private key (with `host` and `client_certificate`).").sensitive(),
                 Attribute::optional(TOKEN, Type::String, "Bearer token (with `host`).").sensitive(),
-                Attribute::optional(RETRY, Type::String, "How long each call to the Kubernetes API keeps retrying while the API does not answer (connection refused or reset, timeouts, 429, 5xx) before it reports the error: seconds (`30`) or a Go duration (`5m`). Default `30s`. A root that creates the cluster in the same run (e.g. `talos_cluster_kubeconfig` feeding this block) can raise it so reads wait for the API to come up; lower it to fail fast. The first retry of a call is logged at `WARN` (`TF_LOG=warn`) with the cause and the budget."),
+                Attribute::optional(RETRY, Type::String, "How long each call to the Kubernetes API keeps retrying while the API does not answer (connection refused or reset, timeouts, 429, 5xx) before it reports the error: seconds (`30`) or a Go duration (`5m`). Default `30s`. A root that creates the cluster in the same run (e.g. `talos_cluster_kubeconfig` feeding this block) can raise it so reads wait for the API to come up; lower it to fail fast. The first retry of a call is logged at `WARN` (`TF_LOG=warn`) with the cause and the budget. It is the default of every `cluster` attribute's connection too; a `cluster` may set its own `api_retry_timeout`."),
             ],
         ),
     )

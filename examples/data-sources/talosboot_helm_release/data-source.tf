@@ -12,3 +12,15 @@ resource "null_resource" "after_cni" {
     }
   }
 }
+
+# Another cluster than the provider's, through its kubeconfig file on disk (a read's `cluster`
+# takes no credential: see the fleet guide).
+data "talosboot_helm_release" "staging_cilium" {
+  name      = "cilium"
+  namespace = "kube-system"
+
+  cluster = {
+    config_path    = "${path.root}/kubeconfigs/staging.yaml"
+    config_context = "admin@staging"
+  }
+}
