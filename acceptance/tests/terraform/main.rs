@@ -12,7 +12,8 @@
 //! - `helm_release` (floor): the data source reads a Helm release record; values never reach state.
 //! - `connection_errors`: unreachable endpoint / wrong CA produce errors that name the cause.
 //! - `provider_retry`: `api_retry_timeout`: a refresh against an API that does not answer logs the
-//!   wait and its budget, and stops there.
+//!   wait and its budget, and stops there; a resource's `cluster` with its own retries for that
+//!   one, not the provider block's.
 //! - `lifecycle` (floor): a managed resource is created, updated and destroyed.
 //! - `write_only`: a write-only value reaches the provider and no state, plan or log; Terraform 1.0.3 refuses it.
 //! - `unknown_provider_config` (floor): provider settings unknown at plan still plan and apply in one run.
