@@ -10,7 +10,7 @@
 //! the configuration names: such a state is kept as it is by refresh, and plan, which has the
 //! configuration, reads the cluster instead (`crate::resources::release::resource`).
 //!
-//! The data source and the list resources take a `cluster` too ([`read_cluster_attribute`]),
+//! The data source and the list resources take a `cluster` block too ([`read_cluster_block`]),
 //! resolved in [`Scope::NonSecret`]: a kubeconfig file on disk (`config_path`, `config_context`)
 //! and `api_retry_timeout`, never a credential. What the CLIs do with the configuration of a read,
 //! observed on OpenTofu 1.12.6 and Terraform 1.16.4 (`docs/guides/fleet.md`, "Reading through
@@ -39,7 +39,7 @@ use crate::cluster::{
     ClientCache, ClusterHandle, ClusterIdentity, ConfigSource, ProviderConfig, RetryBudget,
     kubeconfig_error, redact_user_info,
 };
-use crate::framework::{Attribute, Ctx, Diagnostic, Diagnostics, Nesting};
+use crate::framework::{Attribute, Block, Ctx, Diagnostic, Diagnostics, NestedBlock, Nesting};
 use crate::resources::duration::parse_timeout;
 use crate::resources::private::Private;
 use crate::values::{AttributePath, Type, Value};
@@ -128,16 +128,22 @@ pub fn cluster_attribute() -> Attribute {
     .nested(Nesting::Single, cluster_leaves(None))
 }
 
-/// The `cluster` attribute of the data source and the list resources ([`Scope::NonSecret`]).
-pub fn read_cluster_attribute() -> Attribute {
-    Attribute::optional(
+/// The `cluster` block of the data source and the list resources ([`Scope::NonSecret`]): a
+/// nested block, `cluster { ... }`, where the resources have an attribute, `cluster = { ... }`.
+/// Terraform 1.0.3, the protocol floor, crashes planning a data source read that waits for apply
+/// when its schema has a nested attribute (`objchange.proposedNewNestedType` on a null object,
+/// hashicorp/terraform#29388, fixed by #29701 in a later 1.0.x); a nested block it handles, so the
+/// data source keeps working there.
+pub fn read_cluster_block() -> NestedBlock {
+    NestedBlock::new(
         CLUSTER,
-        Type::Dynamic,
-        "The cluster to read, instead of the provider's connection: a kubeconfig file on disk, `config_path` (with `config_context` to pick one of its contexts), and optionally `api_retry_timeout`. A read's configuration is not protected as a resource's write-only arguments are (both CLIs write a data source's write-only arguments into the plan file when its read waits for apply; `terraform query -json` prints a list's `config`), so no credential is accepted here: `kubeconfig_raw`, `host` and the credentials are refused at validation, naming the attribute. To reach a cluster whose kubeconfig exists only in memory (an ephemeral `talos_cluster_kubeconfig`), use a resource's write-only `cluster`, whose `status` and `revision` tell what a read would. Every setting is write-only, so the state keeps none of them. Unset: the provider's connection.",
-    )
-    .nested(
         Nesting::Single,
-        cluster_leaves(Some("Refused here: a read's `cluster` takes only `config_path`, `config_context` and `api_retry_timeout`.")),
+        Block::new(
+            "The cluster to read, instead of the provider's connection: a kubeconfig file on disk, `config_path` (with `config_context` to pick one of its contexts), and optionally `api_retry_timeout`. A block (`cluster { ... }`), where the resources' `cluster` is an attribute: Terraform 1.0 crashes on a nested attribute here. A read's configuration is not protected as a resource's write-only arguments are (both CLIs write a data source's write-only arguments into the plan file when its read waits for apply; `terraform query -json` prints a list's `config`), so no credential is accepted here: `kubeconfig_raw`, `host` and the credentials are refused at validation, naming the attribute. To reach a cluster whose kubeconfig exists only in memory (an ephemeral `talos_cluster_kubeconfig`), use a resource's write-only `cluster`, whose `status` and `revision` tell what a read would. Every setting is write-only, so the state keeps none of them. Absent: the provider's connection.",
+            cluster_leaves(Some(
+                "Refused here: a read's `cluster` takes only `config_path`, `config_context` and `api_retry_timeout`.",
+            )),
+        ),
     )
 }
 

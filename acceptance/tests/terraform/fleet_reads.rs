@@ -1,7 +1,7 @@
 //! Reads of a fleet: the data source and the list resources through their own `cluster`, the
 //! provider block pointing at another cluster.
-//! - `data "talosboot_helm_release"` with `cluster = { config_path, config_context,
-//!   api_retry_timeout }` reads the release record of a second embedded cluster, beside one read
+//! - `data "talosboot_helm_release"` with a `cluster { config_path, config_context,
+//!   api_retry_timeout }` block reads the release record of a second embedded cluster, beside one read
 //!   through the provider's connection (the first cluster holds a record of the same name with
 //!   another revision, so a read of the wrong cluster shows); the state keeps none of the
 //!   `cluster` settings and no credential, nor does the plan JSON;
@@ -105,7 +105,7 @@ data "talosboot_helm_release" "first" {{
 data "talosboot_helm_release" "second" {{
   name      = "podinfo"
   namespace = "{namespace}"
-  cluster = {{
+  cluster {{
     config_path       = "{path}"
     config_context    = "{context}"
     api_retry_timeout = "10s"
@@ -192,7 +192,7 @@ output "second" {{ value = "${{data.talosboot_helm_release.second.status}}/${{da
 data "talosboot_helm_release" "with_token" {{
   name      = "podinfo"
   namespace = "{namespace}"
-  cluster = {{
+  cluster {{
     host  = "https://127.0.0.1:6443"
     token = var.token
   }}
@@ -243,7 +243,9 @@ async fn terraform_query_lists_a_second_cluster_through_the_lists_cluster() {
   provider = talosboot
   config {{
     namespace = "{namespace}"
-    cluster   = {{ config_path = "{path}" }}
+    cluster {{
+      config_path = "{path}"
+    }}
   }}
 }}
 "#
@@ -286,7 +288,7 @@ list "talosboot_helm_release" "second" {{
   provider = talosboot
   config {{
     namespace = "{namespace}"
-    cluster   = {{
+    cluster {{
       host  = "https://127.0.0.1:6443"
       token = var.token
     }}

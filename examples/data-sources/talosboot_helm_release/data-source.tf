@@ -19,7 +19,7 @@ data "talosboot_helm_release" "staging_cilium" {
   name      = "cilium"
   namespace = "kube-system"
 
-  cluster = {
+  cluster {
     config_path    = "${path.root}/kubeconfigs/staging.yaml"
     config_context = "admin@staging"
   }

@@ -4,7 +4,7 @@
 //! behind `talosboot_cilium`'s import from `helm_release`. Values are never exposed, only their hash.
 //!
 //! Its `cluster` reads another cluster than the provider's through a kubeconfig file on disk, never
-//! a credential ([`connection::read_cluster_attribute`]; the module docs of [`connection`] say what
+//! a credential ([`connection::read_cluster_block`]; the module docs of [`connection`] say what
 //! the CLIs do with a data source's arguments). Its settings are write-only and the state keeps
 //! none of them.
 
@@ -39,7 +39,6 @@ impl DataSource for HelmReleaseDataSource {
                 "Reads the current record of a Helm release (the `sh.helm.release.v1.*` Secrets) without running Helm. The release's values are not exposed; `values_sha256` changes when they do.",
                 vec![
                     Attribute::required("name", Type::String, "Release name, e.g. `cilium`."),
-                    connection::read_cluster_attribute(),
                     Attribute::optional_computed(
                         "namespace",
                         Type::String,
@@ -81,7 +80,8 @@ impl DataSource for HelmReleaseDataSource {
                         "HMAC-SHA256 (`hmac-sha256:` + hex) of the user-supplied values (canonical JSON), keyed by the cluster's identity (the `kube-system` namespace UID, never stored): changes when the values change, yet cannot be tested against guesses of a secret value by someone who holds only the state.",
                     ),
                 ],
-            ),
+            )
+            .with_blocks(vec![connection::read_cluster_block()]),
         )
     }
 

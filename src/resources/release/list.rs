@@ -74,15 +74,13 @@ impl<K: ChartResource> ListResource for ReleaseList<K> {
                     "Lists the Helm releases of a cluster that `{}` can adopt, with their identities; `terraform query -generate-config-out=FILE` writes a block per release with its chart, version and user-supplied values (credentials left out, by path), plus an import block by identity.",
                     K::TYPE_NAME
                 ),
-                vec![
-                    Attribute::optional(
-                        "namespace",
-                        Type::String,
-                        "Only the releases of this namespace. Default: every namespace.",
-                    ),
-                    connection::read_cluster_attribute(),
-                ],
-            ),
+                vec![Attribute::optional(
+                    "namespace",
+                    Type::String,
+                    "Only the releases of this namespace. Default: every namespace.",
+                )],
+            )
+            .with_blocks(vec![connection::read_cluster_block()]),
         )
     }
 
