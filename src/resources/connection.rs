@@ -16,8 +16,8 @@
 //! observed on OpenTofu 1.12.6 and Terraform 1.16.4 (`docs/guides/fleet.md`, "Reading through
 //! `cluster`"):
 //! - both accept write-only attributes in a data source's and a list resource's schema, and pass
-//!   an ephemeral value to them (an ephemeral value in a data source's ordinary argument is refused
-//!   by both: "Ephemeral values are not valid for ... because it is not a write-only attribute");
+//!   an ephemeral value to them (one in a data source's ordinary argument is refused by both:
+//!   "Ephemeral value used in non-ephemeral context", "Invalid use of ephemeral value");
 //! - neither nulls a write-only value in what a data source's read returns: state keeps whatever
 //!   the provider returns, so the data source returns its write-only values null;
 //! - a data source whose read waits for apply (an argument unknown at plan): both write its
