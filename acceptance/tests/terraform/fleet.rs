@@ -58,7 +58,7 @@ output "api_servers" {{
 }
 
 /// The credential of a kubeconfig (its client key, or its token), which must never leave it.
-fn credential(kubeconfig: &str) -> String {
+pub(crate) fn credential(kubeconfig: &str) -> String {
     kubeconfig
         .lines()
         .filter_map(|line| line.trim().split_once(':'))
@@ -68,7 +68,7 @@ fn credential(kubeconfig: &str) -> String {
         .unwrap_or_else(|| panic!("the kubeconfig holds no credential"))
 }
 
-fn server(kubeconfig: &str) -> String {
+pub(crate) fn server(kubeconfig: &str) -> String {
     kubeconfig
         .lines()
         .filter_map(|line| line.trim().strip_prefix("server:"))

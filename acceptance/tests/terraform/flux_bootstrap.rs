@@ -35,6 +35,11 @@
 //! - `a_module_namespace_without_the_pod_security_label_is_labelled_before_any_job`: plan warns,
 //!   apply labels it `privileged` and completes.
 //! - `an_operator_values_change_names_each_value_path_in_the_plan`: `path: running -> planned`.
+//! - `fleet::a_flux_bootstrap_per_cluster_in_one_root_converges_and_repairs_drift_on_its_own_cluster`:
+//!   `for_each` over two clusters through the write-only `cluster`, the provider pointing at
+//!   neither: both bootstrap, the next plan is empty, no credential in state/plan/trace log, a
+//!   Secret deleted on one cluster planned on that instance only (at plan: refresh has no
+//!   configuration) and repaired.
 //! - `secrets::write_only_secrets_never_leak`: needs a client with write-only support (1.11+; the
 //!   default OpenTofu has it); older ones test the refusal. Protocol-level tests: beside the resource.
 
@@ -49,6 +54,7 @@ use crate::harness::{REQUIRED_PROVIDERS, TfOutput, Workspace};
 
 mod adoption;
 mod failures;
+mod fleet;
 mod least_privilege;
 mod secrets;
 mod source;
