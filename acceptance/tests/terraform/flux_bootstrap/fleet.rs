@@ -5,15 +5,18 @@
 //! empty; no credential (the kubeconfigs' keys, the deploy keys) is in state, the plan file, its
 //! JSON or a `TF_LOG=trace` log; `-refresh-only` keeps each state (refresh has no configuration);
 //! a managed Secret deleted on one cluster shows in `plan` on that instance only (the plan reads
-//! each cluster) and apply creates it again.
+//! each cluster) and apply creates it again. A destroy with the provider block pointed at one
+//! cluster goes through it there (the bootstrap namespace is deleted) and forgets the other
+//! instance with a warning naming its API server (`deletion_policy = "keep"`: Flux and the
+//! bootstrap namespace stay there).
 
 use std::collections::BTreeMap;
 
 use kube::api::DeleteParams;
 
 use super::{
-    APPLY, DEPLOY_KEY_SECRET, FluxCluster, INSTANCE, OPERATOR_CHART, SECRET, SOURCE, SYNC_PATH,
-    api, assert_no_changes, condition, get, install_cilium, instances,
+    APPLY, DEPLOY_KEY_SECRET, FluxCluster, INSTANCE, NAMESPACE, OPERATOR_CHART, SECRET, SOURCE,
+    SYNC_PATH, api, assert_no_changes, condition, get, install_cilium, instances,
 };
 use crate::fleet::{credential, server};
 use crate::harness::{REQUIRED_PROVIDERS, Workspace};
@@ -23,7 +26,7 @@ const KEYS: [&str; 2] = ["a", "b"];
 
 /// The root: the kubeconfigs are one ephemeral map, each cluster's deploy key Secret is read
 /// from its own files; the provider block only sets the retry budget and connects nowhere.
-fn root(deploy_keys: &BTreeMap<&str, String>) -> String {
+fn root(deploy_keys: &BTreeMap<&str, String>, provider: &str) -> String {
     let deploy_keys = deploy_keys
         .iter()
         .map(|(k, secret)| format!("    {k} = {secret}"))
@@ -49,9 +52,7 @@ locals {{
   }}
 }}
 
-provider "talosboot" {{
-  api_retry_timeout = "5s"
-}}
+{provider}
 
 resource "talosboot_flux_bootstrap" "this" {{
   for_each = toset({keys:?})
@@ -111,7 +112,8 @@ async fn a_flux_bootstrap_per_cluster_in_one_root_converges_and_repairs_drift_on
         secrets.push(body);
     }
     let var = serde_json::to_string(&kubeconfigs).expect("json");
-    let ws = Workspace::new(&root(&deploy_keys)).env("TF_VAR_kubeconfigs", &var);
+    let nowhere = "provider \"talosboot\" {\n  api_retry_timeout = \"5s\"\n}\n";
+    let ws = Workspace::new(&root(&deploy_keys, nowhere)).env("TF_VAR_kubeconfigs", &var);
     ws.init();
 
     // Apply bootstraps Flux on both; the next plan is empty.
@@ -218,4 +220,45 @@ async fn a_flux_bootstrap_per_cluster_in_one_root_converges_and_repairs_drift_on
         "apply created the Secret again on cluster b"
     );
     assert_no_changes(&ws);
+
+    // Destroy with the provider block pointed at cluster a: instance a is destroyed through it,
+    // instance b (the provider cannot reach it) is forgotten with a warning naming its server.
+    ws.write(
+        "main.tf",
+        &root(&deploy_keys, &clusters[0].provider_block()),
+    );
+    let destroy = ws.ok(&["destroy", "-auto-approve", "-no-color", "-input=false"]);
+    assert!(
+        destroy.flat().contains("left running") && destroy.flat().contains(&servers["b"]),
+        "the instance on b is forgotten, naming its API server:\n{}",
+        destroy.text()
+    );
+    assert!(
+        !destroy
+            .flat()
+            .contains(&format!("stays on {}", servers["a"])),
+        "a was reached:\n{}",
+        destroy.text()
+    );
+    assert!(
+        !ws.state_text().contains("talosboot_flux_bootstrap"),
+        "both left the state"
+    );
+    let namespaces = |c: &kube::Client| api(c, NAMESPACE, "namespaces", None);
+    let a = clusters[0].client().await;
+    let gone = get(&namespaces(&a), "flux-operator-bootstrap").await;
+    assert!(
+        gone.is_none() || gone.is_some_and(|n| n["metadata"]["deletionTimestamp"].is_string()),
+        "the bootstrap namespace of a is deleted"
+    );
+    assert!(
+        get(&namespaces(&b), "flux-operator-bootstrap")
+            .await
+            .is_some(),
+        "b keeps its bootstrap namespace"
+    );
+    assert!(
+        get(&instances(&b), "flux").await.is_some(),
+        "Flux keeps running on b"
+    );
 }
