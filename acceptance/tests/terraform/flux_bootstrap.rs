@@ -9,7 +9,8 @@
 //!   plan empty; runtime info edited or the FluxInstance deleted → the plan names it → apply
 //!   repairs; a Flux-adopted object is never drift; awkward `sync` values survive substitution;
 //!   destroy with `keep` leaves Flux running.
-//! - `bad_inputs_are_rejected_at_plan_with_paths`: no cluster needed.
+//! - `bad_inputs_are_rejected_at_plan_with_paths`: no cluster needed (a bad `cluster` too, on
+//!   `cluster.host`).
 //! - `plan_needs_no_cluster`: unknown provider settings at plan.
 //! - `failures::pre_cni_order_mistake_is_diagnosed`: no CNI → "depends_on the talosboot_cilium".
 //! - `failures::a_partial_job_block_before_the_cni_is_warned_at_plan_and_fails_fast`: a `job`
@@ -587,6 +588,14 @@ fn bad_inputs_are_rejected_at_plan_with_paths() {
             INSTANCE.to_owned(),
             "  bootstrap_namespace = \"flux-system\"\n",
             "Bootstrap namespace is the FluxInstance's namespace",
+        ),
+        (
+            // No cluster is reachable: the settings are checked on their own path (the CLI
+            // quotes the source line, so the literal token is shown there, by the CLI).
+            "cluster",
+            INSTANCE.to_owned(),
+            "  cluster = { host = \"10.0.0.10:6443\", token = \"fleet-t0ken\" }\n",
+            "`cluster.host`: `host` must be a URL such as `https://10.0.0.10:6443`",
         ),
     ];
     for (name, instance, extra, expected) in cases {
