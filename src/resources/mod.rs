@@ -10,6 +10,7 @@ pub mod cilium;
 pub mod connection;
 pub mod duration;
 pub mod engine_report;
+pub mod fleet;
 pub mod flux_bootstrap;
 pub mod helm_release;
 pub mod job;

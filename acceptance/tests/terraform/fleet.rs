@@ -68,7 +68,7 @@ pub(crate) fn credential(kubeconfig: &str) -> String {
         .unwrap_or_else(|| panic!("the kubeconfig holds no credential"))
 }
 
-fn server(kubeconfig: &str) -> String {
+pub(crate) fn server(kubeconfig: &str) -> String {
     kubeconfig
         .lines()
         .filter_map(|line| line.trim().strip_prefix("server:"))
@@ -275,4 +275,103 @@ async fn a_fleet_of_three_clusters_in_one_root_converges_each_on_its_own_cluster
             Some("deployed")
         );
     }
+}
+
+/// The other way to a fleet, OpenTofu's own (1.9+): a provider block with `for_each` over the
+/// clusters (its keys known at plan), one instance per cluster, and each resource instance
+/// choosing its provider instance. Nothing of the `cluster` attribute is involved, so refresh
+/// reads every cluster as usual: `-refresh-only` sees drift made by hand, unlike with `cluster`.
+fn provider_for_each_root(paths: &BTreeMap<&str, String>) -> String {
+    let clusters = paths
+        .iter()
+        .map(|(k, p)| format!("    {k} = {p:?}\n"))
+        .collect::<String>();
+    format!(
+        r#"{REQUIRED_PROVIDERS}
+locals {{
+  kubeconfig_paths = {{
+{clusters}  }}
+}}
+
+provider "talosboot" {{
+  alias             = "by_cluster"
+  for_each          = local.kubeconfig_paths
+  config_path       = each.value
+  api_retry_timeout = "5s"
+}}
+
+resource "talosboot_cilium" "this" {{
+  for_each = local.kubeconfig_paths
+  provider = talosboot.by_cluster[each.key]
+  version  = "{CURRENT}"
+  values   = [yamlencode({{ hubble = {{ relay = {{ enabled = false }} }} }})]
+}}
+
+output "revisions" {{
+  value = {{ for k, c in talosboot_cilium.this : k => c.revision }}
+}}
+"#
+    )
+}
+
+// OpenTofu only: Terraform has no provider `for_each` (hashicorp/terraform#19932, #24476).
+on_both_clis!(@async provider_for_each_over_two_clusters_converges_and_refreshes_each, opentofu => OpenTofu);
+async fn provider_for_each_over_two_clusters_converges_and_refreshes_each() {
+    let clusters = [TestCluster::start().await, TestCluster::start().await];
+    let paths: BTreeMap<&str, String> = KEYS
+        .iter()
+        .zip(&clusters)
+        .map(|(k, c)| (*k, c.kubeconfig_path.display().to_string()))
+        .collect();
+    let ws = Workspace::new(&provider_for_each_root(&paths));
+    ws.init();
+    ws.apply();
+    for c in &clusters {
+        assert_eq!(
+            current_status(&c.client().await).await.as_deref(),
+            Some("deployed"),
+            "Cilium is installed on every cluster"
+        );
+    }
+    assert!(!ws.plan_has_changes(), "the plan after the apply is empty");
+    let outputs = ws.outputs();
+    for k in paths.keys() {
+        assert_eq!(outputs["revisions"]["value"][k], 1, "one install on {k}");
+    }
+
+    // Drift by hand on the second cluster: refresh reads it through its provider instance.
+    helm_by_hand(
+        &clusters[1].client().await,
+        &[
+            "upgrade",
+            "cilium",
+            "cilium",
+            "--repo",
+            "https://helm.cilium.io",
+            "--version",
+            CURRENT,
+            "-n",
+            NS,
+            "--reuse-values",
+            "--set",
+            "hubble.relay.enabled=true",
+        ],
+    )
+    .await;
+    let plan = ws.ok(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        plan.stdout
+            .contains(r#"talosboot_cilium.this["b"] will be updated in-place"#),
+        "the drifted instance is planned:\n{}",
+        plan.text()
+    );
+    assert!(
+        !plan
+            .stdout
+            .contains(r#"talosboot_cilium.this["a"] will be"#),
+        "only the drifted instance is planned:\n{}",
+        plan.text()
+    );
+    ws.apply();
+    assert!(!ws.plan_has_changes(), "repaired");
 }

@@ -9,7 +9,8 @@
 //!   plan empty; runtime info edited or the FluxInstance deleted → the plan names it → apply
 //!   repairs; a Flux-adopted object is never drift; awkward `sync` values survive substitution;
 //!   destroy with `keep` leaves Flux running.
-//! - `bad_inputs_are_rejected_at_plan_with_paths`: no cluster needed.
+//! - `bad_inputs_are_rejected_at_plan_with_paths`: no cluster needed (a bad `cluster` too, on
+//!   `cluster.host`).
 //! - `plan_needs_no_cluster`: unknown provider settings at plan.
 //! - `failures::pre_cni_order_mistake_is_diagnosed`: no CNI → "depends_on the talosboot_cilium".
 //! - `failures::a_partial_job_block_before_the_cni_is_warned_at_plan_and_fails_fast`: a `job`
@@ -35,6 +36,12 @@
 //! - `a_module_namespace_without_the_pod_security_label_is_labelled_before_any_job`: plan warns,
 //!   apply labels it `privileged` and completes.
 //! - `an_operator_values_change_names_each_value_path_in_the_plan`: `path: running -> planned`.
+//! - `fleet::a_flux_bootstrap_per_cluster_in_one_root_converges_and_repairs_drift_on_its_own_cluster`:
+//!   `for_each` over two clusters through the write-only `cluster`, the provider pointing at
+//!   neither: both bootstrap, the next plan is empty, no credential in state/plan/trace log, a
+//!   Secret deleted on one cluster planned on that instance only (at plan: refresh has no
+//!   configuration) and repaired; a destroy with the provider at one cluster goes through it there
+//!   and forgets the other instance, naming its API server.
 //! - `secrets::write_only_secrets_never_leak`: needs a client with write-only support (1.11+; the
 //!   default OpenTofu has it); older ones test the refusal. Protocol-level tests: beside the resource.
 
@@ -49,6 +56,7 @@ use crate::harness::{REQUIRED_PROVIDERS, TfOutput, Workspace};
 
 mod adoption;
 mod failures;
+mod fleet;
 mod least_privilege;
 mod secrets;
 mod source;
@@ -580,6 +588,14 @@ fn bad_inputs_are_rejected_at_plan_with_paths() {
             INSTANCE.to_owned(),
             "  bootstrap_namespace = \"flux-system\"\n",
             "Bootstrap namespace is the FluxInstance's namespace",
+        ),
+        (
+            // No cluster is reachable: the settings are checked on their own path (the CLI
+            // quotes the source line, so the literal token is shown there, by the CLI).
+            "cluster",
+            INSTANCE.to_owned(),
+            "  cluster = { host = \"10.0.0.10:6443\", token = \"fleet-t0ken\" }\n",
+            "`cluster.host`: `host` must be a URL such as `https://10.0.0.10:6443`",
         ),
     ];
     for (name, instance, extra, expected) in cases {

@@ -62,7 +62,8 @@
 //!   the query's JSON output.
 //! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
 //! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module), reconciled by the real
-//!   Flux Operator and controllers from a Git source served on loopback.
+//!   Flux Operator and controllers from a Git source served on loopback; `flux_bootstrap::fleet`,
+//!   a bootstrap per cluster through `cluster` from one root.
 //! - `examples`: every HCL file under `examples/` is formatted, validated, and the full roots planned.
 //! - `release` (floor): `scripts/release` output installs from a packed filesystem mirror; lock hash.
 

@@ -1,7 +1,10 @@
 //! Apply: create and update run the bootstrap (see [`super::run`]); destroy keeps Flux running
 //! (`deletion_policy = "keep"`: only the bootstrap namespace goes) or uninstalls it. A failed run
 //! returns the state that tells the truth, and marks the private state so that the next plan
-//! shows the failed run as drift and tries again.
+//! shows the failed run as drift and tries again. With its own `cluster`, the apply checks that it
+//! reaches the planned cluster and names it in every error; a destroy (which has no
+//! configuration) goes through the provider's connection only when that reaches the same cluster
+//! (`crate::resources::fleet`).
 
 use tokio::time::Instant;
 
@@ -10,6 +13,7 @@ use super::model::{Config, INSTANCE_NAME, set_computed};
 use super::private::{Private, managed_hash};
 use super::report::run_diagnostic;
 use super::run::{RunError, Runner, Scope};
+use crate::cluster::ClusterHandle;
 use crate::cluster::client::PSA_ENFORCE;
 use crate::cluster::engine::EngineError;
 use crate::cluster::engine::objects::PSA_PRIVILEGED;
@@ -27,17 +31,21 @@ use crate::framework::model::{Unknowns, decode};
 use crate::framework::plan::same_value;
 use crate::framework::{ApplyRequest, ApplyResponse, Ctx, Diagnostic, Diagnostics};
 use crate::resources::choice::DeletionPolicy;
+use crate::resources::connection::{self, IDENTITY};
+use crate::resources::fleet::{UnreachableDestroy, name_cluster, without_its_cluster};
 use crate::values::Value;
 
-fn failed(diagnostic: Diagnostic) -> ApplyResponse {
+/// An apply that stops before it changes anything: the prior state, as it was.
+fn failed(prior: &Value, diagnostics: Diagnostics) -> ApplyResponse {
     ApplyResponse {
-        diagnostics: diagnostic.into(),
-        ..Default::default()
+        new_state: prior.clone(),
+        diagnostics,
+        private: None,
     }
 }
 
-async fn connect(ctx: &Ctx) -> Result<Kube, RunError> {
-    crate::resources::cluster(ctx)
+async fn connect(cluster: &ClusterHandle) -> Result<Kube, RunError> {
+    cluster
         .connect()
         .await
         .map_err(EngineError::connect)
@@ -63,16 +71,30 @@ pub async fn apply(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
     if req.planned_state.is_null() {
         return destroy(ctx, req).await;
     }
+    let fail = |d: Diagnostic| failed(&req.prior_state, d.into());
     let config: Config = match decode(&req.config, Unknowns::Reject) {
         Ok(c) => c,
-        Err(e) => return failed(e.diagnostic("configuration")),
+        Err(e) => return fail(e.diagnostic("configuration")),
     };
     let inputs = match Inputs::resolve(&config, &crate::resources::job_defaults(ctx)) {
         Ok(i) => i,
-        Err(message) => return failed(Diagnostic::error("Invalid Flux bootstrap input", message)),
+        Err(message) => return fail(Diagnostic::error("Invalid Flux bootstrap input", message)),
+    };
+    let target = match connection::target(ctx, &req.config) {
+        Ok(t) => t,
+        Err(d) => return failed(&req.prior_state, d),
     };
     let mut private = Private::decode_without_new_salt(&req.planned_private);
     private.ensure_salt();
+    let identity = match connection::applied_identity(&target, &req.planned_state, &private).await {
+        Ok(identity) => identity,
+        Err(d) => return fail(d),
+    };
+    let endpoint = identity
+        .attr("api_server")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let scope = scope(&req.prior_state, &req.planned_state, &private);
     let mut state = req.planned_state;
     let hash = managed_hash(&private.salt, req.config.attr("managed_resources"));
@@ -81,8 +103,12 @@ pub async fn apply(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
         Value::from(inputs.namespace.as_str()),
         Some(hash.unwrap_or_default()),
     );
+    if let Some(attrs) = state.attrs_mut() {
+        attrs.insert(IDENTITY.into(), identity);
+    }
     let mut diagnostics = Diagnostics::new();
-    match run(ctx, &inputs, scope, &private, &mut diagnostics).await {
+    let cluster = target.handle();
+    match run(ctx, &cluster, &inputs, scope, &private, &mut diagnostics).await {
         Ok(tracked) => {
             private.tracked = tracked;
             private.last_run_failed = false;
@@ -95,19 +121,20 @@ pub async fn apply(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
     ApplyResponse {
         new_state: state,
         private: Some(private.encode()),
-        diagnostics,
+        diagnostics: name_cluster(diagnostics, &target, &endpoint),
     }
 }
 
 /// Runs the bootstrap; on failure also returns the FluxInstance's conditions (for the diagnostic).
 async fn run(
     ctx: &Ctx,
+    cluster: &ClusterHandle,
     inputs: &Inputs,
     scope: Scope,
     private: &Private,
     diagnostics: &mut Diagnostics,
 ) -> Result<Vec<crate::cluster::flux::managed::Tracked>, (RunError, Option<String>)> {
-    let kube = connect(ctx).await.map_err(|e| (e, None))?;
+    let kube = connect(cluster).await.map_err(|e| (e, None))?;
     // Before any Job: the bootstrap's own namespace, made by the module without the label.
     let (namespace, host_network) = (&inputs.bootstrap.name, inputs.job.host_network);
     if pod_security::ensure(&kube, namespace, host_network)
@@ -149,12 +176,24 @@ async fn destroy(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
+    let bootstrap = bootstrap_namespace(&config);
+    // A destroy has no configuration: the provider's connection, if it is the cluster's.
+    let Some(cluster) = connection::destroy_handle(ctx, &req.prior_state, &private).await else {
+        let label = format!("Flux bootstrap {namespace}");
+        let left = format!(
+            "Flux (FluxInstance {namespace}/{INSTANCE_NAME}) with the bootstrap namespace {}",
+            bootstrap.name
+        );
+        return match without_its_cluster(&label, &req.prior_state, (!uninstall).then_some(&left)) {
+            UnreachableDestroy::Forget(warning) => ApplyResponse::from(Diagnostics::from(warning)),
+            UnreachableDestroy::Refuse(error) => failed(&req.prior_state, error.into()),
+        };
+    };
     let result = async {
-        let kube = connect(ctx).await?;
+        let kube = connect(&cluster).await?;
         if uninstall && !namespace.is_empty() {
             uninstall_flux(ctx, &kube, &config, &namespace, &private).await?;
         }
-        let bootstrap = bootstrap_namespace(&config);
         let wait = Wait::from_now(timeout(&config), &ctx.cancel);
         delete_namespace(&kube, &bootstrap.name, wait).await?;
         Ok::<(), RunError>(())

@@ -4,9 +4,11 @@
 //! operator's values an upgrade changes, and [`plan_checks`], the bootstrap namespace's Pod
 //! Security label and a Job that would need a CNI), [`apply`] (with [`run`], the steps, and
 //! [`report`], the diagnostics), [`read`] (drift), [`import`]; [`private`] holds the salt and
-//! fingerprints.
+//! fingerprints; [`fleet`], what changes when the resource names its own cluster through
+//! `cluster` (a fleet in one root: the drift read moves from refresh to plan).
 
 mod apply;
+mod fleet;
 mod import;
 mod inputs;
 mod model;
@@ -23,6 +25,7 @@ use async_trait::async_trait;
 
 use crate::framework::model::{Unknowns, decode};
 use crate::framework::*;
+use crate::resources::connection;
 use crate::values::Value;
 
 pub struct FluxBootstrap;
@@ -59,6 +62,7 @@ impl Resource for FluxBootstrap {
             }
             Err(e) => found.push(e.diagnostic("configuration")),
         }
+        crate::resources::fleet::validate_cluster(config, &mut found);
         // Clients that cannot point at a nested attribute's source line still show which one.
         for mut d in found {
             if let Some(path) = &d.attribute {
@@ -69,18 +73,27 @@ impl Resource for FluxBootstrap {
     }
 
     async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse {
+        let target = match connection::target(ctx, &req.config) {
+            Ok(t) => t,
+            Err(diagnostics) => return PlanResponse::from(diagnostics),
+        };
+        let cluster = target.handle();
+        let (stored_prior, stored_private) = (req.prior_state.clone(), req.prior_private.clone());
+        // Refresh had no configuration to reach this resource's own cluster: read it now.
+        let (req, read_at_plan) = fleet::read_at_plan(&target, req).await;
         let (prior, config, private) = (
             req.prior_state.clone(),
             req.config.clone(),
             req.prior_private.clone(),
         );
         let mut resp = plan::plan(req);
+        read_at_plan.finish(&mut resp);
         if !resp.planned_state.is_null() && !resp.diagnostics.has_errors() {
             let planned = &resp.planned_state;
             let (operator, namespace, adopted) = futures::join!(
-                operator_values::warning(ctx, &prior, planned, &config, &private),
-                plan_checks::warnings(ctx, &prior, planned, &config, &private),
-                plan_checks::adopted_instance(ctx, &prior, &config),
+                operator_values::warning(&cluster, &prior, planned, &config, &private),
+                plan_checks::warnings(ctx, &cluster, &prior, planned, &config, &private),
+                plan_checks::adopted_instance(ctx, &cluster, &prior, &config),
             );
             let found: Vec<_> = operator
                 .into_iter()
@@ -91,6 +104,8 @@ impl Resource for FluxBootstrap {
                 resp.diagnostics.push(d);
             }
         }
+        crate::resources::fleet::plan_identity(&target, &stored_prior, &stored_private, &mut resp)
+            .await;
         resp
     }
 

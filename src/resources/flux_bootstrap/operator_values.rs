@@ -12,12 +12,13 @@ use super::apply::scope;
 use super::inputs::Inputs;
 use super::model::Config;
 use super::private::Private;
+use crate::cluster::ClusterHandle;
 use crate::cluster::converge::recorded_values;
 use crate::cluster::flux::ownership::adopted_by_flux;
 use crate::cluster::flux::{OPERATOR_RELEASE, operator};
 use crate::cluster::helm::release_values::current_values;
+use crate::framework::Diagnostic;
 use crate::framework::model::{Unknowns, decode};
-use crate::framework::{Ctx, Diagnostic};
 use crate::resources::release::values_diff::{SensitivePaths, lines, value_changes};
 use crate::values::Value;
 
@@ -53,7 +54,7 @@ fn planned_values(config: &Value) -> Option<(String, Json, Vec<String>)> {
 /// The warning naming the operator's value paths the apply changes; `None` when there is
 /// nothing to say or the cluster could not be read.
 pub async fn warning(
-    ctx: &Ctx,
+    cluster: &ClusterHandle,
     prior: &Value,
     planned: &Value,
     config: &Value,
@@ -64,7 +65,6 @@ pub async fn warning(
         return None;
     }
     let (namespace, desired, substituted) = planned_values(config)?;
-    let cluster = crate::resources::cluster(ctx);
     let read = tokio::time::timeout(PLAN_READ_BUDGET, async {
         let kube = cluster.connect().await.ok()?;
         let deployment = operator::deployment(&kube, &namespace).await.ok()?;

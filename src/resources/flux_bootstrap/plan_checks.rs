@@ -14,6 +14,7 @@ use super::inputs::{Inputs, bootstrap_namespace, job_settings};
 use super::model::Config;
 use super::plan::operator_repair;
 use super::private::Private;
+use crate::cluster::ClusterHandle;
 use crate::cluster::client::PSA_ENFORCE;
 use crate::cluster::engine::objects::PSA_PRIVILEGED;
 use crate::cluster::flux::instance::read_instance;
@@ -33,6 +34,7 @@ const PLAN_READ_BUDGET: Duration = Duration::from_secs(5);
 /// The warnings, when a run with Jobs is planned.
 pub async fn warnings(
     ctx: &Ctx,
+    cluster: &ClusterHandle,
     prior: &Value,
     planned: &Value,
     config: &Value,
@@ -50,7 +52,6 @@ pub async fn warnings(
     let job = job_settings(config.job.as_ref(), config.rbac.as_ref(), &defaults);
     let choice = JobInput::apply_method(config.job.as_ref());
     let operator_namespace = config.planned_namespace();
-    let cluster = crate::resources::cluster(ctx);
     let found = tokio::time::timeout(PLAN_READ_BUDGET, async {
         let kube = cluster.connect().await.ok()?;
         let operator = async {
@@ -108,7 +109,12 @@ fn instance_yaml(value: &Value) -> Option<&str> {
 /// When `instance_yaml` changes and the FluxInstance in the cluster is Flux's (a Kustomization
 /// applies it from Git): apply leaves it alone, so the plan says so rather than let the diff
 /// read as a change to what runs.
-pub async fn adopted_instance(ctx: &Ctx, prior: &Value, config: &Value) -> Option<Diagnostic> {
+pub async fn adopted_instance(
+    ctx: &Ctx,
+    cluster: &ClusterHandle,
+    prior: &Value,
+    config: &Value,
+) -> Option<Diagnostic> {
     let before = instance_yaml(prior)?;
     if instance_yaml(config)? == before {
         return None;
@@ -119,7 +125,6 @@ pub async fn adopted_instance(ctx: &Ctx, prior: &Value, config: &Value) -> Optio
     let name = inputs.instance.object["metadata"]["name"]
         .as_str()?
         .to_owned();
-    let cluster = crate::resources::cluster(ctx);
     let live = tokio::time::timeout(PLAN_READ_BUDGET, async {
         let kube = cluster.connect().await.ok()?;
         read_instance(&kube, &namespace, &name).await.ok().flatten()

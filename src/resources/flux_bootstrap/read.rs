@@ -1,17 +1,26 @@
 //! Read: what the bootstrap owns, compared with what it applied, concurrently. Drift goes into the
 //! computed `drift` list (so the next plan is an update that names it); a failed API call is an
-//! error and the state stays as it is (never "gone").
+//! error and the state stays as it is (never "gone"). A state applied through its own `cluster`
+//! is kept as it is (refresh has no configuration to reach that cluster): the plan makes this
+//! read there instead ([`super::fleet`]).
 
 use super::private::Private;
 use crate::cluster::flux::{FluxError, Kube, drift};
-use crate::framework::{Ctx, ReadRequest, ReadResponse};
-use crate::resources::cluster_diagnostic;
+use crate::framework::{Ctx, Diagnostic, ReadRequest, ReadResponse};
+use crate::resources::{cluster_diagnostic, connection};
 use crate::values::Value;
 
 use super::model::INSTANCE_NAME;
 
 pub async fn read(ctx: &Ctx, req: ReadRequest) -> ReadResponse {
     let mut state = req.current_state;
+    if connection::applied_through_own_cluster(&state) {
+        tracing::debug!("refresh keeps a state applied through its own `cluster`");
+        return ReadResponse {
+            new_state: state,
+            ..Default::default()
+        };
+    }
     let private = Private::decode_without_new_salt(&req.private);
     let Some(namespace) = state
         .attr("namespace")
@@ -35,35 +44,30 @@ pub async fn read(ctx: &Ctx, req: ReadRequest) -> ReadResponse {
     };
     match drifted(&kube, &namespace, &private).await {
         Ok(entries) => {
-            if let Some(attrs) = state.attrs_mut() {
-                attrs.insert(
-                    "drift".into(),
-                    Value::List(entries.into_iter().map(Value::from).collect()),
-                );
-            }
+            super::fleet::set_drift(&mut state, entries);
             ReadResponse {
                 new_state: state,
                 ..Default::default()
             }
         }
-        Err(e) => {
-            let diagnostic = match e.cluster_error() {
-                Some(c) => cluster_diagnostic("read the Flux bootstrap", c),
-                None => crate::framework::Diagnostic::error(
-                    "Failed to read the Flux bootstrap",
-                    format!("{e}."),
-                ),
-            };
-            ReadResponse {
-                new_state: state,
-                diagnostics: diagnostic.into(),
-                ..Default::default()
-            }
-        }
+        Err(e) => ReadResponse {
+            new_state: state,
+            diagnostics: diagnostic(&e).into(),
+            ..Default::default()
+        },
     }
 }
 
-async fn drifted(
+/// The error of a drift read that failed.
+pub(super) fn diagnostic(e: &FluxError) -> Diagnostic {
+    match e.cluster_error() {
+        Some(c) => cluster_diagnostic("read the Flux bootstrap", c),
+        None => Diagnostic::error("Failed to read the Flux bootstrap", format!("{e}.")),
+    }
+}
+
+/// The drift entries of what the bootstrap owns in `namespace`, sorted.
+pub(super) async fn drifted(
     kube: &Kube,
     namespace: &str,
     private: &Private,

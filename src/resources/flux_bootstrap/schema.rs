@@ -1,8 +1,10 @@
 //! The schema: the module's variables as nested attributes (`name = { ... }`, exactly as module
-//! arguments are written), plus `deletion_policy`, `rbac`, `sync` and `suspend_applications`, and the
-//! computed `id`, `namespace`, `managed_resources_hash` and `drift`.
+//! arguments are written), plus `deletion_policy`, `rbac`, `sync`, `suspend_applications` and the
+//! write-only `cluster` (a fleet in one root), and the computed `id`, `namespace`,
+//! `managed_resources_hash`, `cluster_identity` and `drift`.
 
 use crate::framework::{Attribute, Block, Nesting, Schema};
+use crate::resources::connection;
 use crate::resources::job::{self, Flavor};
 use crate::values::Type;
 
@@ -135,6 +137,8 @@ pub fn schema() -> Schema {
                 },
                 sync(),
                 Attribute::optional("suspend_applications", Type::Bool, "Exported into `flux-runtime-info` as `FLUX_SUSPEND_APPLICATIONS` (`true`/`false`) so a rebuild can start with the applications suspended: `suspend: ${FLUX_SUSPEND_APPLICATIONS:=false}` in their Kustomizations, substituted by the Kustomization that applies them (with the Flux Operator, the FluxInstance's `kustomize.patches` adds `postBuild.substituteFrom` `flux-runtime-info` to the root Kustomization `flux-system`; see `examples/talos-cilium-flux`)."),
+                connection::cluster_attribute(),
+                connection::identity_attribute(),
                 computed("drift", Type::list(Type::String), "What drifted since the last apply, as `Kind/namespace/name: deleted|changed|failed`; empty after an apply."),
             ],
         ),

@@ -1,0 +1,155 @@
+//! A fleet in one root, at scale: `tofu apply` of one `talosboot_cilium` with `for_each` over
+//! N = 1, 3 and 5 Talos clusters on the real control plane (`talos_sim::talos`), each instance
+//! reaching its own cluster through its write-only `cluster` attribute (the kubeconfigs come in
+//! as one ephemeral map variable, as `ephemeral "talos_cluster_kubeconfig"` would give them). One
+//! provider process serves every cluster: the figures are its peak resident memory and the
+//! apply's wall time for each N, in the same run, so N = 1 is the baseline of the others.
+//!
+//! Run: `scripts/install-tools.sh && cargo bench --bench fleet`
+//! (`TALOSBOOT_BENCH_RUNS=K` repeats each N K times, default 2; `TALOSBOOT_BENCH_PROVIDER=<path>`
+//! measures another build of the provider).
+//!
+//! Goals (issue 37): the wall time for N = 5 under 2x that of N = 1 (the clusters converge in
+//! parallel, up to the CLI's `-parallelism`, 10 by default), and the provider's resident memory
+//! growing by under 2 MiB per extra cluster.
+//!
+//! What it does not separate: each N starts N fresh clusters (no CNI, as a fleet's first apply
+//! meets them), whose control planes and node layer (the bootstrap Jobs' real Helm, the emulated
+//! agents) share the 2 cores with the provider, so the wall time of N = 5 includes five
+//! apiservers' work on one machine, which a real fleet does on its own machines. The next plan is
+//! checked to be empty, so that every cluster really converged.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{Root, Sample, median, mib, tools};
+
+const SIZES: [usize; 3] = [1, 3, 5];
+const CILIUM: &str = "1.20.2";
+
+fn root(names: &[String]) -> String {
+    format!(
+        r#"
+terraform {{
+  required_providers {{
+    talosboot = {{
+      source  = "talosboot/talosboot"
+      version = "{version}"
+    }}
+  }}
+}}
+
+variable "kubeconfigs" {{
+  type      = map(string)
+  sensitive = true
+  ephemeral = true
+}}
+
+# Connects nowhere itself: every instance names its own cluster.
+provider "talosboot" {{}}
+
+resource "talosboot_cilium" "this" {{
+  for_each = toset({names:?})
+  version  = "{CILIUM}"
+  values   = [yamlencode({{ hubble = {{ relay = {{ enabled = false }} }} }})]
+  cluster = {{
+    kubeconfig_raw = var.kubeconfigs[each.key]
+  }}
+}}
+"#,
+        version = common::PROVIDER_VERSION,
+    )
+}
+
+fn runs() -> usize {
+    std::env::var("TALOSBOOT_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(2)
+}
+
+fn main() {
+    let tools = tools();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let runs = runs();
+    // samples[size]: one apply per run.
+    let mut samples: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
+    for run in 1..=runs {
+        for n in SIZES {
+            let clusters: Vec<_> = (0..n)
+                .map(|_| {
+                    runtime
+                        .block_on(talos_sim::talos::TalosCluster::start(
+                            talos_sim::talos::TalosConfig::default(),
+                        ))
+                        .expect("a Talos cluster on the real control plane")
+                })
+                .collect();
+            let kubeconfigs: BTreeMap<String, String> = clusters
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("cluster-{i}"), c.kubeconfig_yaml()))
+                .collect();
+            let names: Vec<String> = kubeconfigs.keys().cloned().collect();
+            let mut fleet = Root::new(&tools, &root(&names), "terraform-provider-talosboot");
+            fleet.env.push((
+                "TF_VAR_kubeconfigs".into(),
+                serde_json::to_string(&kubeconfigs).expect("json"),
+            ));
+            fleet.init();
+            let apply = fleet.measure(
+                &["apply", "-auto-approve", "-no-color", "-input=false"],
+                &[0],
+            );
+            // Every cluster converged: the next plan (which reads each cluster) is empty.
+            let plan = fleet.measure(
+                &["plan", "-no-color", "-input=false", "-detailed-exitcode"],
+                &[0],
+            );
+            println!(
+                "run {run} N={n}: apply {:>6.2} s, provider peak {:>5.1} MiB ({} process{}); plan {:>5.2} s, {:>5.1} MiB",
+                apply.wall.as_secs_f64(),
+                mib(apply.peak_kib),
+                apply.processes,
+                if apply.processes == 1 { "" } else { "es" },
+                plan.wall.as_secs_f64(),
+                mib(plan.peak_kib),
+            );
+            samples.entry(n).or_default().push(apply);
+            drop(fleet);
+            drop(clusters);
+        }
+    }
+
+    let wall = |n: usize| median(samples[&n].iter().map(|s| s.wall.as_secs_f64()).collect());
+    let peak = |n: usize| median(samples[&n].iter().map(|s| mib(s.peak_kib)).collect());
+    println!(
+        "\nfleet summary ({runs} run{}, medians; one talosboot_cilium, for_each over N clusters, each through its write-only cluster)",
+        if runs == 1 { "" } else { "s" }
+    );
+    println!(
+        "  {:>3} {:>10} {:>10} {:>14} {:>18}",
+        "N", "apply", "vs N=1", "provider peak", "growth per cluster"
+    );
+    for n in SIZES {
+        let growth = if n == 1 {
+            "-".to_owned()
+        } else {
+            format!("{:.2} MiB", (peak(n) - peak(1)) / (n - 1) as f64)
+        };
+        println!(
+            "  {n:>3} {:>8.2} s {:>9.2}x {:>10.1} MiB {:>18}",
+            wall(n),
+            wall(n) / wall(1),
+            peak(n),
+            growth
+        );
+    }
+    println!("  goals: apply N=5 under 2.00x of N=1; growth under 2 MiB per cluster");
+}
