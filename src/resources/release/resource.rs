@@ -2,6 +2,12 @@
 //! and lifecycle for apply, read, import and move. Apply decodes the planned state (with the
 //! configuration's write-only values), never re-deriving what the plan settled; nothing here is
 //! specific to one chart.
+//!
+//! Import receives only the ID. With a provider connection it reads the release through it (an
+//! error when it is not there); without one (a fleet's provider block) it returns the ID only,
+//! marked so that refresh keeps it. Either way the plan, which has the configuration, reads the
+//! release through the resource's own `cluster` when it has one (`fleet::read_at_plan`), an
+//! error when it is not there: an import never installs.
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -13,14 +19,14 @@ use crate::cluster::engine::EngineError;
 use crate::cluster::helm::release::values_digest;
 use crate::cluster::helm::release_values::{RecordedValues, current_values};
 use crate::cluster::talos_inventory;
-use crate::cluster::{ClusterHandle, Kube};
+use crate::cluster::{ClusterHandle, Kube, ProviderConfig};
 use crate::framework::model::{Unknowns, decode, encode};
 use crate::framework::plan::with_write_only;
 use crate::framework::*;
 use crate::resources::connection;
 use crate::resources::engine_report::engine_diagnostic;
 use crate::resources::job::{self, Flavor};
-use crate::resources::private::Private;
+use crate::resources::private::{Imported, Private};
 use crate::values::{AttributePath, Value};
 use async_trait::async_trait;
 
@@ -183,6 +189,8 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         if let Some(m) = decoded::<K>(config, "configuration", diagnostics) {
             super::validate(&m, diagnostics);
         }
+        // The same checks the provider block has, on `cluster.<name>`, before any plan.
+        crate::resources::fleet::validate_cluster(config, diagnostics);
     }
 
     async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse {
@@ -195,6 +203,9 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         let stored_private = req.prior_private.clone();
         // Refresh had no configuration to reach this resource's own cluster: read it now.
         let (req, read_at_plan) = fleet::read_at_plan::<K>(&target, req).await;
+        if let Some(errors) = read_at_plan.errors() {
+            return PlanResponse::from(errors);
+        }
         let config = req.config.clone();
         let again = PlanRequest {
             prior_state: req.prior_state.clone(),
@@ -317,7 +328,13 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         else {
             return keep(diagnostics);
         };
-        let prior = fleet::refreshed_prior(&clients, &target, prior, &mut private).await;
+        let prior = match fleet::refreshed_prior(&clients, &target, prior, &mut private).await {
+            Ok(prior) => prior,
+            Err(d) => {
+                diagnostics.extend(fleet::name_cluster(d.into(), &target, &clients.endpoint));
+                return keep(diagnostics);
+            }
+        };
         // The planned state (defaults, id, the version in use are all settled by the plan),
         // with the write-only values only the configuration carries.
         let planned = with_write_only(&K::schema().block, &req.planned_state, &req.config);
@@ -365,6 +382,12 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             diagnostics,
             private: None,
         };
+        if private.imported == Some(Imported::NotRead) {
+            // The ID only (an import without a provider connection): no configuration here to
+            // reach its cluster; the plan reads it through the resource's target.
+            tracing::debug!("refresh keeps an imported state the plan has still to read");
+            return keep(diagnostics);
+        }
         if connection::applied_through_own_cluster(&req.current_state) {
             // No configuration here, so no way to its own cluster: kept as it is; the plan
             // reads that cluster instead.
@@ -419,12 +442,25 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             return none(diagnostics);
         };
         let what = format!("import {}", req.id);
-        let Some(clients) = connect(&crate::resources::cluster(ctx), &what, &mut diagnostics).await
-        else {
-            return none(diagnostics);
-        };
         let state = K::for_import(namespace, name);
         let mut private = Private::fresh();
+        let provider = crate::resources::cluster(ctx);
+        if !matches!(provider.config(), ProviderConfig::Known(_)) {
+            // An import receives only the ID, no configuration and so no `cluster`, and a
+            // fleet's provider block usually connects nowhere: the ID only, marked so that
+            // refresh keeps it and the plan reads it through the resource's target.
+            private.imported = Some(Imported::NotRead);
+            return ImportResponse {
+                imported: vec![ImportedResource {
+                    state: encode_state(&state, &mut diagnostics),
+                    private: private.encode(),
+                }],
+                diagnostics,
+            };
+        }
+        let Some(clients) = connect(&provider, &what, &mut diagnostics).await else {
+            return none(diagnostics);
+        };
         let observed = match observe(&clients, &state).await {
             Ok(o) => o,
             Err(e) => {
@@ -435,6 +471,9 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         match refresh(state, &observed, &mut private, &mut diagnostics) {
             Some(state) => {
                 let state = encode_state(&state, &mut diagnostics);
+                // The configuration may name another cluster in `cluster`: the plan reads it
+                // there again.
+                private.imported = Some(Imported::ThroughProvider);
                 ImportResponse {
                     imported: vec![ImportedResource {
                         state,
@@ -446,7 +485,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             None => {
                 diagnostics.error(
                     "Cannot import a missing release",
-                    format!("No Helm release {} exists in the cluster. Declare the resource and apply instead (for objects installed without Helm, `adopt_existing = true` takes them over in place).", req.id),
+                    format!("No Helm release {} exists on {}, the provider's connection. Declare the resource and apply instead (for objects installed without Helm, `adopt_existing = true` takes them over in place). An import receives no configuration, so it cannot use this resource's `cluster`: to import from the cluster `cluster` names, leave the provider block without a connection (as a fleet's usually is), and the plan reads the release through `cluster`.", req.id, clients.endpoint),
                 );
                 none(diagnostics)
             }
