@@ -54,6 +54,11 @@
 //!   `cluster`: applied and planned empty; no credential in state, plan or trace log; drift on one
 //!   cluster planned on that instance only and repaired; one unreachable cluster fails its instance
 //!   (naming its API server) while the others apply, and nothing leaves the state.
+//! - `fleet_import`: `import` blocks with `for_each` and `cluster` per instance, the provider
+//!   connecting nowhere: two imports read from each instance's own cluster, no install, no new
+//!   revision, the next plan empty; an import ID not on its cluster fails at plan naming it;
+//!   `cluster` removed never silently moves a resource (an error without a provider connection,
+//!   a replacement naming both API servers when the provider reaches another cluster).
 //! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
 //! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module), reconciled by the real
 //!   Flux Operator and controllers from a Git source served on loopback; `flux_bootstrap::fleet`,
@@ -74,6 +79,7 @@ mod concurrent;
 mod ephemeral_kubeconfig;
 mod examples;
 mod fleet;
+mod fleet_import;
 mod flux_bootstrap;
 mod functions;
 mod helm_release_resource;

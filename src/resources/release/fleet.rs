@@ -13,7 +13,7 @@ use super::{ChartResource, observe, refresh};
 use crate::cluster::ClusterHandle;
 use crate::framework::model::{Unknowns, decode, encode};
 use crate::framework::plan::mark_unknown;
-use crate::framework::{Ctx, Diagnostic, Diagnostics, PlanRequest, PlanResponse};
+use crate::framework::{Block, Ctx, Diagnostic, Diagnostics, PlanRequest, PlanResponse};
 use crate::resources::connection::{self, IdentityState, Target};
 use crate::resources::engine_report::engine_diagnostic;
 pub use crate::resources::fleet::{name_cluster, plan_identity};
@@ -143,12 +143,35 @@ async fn read_import_at_plan<K: ChartResource>(
             if let Ok(v) = encode(&refreshed, &K::schema().value_type()) {
                 req.prior_state = job::keep(v, &req.prior_state);
                 req.prior_private = private.encode();
+                computed_from(
+                    &K::schema().block,
+                    &req.prior_state,
+                    &req.config,
+                    &mut req.proposed_new_state,
+                );
             }
         }
         None => diagnostics.push(not_there_to_import(
             &format!("Helm release {id}"),
             &kube.endpoint,
         )),
+    }
+}
+
+/// The CLI proposes the prior state's computed values where the configuration sets none, and
+/// its prior was the import's (the ID only): `proposed` with those of `prior`, the release as
+/// read, as the CLI would have proposed them from it. Attributes with a default keep the
+/// default the dispatcher planned.
+fn computed_from(block: &Block, prior: &Value, config: &Value, proposed: &mut Value) {
+    for a in block
+        .attributes
+        .iter()
+        .filter(|a| a.computed && a.default.is_none())
+    {
+        let unset = config.attr(&a.name).is_none_or(Value::is_null);
+        if let (true, Some(attrs), Some(v)) = (unset, proposed.attrs_mut(), prior.attr(&a.name)) {
+            attrs.insert(a.name.clone(), v.clone());
+        }
     }
 }
 

@@ -510,3 +510,98 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Import, refresh and validate of a chart resource through the dispatcher, with a provider
+    //! block that connects nowhere (a fleet's): nothing here reaches a cluster.
+    use std::sync::Arc;
+
+    use crate::framework::{
+        ClientCapabilities, Dispatcher, FixedProvider, ImportRequest, ReadRequest, Severity,
+    };
+    use crate::resources::cilium::CiliumResource;
+    use crate::resources::connection::{CLUSTER, HOST};
+    use crate::resources::private::{Imported, Private};
+    use crate::values::{AttributePath, Type, Value};
+
+    const TYPE: &str = "talosboot_cilium";
+
+    fn dispatcher() -> Dispatcher {
+        Dispatcher::new(
+            Arc::new(FixedProvider(Arc::new(
+                crate::resources::ProviderData::new(crate::cluster::ClusterHandle::unconfigured()),
+            ))),
+            vec![Arc::new(CiliumResource::default())],
+            Vec::new(),
+            Default::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn an_import_without_a_provider_connection_is_the_id_only_and_refresh_keeps_it() {
+        let d = dispatcher();
+        let imported = d
+            .import(
+                TYPE,
+                ImportRequest {
+                    id: "kube-system/cilium".into(),
+                    client_capabilities: ClientCapabilities::default(),
+                },
+            )
+            .await;
+        assert!(
+            !imported.diagnostics.has_errors(),
+            "{:?}",
+            imported.diagnostics
+        );
+        let one = imported.imported.first().expect("one imported state");
+        assert_eq!(one.state.attr("name"), Some(&Value::from("cilium")));
+        assert_eq!(
+            one.state.attr("namespace"),
+            Some(&Value::from("kube-system"))
+        );
+        assert_eq!(one.state.attr("revision"), Some(&Value::Null), "not read");
+        let private = Private::decode_without_new_salt(&one.private);
+        assert_eq!(private.imported, Some(Imported::NotRead));
+        assert!(!private.salt.is_empty(), "the identity is planned salted");
+        let read = d
+            .read(
+                TYPE,
+                ReadRequest {
+                    current_state: one.state.clone(),
+                    private: one.private.clone(),
+                    client_capabilities: ClientCapabilities::default(),
+                },
+            )
+            .await;
+        assert!(read.diagnostics.is_empty(), "{:?}", read.diagnostics);
+        assert_eq!(read.new_state, one.state, "kept, never removed");
+    }
+
+    #[test]
+    fn bad_cluster_settings_fail_at_validate_on_their_path() {
+        let d = dispatcher();
+        let Ok(Type::Object { attributes, .. }) = d.resource_type(TYPE).cloned() else {
+            panic!("object type");
+        };
+        let mut config: std::collections::BTreeMap<String, Value> = attributes
+            .keys()
+            .map(|k| (k.clone(), Value::Null))
+            .collect();
+        config.insert("version".into(), Value::from("1.20.2"));
+        config.insert(
+            CLUSTER.into(),
+            Value::object([(HOST, Value::from("10.0.0.10:6443"))]),
+        );
+        let diagnostics = d.validate_resource(TYPE, &Value::Object(config), true);
+        let error = diagnostics
+            .iter()
+            .find(|x| x.severity == Severity::Error)
+            .expect("an error at validate");
+        assert_eq!(
+            error.attribute,
+            Some(AttributePath::attr(CLUSTER).then_attr(HOST))
+        );
+    }
+}
