@@ -5,7 +5,8 @@
 //!   `cluster`. The plan shows two imports and no install or replacement, the apply makes no new
 //!   revision, and the next plan is empty. State names each cluster and holds no credential.
 //! - An import ID with no release on its cluster fails at plan naming that API server, and
-//!   installs nothing.
+//!   installs nothing. The `import` command (no plan follows) stores the ID only, never another
+//!   cluster's release; the next plan reads it through `cluster`.
 //! - `cluster` removed: with the provider connecting nowhere, the plan fails on `cluster` naming
 //!   the cluster. With the provider pointed at cluster a, instance a stays (no replacement) and
 //!   instance b is replaced, with a warning naming both API servers: removing `cluster` never
@@ -132,6 +133,43 @@ async fn a_fleet_imports_each_release_from_its_own_cluster_and_removing_cluster_
             failed.text()
         );
     }
+
+    // The `import` command (ImportResourceState, then a refresh, and no plan): the state is
+    // the ID only, marked unread, never another cluster's release; the next plan reads it
+    // through `cluster` and installs nothing on it.
+    let command = Workspace::new(&root(NOWHERE, CLUSTER, "")).env("TF_VAR_kubeconfigs", &var);
+    command.init();
+    command.ok(&[
+        "import",
+        "-no-color",
+        "-input=false",
+        r#"talosboot_cilium.this["a"]"#,
+        "kube-system/cilium",
+    ]);
+    let skeleton: serde_json::Value =
+        serde_json::from_str(&command.state_text()).expect("state JSON");
+    let attributes = &skeleton["resources"][0]["instances"][0]["attributes"];
+    assert_eq!(attributes["id"], "kube-system/cilium", "{skeleton}");
+    assert!(
+        attributes["revision"].is_null() && attributes["cluster_identity"].is_null(),
+        "nothing read from any cluster yet: {skeleton}"
+    );
+    let after = command.ok(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        after
+            .stdout
+            .contains(r#"talosboot_cilium.this["a"] will be updated in-place"#)
+            && after
+                .stdout
+                .contains(&format!(r#"api_server = "{}""#, servers["a"])),
+        "the plan reads the release on cluster a:\n{}",
+        after.text()
+    );
+    assert!(
+        after.flat().contains("1 to add, 1 to change, 0 to destroy"),
+        "only b, not imported, is created:\n{}",
+        after.text()
+    );
 
     // The fleet's imports: two imports, no install, no replacement.
     let ws = Workspace::new(&root(NOWHERE, CLUSTER, &import_block("kube-system/cilium")))
