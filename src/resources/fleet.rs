@@ -47,6 +47,15 @@ pub fn validate_cluster(config: &Value, diagnostics: &mut Diagnostics) {
     diagnostics.extend(found);
 }
 
+/// `d` with its attribute path at the front of its detail: OpenTofu cannot point at the source
+/// line of a nested attribute (`cluster.host`), so the message itself says which one.
+pub fn path_in_detail(mut d: Diagnostic) -> Diagnostic {
+    if let Some(path) = &d.attribute {
+        d.detail = format!("`{path}`: {}", d.detail);
+    }
+    d
+}
+
 /// Whether a plan reads the resource's own cluster: with `cluster` (every setting known), an
 /// existing state (refresh kept it as stored), no destroy planned, and `cluster` reaching the
 /// cluster the state was applied to (another one plans a replacement: nothing of it is there).

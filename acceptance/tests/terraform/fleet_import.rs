@@ -7,6 +7,7 @@
 //! - An import ID with no release on its cluster fails at plan naming that API server, and
 //!   installs nothing. The `import` command (no plan follows) stores the ID only, never another
 //!   cluster's release; the next plan reads it through `cluster`.
+//! - A bad `cluster` on a chart resource fails `validate` on its line, with no cluster.
 //! - `cluster` removed: with the provider connecting nowhere, the plan fails on `cluster` naming
 //!   the cluster. With the provider pointed at cluster a, instance a stays (no replacement) and
 //!   instance b is replaced, with a warning naming both API servers: removing `cluster` never
@@ -16,7 +17,7 @@ use std::collections::BTreeMap;
 
 use crate::cilium::{CURRENT, NS, helm_by_hand, release_history};
 use crate::fleet::{credential, server};
-use crate::harness::{REQUIRED_PROVIDERS, TestCluster, Workspace};
+use crate::harness::{Cli, REQUIRED_PROVIDERS, TestCluster, Workspace};
 
 const KEYS: [&str; 2] = ["a", "b"];
 
@@ -270,4 +271,35 @@ async fn a_fleet_imports_each_release_from_its_own_cluster_and_removing_cluster_
         "the warning names both API servers:\n{}",
         moved.text()
     );
+}
+
+on_both_clis!(a_bad_cluster_on_a_chart_resource_fails_validate_on_its_line_with_no_cluster);
+fn a_bad_cluster_on_a_chart_resource_fails_validate_on_its_line_with_no_cluster() {
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
+{NOWHERE}
+
+resource "talosboot_cilium" "this" {{
+  version = "{CURRENT}"
+  cluster = {{ host = "10.0.0.10:6443", token = "fleet-t0ken" }}
+}}
+"#
+    ));
+    ws.init();
+    let out = ws.run(&["validate", "-no-color"]);
+    assert!(!out.success, "validate must fail:\n{}", out.text());
+    assert!(
+        out.flat().contains(
+            "`cluster.host`: `host` must be a URL such as `https://10.0.0.10:6443`, got \"10.0.0.10:6443\""
+        ),
+        "{}",
+        out.text()
+    );
+    // Terraform quotes the line of `cluster`; OpenTofu cannot point at a nested attribute and
+    // quotes the resource's first line (the detail names `cluster.host` on both).
+    let quoted = match ws.cli() {
+        Cli::OpenTofu => r#"resource "talosboot_cilium" "this" {"#,
+        _ => r#"cluster = { host = "10.0.0.10:6443""#,
+    };
+    assert!(out.text().contains(quoted), "{}", out.text());
 }

@@ -190,7 +190,11 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             super::validate(&m, diagnostics);
         }
         // The same checks the provider block has, on `cluster.<name>`, before any plan.
-        crate::resources::fleet::validate_cluster(config, diagnostics);
+        let mut found = Diagnostics::new();
+        crate::resources::fleet::validate_cluster(config, &mut found);
+        for d in found {
+            diagnostics.push(crate::resources::fleet::path_in_detail(d));
+        }
     }
 
     async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse {
