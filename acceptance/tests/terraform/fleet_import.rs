@@ -7,6 +7,8 @@
 //! - An import ID with no release on its cluster fails at plan naming that API server, and
 //!   installs nothing. The `import` command (no plan follows) stores the ID only, never another
 //!   cluster's release; the next plan reads it through `cluster`.
+//! - With the provider pointed at cluster a, the import reads through it, and the plan reads
+//!   b's release again through b's `cluster`: no replacement, each instance on its cluster.
 //! - A bad `cluster` on a chart resource fails `validate` on its line, with no cluster.
 //! - `cluster` removed: with the provider connecting nowhere, the plan fails on `cluster` naming
 //!   the cluster. With the provider pointed at cluster a, instance a stays (no replacement) and
@@ -172,6 +174,31 @@ async fn a_fleet_imports_each_release_from_its_own_cluster_and_removing_cluster_
         after.text()
     );
 
+    // The provider pointed at cluster a: the import reads through it, and the plan reads b's
+    // release again from b, its `cluster` (never a's, and never a replacement).
+    let at_a = format!(
+        "provider \"talosboot\" {{\n  config_path       = {:?}\n  api_retry_timeout = \"5s\"\n}}",
+        clusters[0].kubeconfig_path.display().to_string()
+    );
+    let through_a = Workspace::new(&root(&at_a, CLUSTER, &import_block("kube-system/cilium")))
+        .env("TF_VAR_kubeconfigs", &var);
+    through_a.init();
+    let plan = through_a.ok(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        plan.flat().contains("Plan: 2 to import, 0 to add,")
+            && plan.flat().contains("0 to destroy"),
+        "{}",
+        plan.text()
+    );
+    assert!(!plan.stdout.contains("must be replaced"), "{}", plan.text());
+    for s in servers.values() {
+        assert!(
+            plan.stdout.contains(&format!(r#"api_server = "{s}""#)),
+            "each instance planned on its own cluster {s}:\n{}",
+            plan.text()
+        );
+    }
+
     // The fleet's imports: two imports, no install, no replacement.
     let ws = Workspace::new(&root(NOWHERE, CLUSTER, &import_block("kube-system/cilium")))
         .env("TF_VAR_kubeconfigs", &var);
@@ -243,10 +270,6 @@ async fn a_fleet_imports_each_release_from_its_own_cluster_and_removing_cluster_
     );
 
     // The provider pointed at cluster a: a stays, b is replaced and the plan says why.
-    let at_a = format!(
-        "provider \"talosboot\" {{\n  config_path       = {:?}\n  api_retry_timeout = \"5s\"\n}}",
-        clusters[0].kubeconfig_path.display().to_string()
-    );
     ws.write("main.tf", &root(&at_a, "", ""));
     let moved = ws.ok(&["plan", "-no-color", "-input=false"]);
     let flat = moved.flat();

@@ -57,6 +57,8 @@
 //! - `fleet_import`: `import` blocks with `for_each` and `cluster` per instance, the provider
 //!   connecting nowhere: two imports read from each instance's own cluster, no install, no new
 //!   revision, the next plan empty; an import ID not on its cluster fails at plan naming it;
+//!   the `import` command stores the ID only; a provider pointed at one cluster never leaves its
+//!   release in another instance's plan; a bad `cluster` fails `validate` on its path;
 //!   `cluster` removed never silently moves a resource (an error without a provider connection,
 //!   a replacement naming both API servers when the provider reaches another cluster).
 //! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
