@@ -13,7 +13,8 @@
 //! - `cluster` removed: with the provider connecting nowhere, the plan fails on `cluster` naming
 //!   the cluster. With the provider pointed at cluster a, instance a stays (no replacement) and
 //!   instance b is replaced, with a warning naming both API servers: removing `cluster` never
-//!   silently moves a resource.
+//!   silently moves a resource. Instance a then applies through the provider without an
+//!   upgrade, and its next plan is empty.
 
 use std::collections::BTreeMap;
 
@@ -294,6 +295,20 @@ async fn a_fleet_imports_each_release_from_its_own_cluster_and_removing_cluster_
         "the warning names both API servers:\n{}",
         moved.text()
     );
+    // Instance a applied through the provider: no Helm upgrade, and from then on refresh reads
+    // it through the provider (its `cluster_identity` is null): the next plan of it is empty.
+    let a = r#"-target=talosboot_cilium.this["a"]"#;
+    let applied = ws.ok(&["apply", "-auto-approve", "-no-color", "-input=false", a]);
+    assert_eq!(
+        release_history(&clusters[0].client().await, "cilium")
+            .await
+            .len(),
+        1,
+        "no upgrade:\n{}",
+        applied.text()
+    );
+    let again = ws.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode", a]);
+    assert_eq!(again.code, Some(0), "{}", again.text());
 }
 
 on_both_clis!(a_bad_cluster_on_a_chart_resource_fails_validate_on_its_line_with_no_cluster);

@@ -203,7 +203,8 @@ pub async fn destroy_handle(ctx: &Ctx, prior: &Value, private: &Private) -> Opti
 /// (installed again); a read that fails leaves `prior` as stored (the install reads again).
 ///
 /// An imported state (whatever the target) is read too, since the CLI's prior is the ID only
-/// or another cluster's, and the import's mark leaves the private state.
+/// or another cluster's, and the import's mark leaves the private state; so is a state applied
+/// through `cluster` that has been removed since (refresh kept it as it was).
 ///
 /// # Errors
 /// An imported release that cannot be read, or is gone since the plan: an import never
@@ -218,7 +219,10 @@ pub async fn refreshed_prior<K: ChartResource>(
         return Ok(None);
     };
     let imported = private.imported.take().is_some();
-    if !imported && !matches!(target, Target::Own { .. }) {
+    // Refresh kept a state applied through its own `cluster` as it was, also when `cluster` has
+    // been removed since (the provider's connection reaches that cluster, or the plan failed).
+    let unread = prior.common().cluster_identity.is_some();
+    if !imported && !unread && !matches!(target, Target::Own { .. }) {
         return Ok(Some(prior));
     }
     let observed = match observe(clients, &prior).await {
