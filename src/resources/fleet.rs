@@ -7,7 +7,12 @@
 //!   which has it, reads the cluster within [`PLAN_READ_BUDGET`] (a warning, never an error, when
 //!   it cannot), so that `plan` still shows drift on every cluster;
 //! - [`plan_identity`] plans `cluster_identity`, and a replacement (saying why) when `cluster`
-//!   reaches another cluster than the one the state was applied to;
+//!   reaches another cluster than the one the state was applied to, or when `cluster` was
+//!   removed and the provider's connection reaches another cluster ([`provider_reach`]: removing
+//!   `cluster` never silently moves a resource);
+//! - [`reads_import`] and [`read_import`]: an import receives only the ID (no configuration, so
+//!   no `cluster`), so the plan reads what it imported through the resource's own target, and an
+//!   object that is not there is an error (an import never creates anything);
 //! - [`without_its_cluster`] decides a destroy that cannot reach the resource's cluster (a
 //!   destroy has no configuration either);
 //! - [`name_cluster`] names the cluster (its API server URL, never a credential) in errors.
@@ -15,12 +20,13 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::cluster::Kube;
 use crate::cluster::engine::EngineError;
+use crate::cluster::{ClusterHandle, Kube, ProviderConfig};
 use crate::framework::{Diagnostic, Diagnostics, PlanRequest, PlanResponse, Severity};
+use crate::resources::cluster_diagnostic;
 use crate::resources::connection::{self, CLUSTER, IDENTITY, Scope, Target};
 use crate::resources::engine_report::engine_diagnostic;
-use crate::resources::private::Private;
+use crate::resources::private::{Imported, Private};
 use crate::values::{AttributePath, Value};
 
 /// How long a plan waits for the read of a resource's own cluster: a cluster that does not
@@ -41,16 +47,34 @@ pub fn validate_cluster(config: &Value, diagnostics: &mut Diagnostics) {
     diagnostics.extend(found);
 }
 
+/// `d` with its attribute path at the front of its detail: OpenTofu cannot point at the source
+/// line of a nested attribute (`cluster.host`), so the message itself says which one.
+pub fn path_in_detail(mut d: Diagnostic) -> Diagnostic {
+    if let Some(path) = &d.attribute {
+        d.detail = format!("`{path}`: {}", d.detail);
+    }
+    d
+}
+
 /// Whether a plan reads the resource's own cluster: with `cluster` (every setting known), an
 /// existing state (refresh kept it as stored), no destroy planned, and `cluster` reaching the
 /// cluster the state was applied to (another one plans a replacement: nothing of it is there).
+///
+/// With `cluster` removed from such a state, refresh kept it too: the plan reads it through the
+/// provider's connection when that reaches the same cluster (else [`plan_identity`] plans a
+/// replacement or fails).
 pub async fn reads_at_plan(target: &Target, req: &PlanRequest) -> bool {
-    let Target::Own { source, .. } = target else {
-        return false;
-    };
     if req.prior_state.is_null() || req.proposed_new_state.is_null() {
         return false;
     }
+    let Target::Own { source, .. } = target else {
+        let (Target::Provider(handle), Some(stored)) = (target, stored_identity(&req.prior_state))
+        else {
+            return false;
+        };
+        let private = Private::decode_without_new_salt(&req.prior_private);
+        return provider_reach(handle, stored, &private).await == Ok(ProviderReach::Same);
+    };
     let Some(stored) = req.prior_state.attr(IDENTITY).filter(|v| !v.is_null()) else {
         // Applied through the provider's connection: `cluster` is where the apply goes now.
         return true;
@@ -88,16 +112,192 @@ where
     let why = match outcome {
         Ok(Ok(read)) => return Some(read),
         Ok(Err(d)) => format!(
-            "Its own cluster could not be read, so this plan does not show drift there and plans from the stored state: {}",
+            "Its cluster could not be read, so this plan does not show drift there and plans from the stored state: {}",
             d.detail
         ),
         Err(_) => format!(
-            "Its own cluster did not answer within {}s, so this plan does not show drift there and plans from the stored state.",
+            "Its cluster did not answer within {}s, so this plan does not show drift there and plans from the stored state.",
             PLAN_READ_BUDGET.as_secs()
         ),
     };
     diagnostics.warning(format!("Could not read {label} at plan"), why);
     None
+}
+
+/// Whether the plan must read, through `target`, a state an import made ([`Imported`]): one
+/// not read at all (whatever the target), or one read through the provider's connection when
+/// the configuration names its own cluster (which the import could not know, and which may be
+/// another one: what the provider's cluster has must not stay in the plan).
+pub fn reads_import(target: &Target, prior_private: &[u8]) -> bool {
+    match Private::decode_without_new_salt(prior_private).imported {
+        Some(Imported::NotRead) => true,
+        Some(Imported::ThroughProvider) => target.is_own(),
+        None => false,
+    }
+}
+
+/// The plan's read of what an import named (`label`), through `target`, within
+/// [`PLAN_READ_BUDGET`]. Unlike [`read_own_cluster`] it cannot fall back to the stored state (an
+/// import's is the ID only, or another cluster's): a read that cannot be made is an error.
+///
+/// # Errors
+/// `cluster` not known until apply; no `cluster` and no provider connection; the cluster cannot
+/// be reached or read in time. Each names the cluster when it is known and says what to do.
+pub async fn read_import<T, F, Fut>(target: &Target, label: &str, read: F) -> Result<T, Diagnostic>
+where
+    F: FnOnce(Kube) -> Fut,
+    Fut: Future<Output = Result<T, Diagnostic>>,
+{
+    let summary = format!("Cannot read the imported {label}");
+    match target {
+        Target::Unknown => {
+            return Err(Diagnostic::error(
+                summary,
+                "Its `cluster` is not known until apply (a cluster created in this run), and an import is read at plan. Import it in a later run, once the cluster exists.",
+            )
+            .at(AttributePath::attr(CLUSTER)));
+        }
+        Target::Provider(handle) if !matches!(handle.config(), ProviderConfig::Known(_)) => {
+            return Err(Diagnostic::error(
+                summary,
+                "An import receives only its ID, and this resource sets no `cluster` while the provider block has no connection known at plan. Set `cluster` to the cluster it runs on, or configure the provider's connection.",
+            )
+            .at(AttributePath::attr(CLUSTER)));
+        }
+        _ => {}
+    }
+    let handle = target.handle();
+    let outcome = tokio::time::timeout(PLAN_READ_BUDGET, async {
+        let kube = handle
+            .connect()
+            .await
+            .map_err(|e| engine_diagnostic("connect", &EngineError::connect(e)))?;
+        read(kube).await
+    })
+    .await;
+    match outcome {
+        Ok(read) => read.map_err(|mut d| {
+            d.summary = summary;
+            d
+        }),
+        Err(_) => Err(Diagnostic::error(
+            summary,
+            format!(
+                "Its cluster did not answer within {}s. An import is read at plan; run the plan again once the cluster answers.",
+                PLAN_READ_BUDGET.as_secs()
+            ),
+        )),
+    }
+}
+
+/// The error of an import whose object is not on the cluster the plan read (`api_server`): the
+/// plan of an import never creates anything.
+pub fn not_there_to_import(what: &str, api_server: &str) -> Diagnostic {
+    Diagnostic::error(
+        format!("Cannot import: no {what} on {api_server}"),
+        format!(
+            "The import names {what}, which is not on {api_server}, the cluster this resource reaches (its `cluster`, or the provider's connection without one). An import never creates anything. Fix the import ID, or the resource's `cluster`; after `terraform import`/`tofu import`, remove the state with `state rm`."
+        ),
+    )
+}
+
+/// Where the provider's connection goes, against the cluster a state was applied to through
+/// its own `cluster` ([`provider_reach`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderReach {
+    /// The same cluster: the same API server URL and CA.
+    Same,
+    /// Another cluster, by its API server URL (the same URL with another CA is another cluster).
+    Other(String),
+    /// The provider block has no connection.
+    NotConfigured,
+    /// The provider's connection is not known until apply (fed by another resource).
+    NotKnownYet,
+}
+
+/// The stored `cluster_identity` of a state, when it has one.
+fn stored_identity(state: &Value) -> Option<&Value> {
+    state.attr(IDENTITY).filter(|v| !v.is_null())
+}
+
+/// Where `provider` (the provider's connection) goes, against `stored` (a state's
+/// `cluster_identity`), its CA hash salted with the resource's salt (`private`) as the stored one.
+///
+/// # Errors
+/// The provider's connection does not load (a kubeconfig file that cannot be read, ...).
+pub async fn provider_reach(
+    provider: &ClusterHandle,
+    stored: &Value,
+    private: &Private,
+) -> Result<ProviderReach, Diagnostic> {
+    let source = match provider.config() {
+        ProviderConfig::Known(source) => source,
+        ProviderConfig::Unknown => return Ok(ProviderReach::NotKnownYet),
+        ProviderConfig::Missing => return Ok(ProviderReach::NotConfigured),
+    };
+    let id = crate::cluster::identity(source).await.map_err(|e| {
+        cluster_diagnostic("load the provider's connection", &e).at(AttributePath::attr(CLUSTER))
+    })?;
+    Ok(
+        match &connection::identity_value(&id, Some(private)) == stored {
+            true => ProviderReach::Same,
+            false => ProviderReach::Other(id.api_server),
+        },
+    )
+}
+
+/// `cluster` removed from a resource applied through it (`stored`, its `cluster_identity`): it
+/// now uses the provider's connection, which must not silently be another cluster.
+async fn plan_without_cluster(
+    provider: &ClusterHandle,
+    stored: &Value,
+    private: &Private,
+    resp: &mut PlanResponse,
+) {
+    let from = stored
+        .attr("api_server")
+        .and_then(Value::as_str)
+        .unwrap_or("its cluster")
+        .to_owned();
+    // Null, as for any resource without `cluster`: refresh reads it through the provider's
+    // connection again from the next run on.
+    if let Some(attrs) = resp.planned_state.attrs_mut() {
+        attrs.insert(IDENTITY.to_owned(), Value::Null);
+    }
+    let at = AttributePath::attr(CLUSTER);
+    let why = match provider_reach(provider, stored, private).await {
+        Ok(ProviderReach::Same) => return,
+        Ok(ProviderReach::Other(to)) => {
+            let reaches = match to == from {
+                true => format!("reaches {to} too, but trusts another CA there"),
+                false => format!("reaches {to}"),
+            };
+            resp.diagnostics.push(
+                Diagnostic::warning(
+                    "Resource moves to another cluster",
+                    format!("This resource is replaced: it was applied to {from} through its `cluster`, which is removed, and the provider's connection {reaches}. Terraform destroys it on {from} (which needs a connection there, unless `deletion_policy = \"keep\"`) and creates it on {to}. To keep it on {from}, put `cluster` back or point the provider block at {from}."),
+                )
+                .at(at),
+            );
+            resp.requires_replace.push(AttributePath::attr(IDENTITY));
+            return;
+        }
+        Ok(ProviderReach::NotConfigured) => "the provider block has no connection".to_owned(),
+        Ok(ProviderReach::NotKnownYet) => {
+            "the provider's connection is not known until apply".to_owned()
+        }
+        Err(d) => {
+            resp.diagnostics.push(d);
+            return;
+        }
+    };
+    resp.diagnostics.push(
+        Diagnostic::error(
+            "Cannot tell which cluster this resource moves to",
+            format!("It was applied to {from} through its `cluster`, which is removed, so it would use the provider's connection, but {why}: the plan cannot tell whether that is {from}. Put `cluster` back, or point the provider block at {from} (a known connection) to manage it through the provider."),
+        )
+        .at(at),
+    );
 }
 
 /// Plans `cluster_identity` (see [`connection::planned_identity`]) and, when `cluster` reaches
@@ -113,6 +313,10 @@ pub async fn plan_identity(
     }
     // A create has no salt yet (it is made at apply): its CA hash is known after apply.
     let private = Private::decode_without_new_salt(prior_private);
+    if let (Target::Provider(provider), Some(stored)) = (target, stored_identity(stored_prior)) {
+        plan_without_cluster(provider, stored, &private, resp).await;
+        return;
+    }
     let salted = (!stored_prior.is_null() && !private.salt.is_empty()).then_some(&private);
     match connection::planned_identity(target, stored_prior, salted).await {
         Ok(identity) => {
@@ -291,6 +495,140 @@ mod tests {
         assert!(!reads_at_plan(&Target::Unknown, &req(&stored, &stored)).await);
         let provider = Target::Provider(ClusterHandle::unconfigured());
         assert!(!reads_at_plan(&provider, &req(&stored, &stored)).await);
+    }
+
+    /// A plan of `cluster` removed from a state applied to `https://a:6443` through it, with the
+    /// provider's connection `provider`.
+    async fn without_cluster(provider: ProviderConfig) -> PlanResponse {
+        let mut private = Private::default();
+        private.ensure_salt();
+        let id = crate::cluster::identity(&source())
+            .await
+            .expect("an identity without I/O");
+        let stored = Value::object([(IDENTITY, connection::identity_value(&id, Some(&private)))]);
+        let mut resp = PlanResponse {
+            planned_state: stored.clone(),
+            ..Default::default()
+        };
+        let target = Target::Provider(ClusterHandle::new(provider));
+        plan_identity(&target, &stored, &private.encode(), &mut resp).await;
+        resp
+    }
+
+    fn direct(host: &str) -> ProviderConfig {
+        ProviderConfig::Known(ConfigSource::Direct {
+            host: host.into(),
+            ca_pem: None,
+            client_cert_pem: None,
+            client_key_pem: None,
+            token: None,
+        })
+    }
+
+    #[tokio::test]
+    async fn removing_cluster_keeps_a_resource_only_where_the_provider_reaches_the_same_cluster() {
+        let same = without_cluster(direct("https://a:6443")).await;
+        assert!(same.diagnostics.is_empty(), "{:?}", same.diagnostics);
+        assert!(same.requires_replace.is_empty());
+        assert_eq!(
+            same.planned_state.attr(IDENTITY),
+            Some(&Value::Null),
+            "managed through the provider from now on"
+        );
+
+        let other = without_cluster(direct("https://b:6443")).await;
+        assert_eq!(other.requires_replace, vec![AttributePath::attr(IDENTITY)]);
+        let why = other.diagnostics.iter().next().expect("the reason");
+        assert_eq!(why.severity, Severity::Warning);
+        assert!(
+            why.detail.contains("applied to https://a:6443")
+                && why.detail.contains("reaches https://b:6443"),
+            "{}",
+            why.detail
+        );
+
+        for provider in [ProviderConfig::Missing, ProviderConfig::Unknown] {
+            let unknown = without_cluster(provider).await;
+            let d = unknown.diagnostics.iter().next().expect("an error");
+            assert_eq!(d.severity, Severity::Error);
+            assert_eq!(d.attribute, Some(AttributePath::attr(CLUSTER)));
+            assert!(
+                d.detail.contains("Put `cluster` back")
+                    && d.detail
+                        .contains("point the provider block at https://a:6443"),
+                "{}",
+                d.detail
+            );
+            assert!(unknown.requires_replace.is_empty());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_state_whose_cluster_was_removed_is_read_at_plan_only_through_the_same_cluster() {
+        let mut private = Private::default();
+        private.ensure_salt();
+        let id = crate::cluster::identity(&source()).await.expect("identity");
+        let stored = Value::object([(IDENTITY, connection::identity_value(&id, Some(&private)))]);
+        let req = PlanRequest {
+            prior_state: stored.clone(),
+            proposed_new_state: stored.clone(),
+            config: stored,
+            prior_private: private.encode(),
+            client_capabilities: Default::default(),
+        };
+        let provider = |c| Target::Provider(ClusterHandle::new(c));
+        assert!(reads_at_plan(&provider(direct("https://a:6443")), &req).await);
+        assert!(!reads_at_plan(&provider(direct("https://b:6443")), &req).await);
+        assert!(!reads_at_plan(&provider(ProviderConfig::Missing), &req).await);
+    }
+
+    #[test]
+    fn an_import_is_read_at_plan_unless_it_was_read_through_the_target_itself() {
+        let marked = |imported| {
+            Private {
+                imported,
+                ..Private::default()
+            }
+            .encode()
+        };
+        let provider = Target::Provider(ClusterHandle::unconfigured());
+        for target in [&own(), &provider, &Target::Unknown] {
+            assert!(reads_import(target, &marked(Some(Imported::NotRead))));
+            assert!(!reads_import(target, &marked(None)));
+        }
+        assert!(reads_import(
+            &own(),
+            &marked(Some(Imported::ThroughProvider))
+        ));
+        assert!(!reads_import(
+            &provider,
+            &marked(Some(Imported::ThroughProvider))
+        ));
+    }
+
+    #[tokio::test]
+    async fn an_import_that_cannot_be_read_at_plan_is_an_error_saying_what_to_do() {
+        let never = |_: Kube| async { Ok::<(), Diagnostic>(()) };
+        let unknown = read_import(&Target::Unknown, "release kube-system/cilium", never)
+            .await
+            .expect_err("not known until apply");
+        assert_eq!(unknown.attribute, Some(AttributePath::attr(CLUSTER)));
+        assert!(unknown.detail.contains("later run"), "{}", unknown.detail);
+        let nowhere = Target::Provider(ClusterHandle::unconfigured());
+        let missing = read_import(&nowhere, "release kube-system/cilium", never)
+            .await
+            .expect_err("no connection");
+        assert_eq!(
+            missing.summary,
+            "Cannot read the imported release kube-system/cilium"
+        );
+        assert!(
+            missing.detail.contains("Set `cluster`"),
+            "{}",
+            missing.detail
+        );
+        let gone = not_there_to_import("Helm release kube-system/cilium", "https://a:6443");
+        assert!(gone.summary.contains("https://a:6443") && gone.detail.contains("never creates"));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! the per-resource salt of hashes of secret-bearing inputs (so identical values do not hash alike
 //! across resources or users), then what each resource remembers: the chart resources who owns
 //! the release when it is not us any more and a revision whose readiness failed; the Flux
-//! bootstrap the fingerprints of the managed objects it applied and whether its last run failed.
+//! bootstrap the fingerprints of the managed objects it applied and whether its last run failed;
+//! both, how an import made the state when the plan has still to read it ([`Imported`]).
 //! Fields a resource does not use stay empty and are not stored.
 
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,24 @@ pub struct Private {
     /// apply runs again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub last_run_failed: bool,
+    /// An import that the plan has still to read through the resource's own target: an import
+    /// receives only the ID (no configuration, so no `cluster`), see [`Imported`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported: Option<Imported>,
+}
+
+/// How an import (ImportResourceState, which carries only the ID) made a state that the plan,
+/// which has the configuration and so the resource's `cluster`, must read again.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Imported {
+    /// The provider has no usable connection (a fleet's provider block usually connects
+    /// nowhere): the state is the ID only; refresh keeps it, and the plan reads it through the
+    /// resource's target, an error when the object is not there.
+    NotRead,
+    /// Read through the provider's connection: the plan reads it again through the resource's
+    /// own `cluster` when it has one (which may be another cluster).
+    ThroughProvider,
 }
 
 impl Private {

@@ -214,6 +214,9 @@ pub const RUN_APART: &[&str] = &[
     // Three control planes each.
     "fleet::a_fleet_of_three_clusters_in_one_root_converges_each_on_its_own_cluster::opentofu",
     "fleet::a_fleet_of_three_clusters_in_one_root_converges_each_on_its_own_cluster::terraform",
+    // Two control planes, each with Cilium installed by hand.
+    "fleet_import::a_fleet_imports_each_release_from_its_own_cluster_and_removing_cluster_never_moves_one_silently::opentofu",
+    "fleet_import::a_fleet_imports_each_release_from_its_own_cluster_and_removing_cluster_never_moves_one_silently::terraform",
     // Two control planes, each with the real Flux Operator and controllers.
     "flux_bootstrap::fleet::a_flux_bootstrap_per_cluster_in_one_root_converges_and_repairs_drift_on_its_own_cluster::opentofu",
     "flux_bootstrap::fleet::a_flux_bootstrap_per_cluster_in_one_root_converges_and_repairs_drift_on_its_own_cluster::terraform",

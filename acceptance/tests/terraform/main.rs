@@ -60,6 +60,13 @@
 //!   is refused at validation, naming it; `terraform query` (Terraform 1.16 only) lists a second
 //!   cluster's releases the same way; no credential or `cluster` setting in state, plan JSON or
 //!   the query's JSON output.
+//! - `fleet_import`: `import` blocks with `for_each` and `cluster` per instance, the provider
+//!   connecting nowhere: two imports read from each instance's own cluster, no install, no new
+//!   revision, the next plan empty; an import ID not on its cluster fails at plan naming it;
+//!   the `import` command stores the ID only; a provider pointed at one cluster never leaves its
+//!   release in another instance's plan; a bad `cluster` fails `validate` on its path;
+//!   `cluster` removed never silently moves a resource (an error without a provider connection,
+//!   a replacement naming both API servers when the provider reaches another cluster).
 //! - `secrets_scan`: marker secrets never appear in state, plans, logs, diagnostics or the cluster.
 //! - `flux_bootstrap`: `talosboot_flux_bootstrap` (index in the module), reconciled by the real
 //!   Flux Operator and controllers from a Git source served on loopback; `flux_bootstrap::fleet`,
@@ -81,6 +88,7 @@ mod ephemeral_kubeconfig;
 mod examples;
 mod fleet;
 mod fleet_reads;
+mod fleet_import;
 mod flux_bootstrap;
 mod functions;
 mod helm_release_resource;

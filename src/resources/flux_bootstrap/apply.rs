@@ -86,6 +86,8 @@ pub async fn apply(ctx: &Ctx, req: ApplyRequest) -> ApplyResponse {
     };
     let mut private = Private::decode_without_new_salt(&req.planned_private);
     private.ensure_salt();
+    // The plan read what the import named on this cluster; the run adopts it.
+    private.imported = None;
     let identity = match connection::applied_identity(&target, &req.planned_state, &private).await {
         Ok(identity) => identity,
         Err(d) => return fail(d),

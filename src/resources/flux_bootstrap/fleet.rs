@@ -5,13 +5,22 @@
 //! [`ReadAtPlan::finish`] plans `drift` as "known after apply" when something did: the CLI's
 //! prior (the stored state, `drift = []`) would otherwise equal the plan and nothing would be
 //! repaired. The "Apply repairs what drifted" warning names each entry, as after a refresh.
+//!
+//! An import receives only the namespace ([`super::import`]), so the plan checks that the
+//! FluxInstance is on the cluster the resource reaches (its `cluster`, or the provider's
+//! connection), an error when it is not: an import never bootstraps anything.
 
+use super::model::INSTANCE_NAME;
 use super::private::Private;
 use super::read::drifted;
+use crate::cluster::flux::instance::read_instance;
+use crate::framework::Diagnostic;
 use crate::framework::plan::mark_unknown;
 use crate::framework::{Diagnostics, PlanRequest, PlanResponse};
 use crate::resources::connection::Target;
-use crate::resources::fleet::{read_own_cluster, reads_at_plan};
+use crate::resources::fleet::{
+    not_there_to_import, read_import, read_own_cluster, reads_at_plan, reads_import,
+};
 use crate::values::Value;
 
 /// What [`read_at_plan`] found, for [`ReadAtPlan::finish`].
@@ -39,9 +48,6 @@ impl ReadAtPlan {
 /// state.
 pub async fn read_at_plan(target: &Target, mut req: PlanRequest) -> (PlanRequest, ReadAtPlan) {
     let mut found = ReadAtPlan::default();
-    if !reads_at_plan(target, &req).await {
-        return (req, found);
-    }
     let Some(namespace) = req
         .prior_state
         .attr("namespace")
@@ -52,6 +58,33 @@ pub async fn read_at_plan(target: &Target, mut req: PlanRequest) -> (PlanRequest
     };
     let private = Private::decode_without_new_salt(&req.prior_private);
     let label = format!("the Flux bootstrap of {namespace}");
+    if !req.proposed_new_state.is_null() && reads_import(target, &req.prior_private) {
+        let (namespace, private) = (&namespace, &private);
+        let read = read_import(target, &label, |kube| async move {
+            let failed = |e: crate::cluster::flux::FluxError| super::read::diagnostic(&e);
+            let instance = read_instance(&kube, namespace, INSTANCE_NAME)
+                .await
+                .map_err(|e| {
+                    Diagnostic::error("Failed to read the FluxInstance", format!("{e}."))
+                })?;
+            if instance.is_none() {
+                return Err(not_there_to_import(
+                    &format!("FluxInstance {namespace}/{INSTANCE_NAME}"),
+                    &kube.endpoint,
+                ));
+            }
+            drifted(&kube, namespace, private).await.map_err(failed)
+        })
+        .await;
+        match read {
+            Ok(entries) => found.drifted = set_drift(&mut req.prior_state, entries),
+            Err(d) => found.diagnostics.push(d),
+        }
+        return (req, found);
+    }
+    if !reads_at_plan(target, &req).await {
+        return (req, found);
+    }
     let (namespace, private) = (&namespace, &private);
     let read = read_own_cluster(target, &label, &mut found.diagnostics, |kube| async move {
         let entries = drifted(&kube, namespace, private)

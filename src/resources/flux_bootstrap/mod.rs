@@ -64,11 +64,8 @@ impl Resource for FluxBootstrap {
         }
         crate::resources::fleet::validate_cluster(config, &mut found);
         // Clients that cannot point at a nested attribute's source line still show which one.
-        for mut d in found {
-            if let Some(path) = &d.attribute {
-                d.detail = format!("`{path}`: {}", d.detail);
-            }
-            diagnostics.push(d);
+        for d in found {
+            diagnostics.push(crate::resources::fleet::path_in_detail(d));
         }
     }
 

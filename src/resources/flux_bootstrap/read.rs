@@ -2,11 +2,12 @@
 //! computed `drift` list (so the next plan is an update that names it); a failed API call is an
 //! error and the state stays as it is (never "gone"). A state applied through its own `cluster`
 //! is kept as it is (refresh has no configuration to reach that cluster): the plan makes this
-//! read there instead ([`super::fleet`]).
+//! read there instead ([`super::fleet`]), as it does for an import not read yet.
 
 use super::private::Private;
 use crate::cluster::flux::{FluxError, Kube, drift};
 use crate::framework::{Ctx, Diagnostic, ReadRequest, ReadResponse};
+use crate::resources::private::Imported;
 use crate::resources::{cluster_diagnostic, connection};
 use crate::values::Value;
 
@@ -14,6 +15,16 @@ use super::model::INSTANCE_NAME;
 
 pub async fn read(ctx: &Ctx, req: ReadRequest) -> ReadResponse {
     let mut state = req.current_state;
+    let private = Private::decode_without_new_salt(&req.private);
+    if private.imported == Some(Imported::NotRead) {
+        // The namespace only (an import without a provider connection): the plan checks it
+        // through the resource's target.
+        tracing::debug!("refresh keeps an imported state the plan has still to read");
+        return ReadResponse {
+            new_state: state,
+            ..Default::default()
+        };
+    }
     if connection::applied_through_own_cluster(&state) {
         tracing::debug!("refresh keeps a state applied through its own `cluster`");
         return ReadResponse {
@@ -21,7 +32,6 @@ pub async fn read(ctx: &Ctx, req: ReadRequest) -> ReadResponse {
             ..Default::default()
         };
     }
-    let private = Private::decode_without_new_salt(&req.private);
     let Some(namespace) = state
         .attr("namespace")
         .and_then(Value::as_str)

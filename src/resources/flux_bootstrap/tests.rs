@@ -326,3 +326,82 @@ async fn a_destroy_the_provider_cannot_reach_forgets_a_kept_bootstrap_and_refuse
     );
     assert_eq!(refused.new_state, prior, "kept in state");
 }
+
+#[tokio::test]
+async fn an_import_without_a_provider_connection_is_the_namespace_only_and_read_at_plan() {
+    let d = dispatcher();
+    let imported = d
+        .import(
+            TYPE,
+            crate::framework::ImportRequest {
+                id: "flux-system".into(),
+                client_capabilities: ClientCapabilities::default(),
+            },
+        )
+        .await;
+    assert!(
+        !imported.diagnostics.has_errors(),
+        "{:?}",
+        imported.diagnostics
+    );
+    let one = imported.imported.first().expect("one imported state");
+    assert_eq!(
+        one.state.attr("namespace"),
+        Some(&Value::from("flux-system"))
+    );
+    let private = Private::decode_without_new_salt(&one.private);
+    assert_eq!(
+        private.imported,
+        Some(crate::resources::private::Imported::NotRead)
+    );
+    let read = d
+        .read(
+            TYPE,
+            ReadRequest {
+                current_state: one.state.clone(),
+                private: one.private.clone(),
+                client_capabilities: ClientCapabilities::default(),
+            },
+        )
+        .await;
+    assert!(read.diagnostics.is_empty(), "{:?}", read.diagnostics);
+    assert_eq!(read.new_state, one.state, "kept, never removed");
+    // No `cluster` and no provider connection: the plan cannot check the import, and says so.
+    let planned = plan(
+        &d,
+        config(&d, SECRET),
+        one.state.clone(),
+        one.private.clone(),
+    )
+    .await;
+    let error = planned
+        .diagnostics
+        .iter()
+        .find(|x| x.severity == Severity::Error)
+        .expect("an error");
+    assert_eq!(error.attribute, Some(AttributePath::attr(CLUSTER)));
+    assert!(error.detail.contains("Set `cluster`"), "{}", error.detail);
+}
+
+#[tokio::test]
+async fn removing_cluster_without_a_provider_connection_is_an_error_naming_the_cluster() {
+    let d = dispatcher();
+    let mut private = Private::default();
+    private.ensure_salt();
+    let prior = applied_to(&d, "https://a.example:6443", "hmac-sha256:x", "keep");
+    let planned = plan(&d, config(&d, SECRET), prior, private.encode()).await;
+    let error = planned
+        .diagnostics
+        .iter()
+        .find(|x| x.severity == Severity::Error)
+        .expect("an error");
+    assert_eq!(error.attribute, Some(AttributePath::attr(CLUSTER)));
+    assert!(
+        error
+            .detail
+            .contains("point the provider block at https://a.example:6443"),
+        "{}",
+        error.detail
+    );
+    assert!(planned.requires_replace.is_empty(), "never a silent move");
+}

@@ -3,6 +3,8 @@
 //! the Flux bootstrap.
 //! - [`read_at_plan`] refreshes the release where plan has the configuration (refresh has none),
 //!   so `plan` still shows drift on every cluster; [`refreshed_prior`] does so again at apply.
+//!   It reads an imported release there too ([`crate::resources::private::Imported`]: an import
+//!   has only the ID), an error when the release is not on the cluster the resource reaches.
 //! - [`applied_identity`] is the checked identity as the chart model stores it; [`destroy_handle`]
 //!   finds a connection for a destroy (which has no configuration either).
 //! - [`plan_identity`] and [`name_cluster`] are the shared ones.
@@ -11,11 +13,13 @@ use super::{ChartResource, observe, refresh};
 use crate::cluster::ClusterHandle;
 use crate::framework::model::{Unknowns, decode, encode};
 use crate::framework::plan::mark_unknown;
-use crate::framework::{Ctx, Diagnostic, Diagnostics, PlanRequest, PlanResponse};
+use crate::framework::{Block, Ctx, Diagnostic, Diagnostics, PlanRequest, PlanResponse};
 use crate::resources::connection::{self, IdentityState, Target};
 use crate::resources::engine_report::engine_diagnostic;
 pub use crate::resources::fleet::{name_cluster, plan_identity};
-use crate::resources::fleet::{read_own_cluster, reads_at_plan};
+use crate::resources::fleet::{
+    not_there_to_import, read_import, read_own_cluster, reads_at_plan, reads_import,
+};
 use crate::resources::job;
 use crate::resources::private::Private;
 use crate::values::Value;
@@ -29,6 +33,14 @@ pub struct ReadAtPlan {
 }
 
 impl ReadAtPlan {
+    /// The read's errors, when it failed (an import not there, or not readable): the plan
+    /// stops there, since it has nothing to plan from.
+    pub fn errors(&self) -> Option<Diagnostics> {
+        self.diagnostics
+            .has_errors()
+            .then(|| self.diagnostics.clone())
+    }
+
     /// Adds what the read found to the plan: its warnings, and for a release gone from the
     /// cluster an install (every attribute an install changes becomes unknown).
     pub fn finish(self, resp: &mut PlanResponse, stored_prior: &Value) {
@@ -61,6 +73,13 @@ pub async fn read_at_plan<K: ChartResource>(
     mut req: PlanRequest,
 ) -> (PlanRequest, ReadAtPlan) {
     let mut found = ReadAtPlan::default();
+    if !req.prior_state.is_null()
+        && !req.proposed_new_state.is_null()
+        && reads_import(target, &req.prior_private)
+    {
+        read_import_at_plan::<K>(target, &mut req, &mut found.diagnostics).await;
+        return (req, found);
+    }
     if !reads_at_plan(target, &req).await {
         return (req, found);
     }
@@ -92,6 +111,70 @@ pub async fn read_at_plan<K: ChartResource>(
     (req, found)
 }
 
+/// An imported release read through `target`, as the prior state the plan starts from (the
+/// state the CLI has is the ID only, or what the provider's cluster has). The private state
+/// keeps the import's mark, so that the apply reads the release again before it decides
+/// ([`refreshed_prior`]). Not there, or not readable: an error (an import never installs).
+async fn read_import_at_plan<K: ChartResource>(
+    target: &Target,
+    req: &mut PlanRequest,
+    diagnostics: &mut Diagnostics,
+) {
+    let Ok(state) = decode::<K>(&req.prior_state, Unknowns::AsNull) else {
+        return;
+    };
+    let label = state.label();
+    let stored = &state;
+    let read = read_import(target, &label, |kube| async move {
+        let observed = observe(&kube, stored)
+            .await
+            .map_err(|e| engine_diagnostic("read", &e))?;
+        Ok((kube, observed))
+    })
+    .await;
+    let (kube, observed) = match read {
+        Ok(read) => read,
+        Err(d) => return diagnostics.push(d),
+    };
+    let id = state.common().id();
+    let mut private = Private::decode(&req.prior_private);
+    match refresh(state, &observed, &mut private, diagnostics) {
+        Some(refreshed) => {
+            if let Ok(v) = encode(&refreshed, &K::schema().value_type()) {
+                req.prior_state = job::keep(v, &req.prior_state);
+                req.prior_private = private.encode();
+                computed_from(
+                    &K::schema().block,
+                    &req.prior_state,
+                    &req.config,
+                    &mut req.proposed_new_state,
+                );
+            }
+        }
+        None => diagnostics.push(not_there_to_import(
+            &format!("Helm release {id}"),
+            &kube.endpoint,
+        )),
+    }
+}
+
+/// The CLI proposes the prior state's computed values where the configuration sets none, and
+/// its prior was the import's (the ID only): `proposed` with those of `prior`, the release as
+/// read, as the CLI would have proposed them from it. Attributes with a default keep the
+/// default the dispatcher planned.
+fn computed_from(block: &Block, prior: &Value, config: &Value, proposed: &mut Value) {
+    for a in block
+        .attributes
+        .iter()
+        .filter(|a| a.computed && a.default.is_none())
+    {
+        let unset = config.attr(&a.name).is_none_or(Value::is_null);
+        if let (true, Some(attrs), Some(v)) = (unset, proposed.attrs_mut(), prior.attr(&a.name)) {
+            attrs.insert(a.name.clone(), v.clone());
+        }
+    }
+}
+
 /// The `cluster_identity` the apply stores (see [`connection::applied_identity`]).
 ///
 /// # Errors
@@ -118,19 +201,44 @@ pub async fn destroy_handle(ctx: &Ctx, prior: &Value, private: &Private) -> Opti
 /// could not read it, and the install decision compares what the last apply installed with what
 /// runs (a stale prior would call a drifted release unchanged). `None` when the release is gone
 /// (installed again); a read that fails leaves `prior` as stored (the install reads again).
+///
+/// An imported state (whatever the target) is read too, since the CLI's prior is the ID only
+/// or another cluster's, and the import's mark leaves the private state; so is a state applied
+/// through `cluster` that has been removed since (refresh kept it as it was).
+///
+/// # Errors
+/// An imported release that cannot be read, or is gone since the plan: an import never
+/// installs (nor upgrades from a made-up prior).
 pub async fn refreshed_prior<K: ChartResource>(
     clients: &crate::cluster::Kube,
     target: &Target,
     prior: Option<K>,
     private: &mut Private,
-) -> Option<K> {
-    let prior = prior?;
-    if !matches!(target, Target::Own { .. }) {
-        return Some(prior);
-    }
-    let Ok(observed) = observe(clients, &prior).await else {
-        return Some(prior);
+) -> Result<Option<K>, Diagnostic> {
+    let Some(prior) = prior else {
+        return Ok(None);
     };
+    let imported = private.imported.take().is_some();
+    // Refresh kept a state applied through its own `cluster` as it was, also when `cluster` has
+    // been removed since (the provider's connection reaches that cluster, or the plan failed).
+    let unread = prior.common().cluster_identity.is_some();
+    if !imported && !unread && !matches!(target, Target::Own { .. }) {
+        return Ok(Some(prior));
+    }
+    let observed = match observe(clients, &prior).await {
+        Ok(observed) => observed,
+        Err(e) if imported => {
+            return Err(engine_diagnostic(&format!("read {}", prior.label()), &e));
+        }
+        Err(_) => return Ok(Some(prior)),
+    };
+    let id = prior.common().id();
     // Its warnings were the plan's already.
-    refresh(prior, &observed, private, &mut Diagnostics::new())
+    match refresh(prior, &observed, private, &mut Diagnostics::new()) {
+        None if imported => Err(not_there_to_import(
+            &format!("Helm release {id}"),
+            &clients.endpoint,
+        )),
+        refreshed => Ok(refreshed),
+    }
 }

@@ -2,6 +2,12 @@
 //! and lifecycle for apply, read, import and move. Apply decodes the planned state (with the
 //! configuration's write-only values), never re-deriving what the plan settled; nothing here is
 //! specific to one chart.
+//!
+//! Import receives only the ID. With a provider connection it reads the release through it (an
+//! error when it is not there); without one (a fleet's provider block) it returns the ID only,
+//! marked so that refresh keeps it. Either way the plan, which has the configuration, reads the
+//! release through the resource's own `cluster` when it has one (`fleet::read_at_plan`), an
+//! error when it is not there: an import never installs.
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -13,14 +19,14 @@ use crate::cluster::engine::EngineError;
 use crate::cluster::helm::release::values_digest;
 use crate::cluster::helm::release_values::{RecordedValues, current_values};
 use crate::cluster::talos_inventory;
-use crate::cluster::{ClusterHandle, Kube};
+use crate::cluster::{ClusterHandle, Kube, ProviderConfig};
 use crate::framework::model::{Unknowns, decode, encode};
 use crate::framework::plan::with_write_only;
 use crate::framework::*;
 use crate::resources::connection;
 use crate::resources::engine_report::engine_diagnostic;
 use crate::resources::job::{self, Flavor};
-use crate::resources::private::Private;
+use crate::resources::private::{Imported, Private};
 use crate::values::{AttributePath, Value};
 use async_trait::async_trait;
 
@@ -183,6 +189,12 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         if let Some(m) = decoded::<K>(config, "configuration", diagnostics) {
             super::validate(&m, diagnostics);
         }
+        // The same checks the provider block has, on `cluster.<name>`, before any plan.
+        let mut found = Diagnostics::new();
+        crate::resources::fleet::validate_cluster(config, &mut found);
+        for d in found {
+            diagnostics.push(crate::resources::fleet::path_in_detail(d));
+        }
     }
 
     async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse {
@@ -195,6 +207,9 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         let stored_private = req.prior_private.clone();
         // Refresh had no configuration to reach this resource's own cluster: read it now.
         let (req, read_at_plan) = fleet::read_at_plan::<K>(&target, req).await;
+        if let Some(errors) = read_at_plan.errors() {
+            return PlanResponse::from(errors);
+        }
         let config = req.config.clone();
         let again = PlanRequest {
             prior_state: req.prior_state.clone(),
@@ -317,7 +332,13 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         else {
             return keep(diagnostics);
         };
-        let prior = fleet::refreshed_prior(&clients, &target, prior, &mut private).await;
+        let prior = match fleet::refreshed_prior(&clients, &target, prior, &mut private).await {
+            Ok(prior) => prior,
+            Err(d) => {
+                diagnostics.extend(fleet::name_cluster(d.into(), &target, &clients.endpoint));
+                return keep(diagnostics);
+            }
+        };
         // The planned state (defaults, id, the version in use are all settled by the plan),
         // with the write-only values only the configuration carries.
         let planned = with_write_only(&K::schema().block, &req.planned_state, &req.config);
@@ -365,6 +386,12 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             diagnostics,
             private: None,
         };
+        if private.imported == Some(Imported::NotRead) {
+            // The ID only (an import without a provider connection): no configuration here to
+            // reach its cluster; the plan reads it through the resource's target.
+            tracing::debug!("refresh keeps an imported state the plan has still to read");
+            return keep(diagnostics);
+        }
         if connection::applied_through_own_cluster(&req.current_state) {
             // No configuration here, so no way to its own cluster: kept as it is; the plan
             // reads that cluster instead.
@@ -419,12 +446,25 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             return none(diagnostics);
         };
         let what = format!("import {}", req.id);
-        let Some(clients) = connect(&crate::resources::cluster(ctx), &what, &mut diagnostics).await
-        else {
-            return none(diagnostics);
-        };
         let state = K::for_import(namespace, name);
         let mut private = Private::fresh();
+        let provider = crate::resources::cluster(ctx);
+        if !matches!(provider.config(), ProviderConfig::Known(_)) {
+            // An import receives only the ID, no configuration and so no `cluster`, and a
+            // fleet's provider block usually connects nowhere: the ID only, marked so that
+            // refresh keeps it and the plan reads it through the resource's target.
+            private.imported = Some(Imported::NotRead);
+            return ImportResponse {
+                imported: vec![ImportedResource {
+                    state: encode_state(&state, &mut diagnostics),
+                    private: private.encode(),
+                }],
+                diagnostics,
+            };
+        }
+        let Some(clients) = connect(&provider, &what, &mut diagnostics).await else {
+            return none(diagnostics);
+        };
         let observed = match observe(&clients, &state).await {
             Ok(o) => o,
             Err(e) => {
@@ -435,6 +475,9 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         match refresh(state, &observed, &mut private, &mut diagnostics) {
             Some(state) => {
                 let state = encode_state(&state, &mut diagnostics);
+                // The configuration may name another cluster in `cluster`: the plan reads it
+                // there again.
+                private.imported = Some(Imported::ThroughProvider);
                 ImportResponse {
                     imported: vec![ImportedResource {
                         state,
@@ -446,7 +489,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             None => {
                 diagnostics.error(
                     "Cannot import a missing release",
-                    format!("No Helm release {} exists in the cluster. Declare the resource and apply instead (for objects installed without Helm, `adopt_existing = true` takes them over in place).", req.id),
+                    format!("No Helm release {} exists on {}, the provider's connection. Declare the resource and apply instead (for objects installed without Helm, `adopt_existing = true` takes them over in place). An import receives no configuration, so it cannot use this resource's `cluster`: to import from the cluster `cluster` names, leave the provider block without a connection (as a fleet's usually is), and the plan reads the release through `cluster`.", req.id, clients.endpoint),
                 );
                 none(diagnostics)
             }
@@ -469,5 +512,100 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             target_private: private.encode(),
             diagnostics,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Import, refresh and validate of a chart resource through the dispatcher, with a provider
+    //! block that connects nowhere (a fleet's): nothing here reaches a cluster.
+    use std::sync::Arc;
+
+    use crate::framework::{
+        ClientCapabilities, Dispatcher, FixedProvider, ImportRequest, ReadRequest, Severity,
+    };
+    use crate::resources::cilium::CiliumResource;
+    use crate::resources::connection::{CLUSTER, HOST};
+    use crate::resources::private::{Imported, Private};
+    use crate::values::{AttributePath, Type, Value};
+
+    const TYPE: &str = "talosboot_cilium";
+
+    fn dispatcher() -> Dispatcher {
+        Dispatcher::new(
+            Arc::new(FixedProvider(Arc::new(
+                crate::resources::ProviderData::new(crate::cluster::ClusterHandle::unconfigured()),
+            ))),
+            vec![Arc::new(CiliumResource::default())],
+            Vec::new(),
+            Default::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn an_import_without_a_provider_connection_is_the_id_only_and_refresh_keeps_it() {
+        let d = dispatcher();
+        let imported = d
+            .import(
+                TYPE,
+                ImportRequest {
+                    id: "kube-system/cilium".into(),
+                    client_capabilities: ClientCapabilities::default(),
+                },
+            )
+            .await;
+        assert!(
+            !imported.diagnostics.has_errors(),
+            "{:?}",
+            imported.diagnostics
+        );
+        let one = imported.imported.first().expect("one imported state");
+        assert_eq!(one.state.attr("name"), Some(&Value::from("cilium")));
+        assert_eq!(
+            one.state.attr("namespace"),
+            Some(&Value::from("kube-system"))
+        );
+        assert_eq!(one.state.attr("revision"), Some(&Value::Null), "not read");
+        let private = Private::decode_without_new_salt(&one.private);
+        assert_eq!(private.imported, Some(Imported::NotRead));
+        assert!(!private.salt.is_empty(), "the identity is planned salted");
+        let read = d
+            .read(
+                TYPE,
+                ReadRequest {
+                    current_state: one.state.clone(),
+                    private: one.private.clone(),
+                    client_capabilities: ClientCapabilities::default(),
+                },
+            )
+            .await;
+        assert!(read.diagnostics.is_empty(), "{:?}", read.diagnostics);
+        assert_eq!(read.new_state, one.state, "kept, never removed");
+    }
+
+    #[test]
+    fn bad_cluster_settings_fail_at_validate_on_their_path() {
+        let d = dispatcher();
+        let Ok(Type::Object { attributes, .. }) = d.resource_type(TYPE).cloned() else {
+            panic!("object type");
+        };
+        let mut config: std::collections::BTreeMap<String, Value> = attributes
+            .keys()
+            .map(|k| (k.clone(), Value::Null))
+            .collect();
+        config.insert("version".into(), Value::from("1.20.2"));
+        config.insert(
+            CLUSTER.into(),
+            Value::object([(HOST, Value::from("10.0.0.10:6443"))]),
+        );
+        let diagnostics = d.validate_resource(TYPE, &Value::Object(config), true);
+        let error = diagnostics
+            .iter()
+            .find(|x| x.severity == Severity::Error)
+            .expect("an error at validate");
+        assert_eq!(
+            error.attribute,
+            Some(AttributePath::attr(CLUSTER).then_attr(HOST))
+        );
     }
 }
