@@ -940,6 +940,20 @@ async fn apply_with(
     )
 }
 
+/// A failed apply's first diagnostic, short: its summary and the start of its detail (after the
+/// configuration line the CLI quotes).
+fn diagnostic_gist(flat: &str) -> String {
+    let error = &flat[flat.find("Error:").unwrap_or(0)..];
+    let summary = error.split(" with ").next().unwrap_or(error);
+    let detail = error
+        .find("\" { ")
+        .map_or("", |at| &error[at + 4..])
+        .chars()
+        .take(220)
+        .collect::<String>();
+    format!("{summary}: {detail}")
+}
+
 fn flat(text: &str) -> String {
     text.split_whitespace()
         .filter(|w| !matches!(*w, "│" | "╷" | "╵"))
@@ -1091,8 +1105,7 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
         } else if killed {
             format!("CLI killed (SIGKILL), {}", hit.as_deref().unwrap_or("?"))
         } else {
-            let at = text.find("Error:").unwrap_or(0);
-            text[at..].chars().take(160).collect()
+            diagnostic_gist(&text)
         };
         let result = match (fault.is_day2(), &hit) {
             (true, None) => format!("{result} (fault missed: the apply ended first)"),
