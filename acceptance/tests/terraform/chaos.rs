@@ -327,9 +327,14 @@ struct Tally {
 }
 
 impl Tally {
-    fn table(&self, seed: u64) -> String {
+    /// The run's table; `cli` names the CLI and its version (two runs side by side print
+    /// theirs interleaved).
+    fn table(&self, seed: u64, cli: &str) -> String {
         let mut t = String::new();
-        let _ = writeln!(t, "chaos seed {seed} (replay: TALOSBOOT_CHAOS_SEED={seed})");
+        let _ = writeln!(
+            t,
+            "chaos on {cli}, seed {seed} (replay: TALOSBOOT_CHAOS_SEED={seed})"
+        );
         let _ = writeln!(
             t,
             "| fault injected | steps | of which missed (the apply ended first) |\n|---|---|---|"
@@ -424,6 +429,9 @@ fn cause_of(text: &str) -> Option<&'static str> {
                 "connection closed",
                 "ConnectionAborted",
                 "dropped",
+                // Helm in the bootstrap pod, its request to the API (KubePrism) cut: `Put
+                // "https://localhost:7445/...": EOF`.
+                "\": EOF",
             ],
             "API unreachable or connection dropped",
         ),
@@ -926,6 +934,13 @@ async fn apply_with(
         out = &mut wait => out,
         () = inject => unreachable!("the injector never ends on its own"),
     };
+    // What source-controller said when the apply ended (for a failure's diagnosis).
+    if fault == Fault::GitRefuses && std::env::var_os("TALOSBOOT_CHAOS_DEBUG").is_some() {
+        eprintln!(
+            "GitRefuses: the sync source's conditions as the apply ended:\n{}",
+            day2::source_conditions(client).await
+        );
+    }
     // A step that ended while the Git server refused: it accepts the key again now.
     git.end();
     let out = out.expect("join").expect("wait for the CLI");
@@ -998,6 +1013,14 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
         );
     }
     let flux = flux_in_schema(&ws);
+    let cli_version = ws.ok(&["version", "-json"]).json();
+    let cli = format!(
+        "{} {}",
+        ws.cli().name(),
+        cli_version["terraform_version"]
+            .as_str()
+            .unwrap_or("(version unknown)")
+    );
     eprintln!("talosboot_flux_bootstrap in the schema: {flux}");
     let started = Instant::now();
     let mut tally = Tally::default();
@@ -1026,7 +1049,7 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
         // A version upgrade needs a release that runs, recorded in the state: on a create (the
         // first step, or the replace of a tainted object) its Job is killed after its record
         // instead. (A CLI killed during a create after the release exists loses it from the
-        // state, and the next create refuses it as somebody else's: see CONTRIBUTING.md.)
+        // state, and the next create refuses it as somebody else's: see DEVELOPMENT.md.)
         if fault.upgrades_cilium() && !upgradable(&ws, flux) {
             fault = Fault::KillJobAfterRecord;
         }
@@ -1113,6 +1136,12 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
             _ => result,
         };
         tally.step_times.push((i, fault, took, result));
+        if let (false, Ok(dir)) = (out.success, std::env::var("TALOSBOOT_CHAOS_DEBUG")) {
+            let _ = std::fs::write(
+                format!("{dir}/{}-step-{i}-{fault:?}.txt", ws.cli().name()),
+                out.text(),
+            );
+        }
         if out.success {
             tally.ok += 1;
             let upgraded = fault.upgrades_cilium();
@@ -1271,7 +1300,7 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
             "bootstrap objects left after convergence: {left:?}"
         ));
     }
-    let table = tally.table(s.seed);
+    let table = tally.table(s.seed, &cli);
     eprintln!("{table}");
     assert!(problems.is_empty(), "{table}\n{}", problems.join("\n\n"));
 }

@@ -213,11 +213,33 @@ pub(super) async fn source_ready(client: &kube::Client) -> Option<(String, Strin
     })
 }
 
-/// Whether the sync source says the Git server refused its key.
+/// The sync source's conditions: `type=status (reason): message`, one a line.
+pub(super) async fn source_conditions(client: &kube::Client) -> String {
+    let Ok(Some(source)) = git_repositories(client).get_opt("flux-system").await else {
+        return "(no GitRepository flux-system/flux-system)".to_owned();
+    };
+    source.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            format!(
+                "{}={} ({}): {}\n",
+                c["type"].as_str().unwrap_or_default(),
+                c["status"].as_str().unwrap_or_default(),
+                c["reason"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// Whether a condition of the sync source (`Ready=False`, `FetchFailed=True`) gives the Git
+/// server's refusal of its key.
 pub(super) async fn source_refused(client: &kube::Client) -> bool {
-    source_ready(client).await.is_some_and(|(status, message)| {
-        status == "False"
-            && (message.contains("unable to authenticate") || message.contains("handshake failed"))
+    source_conditions(client).await.lines().any(|line| {
+        (line.starts_with("Ready=False") || line.starts_with("FetchFailed=True"))
+            && (line.contains("unable to authenticate") || line.contains("handshake failed"))
     })
 }
 
