@@ -6,13 +6,17 @@
 //! SIGINT, killed with SIGKILL). Day 2 ([`day2`]): a Cilium version upgrade (one minor up or
 //! down) whose CLI is killed mid-upgrade, or during whose agent rollout the API is unreachable;
 //! a Helm Job killed once its release record is written; the Git server refusing the deploy key
-//! for a while (the Flux bootstrap's `revision` bumped so that it runs). After a SIGKILL, the Lease and the bootstrap objects may stay
-//! only within their own bounds (the Lease's expiry; the next apply's cleanup). After every step: the apply succeeded or failed with a diagnostic naming the
-//! cause; the state claims nothing the cluster lacks and keeps every release that exists; after a
-//! success no bootstrap object is left; no Lease stays held. After the faults stop one more apply
-//! converges and the next plan is empty. A table of faults, failures by cause and convergence
-//! times is printed (`--nocapture` to see it on success). Every other step runs with
-//! `rbac = "minimal"` (a render run before each install), the final convergence too.
+//! for a while (the Flux bootstrap's `revision` bumped so that it runs). After a SIGKILL, the
+//! Lease and the bootstrap objects may stay only within their own bounds (the Lease's expiry;
+//! the next apply's cleanup; for an upgrade's pre-flight release, the next upgrade). After every
+//! step: the apply succeeded or failed with a diagnostic naming the cause; the state claims
+//! nothing the cluster lacks (the revision it claims exists and holds the chart version it
+//! claims) and keeps every release that exists; after a success no bootstrap object is left; no
+//! Lease stays held. After the faults stop one more apply converges and the next plan is empty. A
+//! table of faults (and which missed their moment), failures by cause and convergence times is
+//! printed (`--nocapture` to see it on success). Every other step runs with `rbac = "minimal"`
+//! (a render run before each install), the final convergence too. The kinds, the figures and
+//! what the suite found: `DEVELOPMENT.md`.
 //!
 //! Seeded: the seed is printed; `TALOSBOOT_CHAOS_SEED=N` replays a run. The default run is short
 //! (four steps per CLI, bounded at about a minute each); `TALOSBOOT_CHAOS_LONG=1` runs many more
@@ -99,7 +103,7 @@ impl Fault {
         matches!(self, Fault::KillCli | Fault::KillCliUpgrade)
     }
 
-    /// The four kinds of issue 38 (day 2, Helm 4, real Flux).
+    /// The day-2 kinds: version upgrades, Helm 4's release records, the Git source.
     fn is_day2(self) -> bool {
         matches!(
             self,
@@ -430,8 +434,9 @@ fn cause_of(text: &str) -> Option<&'static str> {
                 "ConnectionAborted",
                 "dropped",
                 // Helm in the bootstrap pod, its request to the API (KubePrism) cut: `Put
-                // "https://localhost:7445/...": EOF`.
+                // "https://localhost:7445/...": EOF` (or `unexpected EOF`, mid-response).
                 "\": EOF",
+                "\": unexpected EOF",
             ],
             "API unreachable or connection dropped",
         ),
@@ -1303,4 +1308,54 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
     let table = tally.table(s.seed, &cli);
     eprintln!("{table}");
     assert!(problems.is_empty(), "{table}\n{}", problems.join("\n\n"));
+}
+
+/// The failures the suite met, as the CLI printed them, name their cause.
+#[cfg(test)]
+mod causes {
+    use super::cause_of;
+
+    /// The API unreachable during an upgrade's rollout (`UnreachableRollout`, the long run of
+    /// 2026-12-07): Helm 4's server-side apply in the bootstrap pod cut mid-response.
+    #[test]
+    fn helm_cut_off_from_the_api_is_a_dropped_connection() {
+        let text = r#"
+Error: Failed to upgrade Cilium 1.18.4 (kube-system/cilium)
+
+  with talosboot_cilium.this,
+  on main.tf line 19, in resource "talosboot_cilium" "this":
+  19: resource "talosboot_cilium" "this" {
+
+Failed to run the bootstrap Job: the bootstrap Job
+kube-system/talosboot-helm-kube-system-cilium-e95fc9a8 failed:
+BackoffLimitExceeded: Job has reached the specified backoff limit.
+
+Containers:
+  - bootstrap: terminated (exit code 1, Error)
+
+Last log lines (full log: kubectl -n kube-system logs
+job/talosboot-helm-kube-system-cilium-e95fc9a8):
+  | talosboot: the installer runs Helm v4.3.2
+  | Error: UPGRADE FAILED: server-side apply failed for object kube-system/cilium-envoy apps/v1, Kind=DaemonSet: Patch "https://localhost:7445/apis/apps/v1/namespaces/kube-system/daemonsets/cilium-envoy?fieldManager=helm&fieldValidation=Strict&force=false": unexpected EOF
+"#;
+        assert_eq!(
+            cause_of(text),
+            Some("API unreachable or connection dropped")
+        );
+        let record = text.replace(
+            r#"Patch "https://localhost:7445/apis/apps/v1/namespaces/kube-system/daemonsets/cilium-envoy?fieldManager=helm&fieldValidation=Strict&force=false": unexpected EOF"#,
+            r#"update: failed to update: Put "https://localhost:7445/api/v1/namespaces/kube-system/secrets/sh.helm.release.v1.cilium.v23": EOF"#,
+        );
+        assert_eq!(
+            cause_of(&record),
+            Some("API unreachable or connection dropped")
+        );
+    }
+
+    /// A Helm Job that fails for a reason of its own names none of the faults.
+    #[test]
+    fn a_failure_of_its_own_names_no_fault() {
+        let text = "Error: Failed to upgrade Cilium 1.18.4\n\nFailed to run the bootstrap Job: the chart has no template named foo (exit code 1)";
+        assert_eq!(cause_of(text), None);
+    }
 }
