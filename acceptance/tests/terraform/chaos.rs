@@ -3,13 +3,20 @@
 //! in the fault proxy in front of the apiserver (5xx and 429 bursts, latency, dropped
 //! connections, unreachable periods, on the endpoints of the kubeconfig and KubePrism), in the
 //! node layer (the bootstrap pod killed, the installer hung), and in the CLI (interrupted with
-//! SIGINT, killed with SIGKILL). After a SIGKILL, the Lease and the bootstrap objects may stay
-//! only within their own bounds (the Lease's expiry; the next apply's cleanup). After every step: the apply succeeded or failed with a diagnostic naming the
-//! cause; the state claims nothing the cluster lacks and keeps every release that exists; after a
-//! success no bootstrap object is left; no Lease stays held. After the faults stop one more apply
-//! converges and the next plan is empty. A table of faults, failures by cause and convergence
-//! times is printed (`--nocapture` to see it on success). Every other step runs with
-//! `rbac = "minimal"` (a render run before each install), the final convergence too.
+//! SIGINT, killed with SIGKILL). Day 2 ([`day2`]): a Cilium version upgrade (one minor up or
+//! down) whose CLI is killed mid-upgrade, or during whose agent rollout the API is unreachable;
+//! a Helm Job killed once its release record is written; the Git server refusing the deploy key
+//! for a while (the Flux bootstrap's `revision` bumped so that it runs). After a SIGKILL, the
+//! Lease and the bootstrap objects may stay only within their own bounds (the Lease's expiry;
+//! the next apply's cleanup; for an upgrade's pre-flight release, the next upgrade). After every
+//! step: the apply succeeded or failed with a diagnostic naming the cause; the state claims
+//! nothing the cluster lacks (the revision it claims exists and holds the chart version it
+//! claims) and keeps every release that exists; after a success no bootstrap object is left; no
+//! Lease stays held. After the faults stop one more apply converges and the next plan is empty. A
+//! table of faults (and which missed their moment), failures by cause and convergence times is
+//! printed (`--nocapture` to see it on success). Every other step runs with `rbac = "minimal"`
+//! (a render run before each install), the final convergence too. The kinds, the figures and
+//! what the suite found: `DEVELOPMENT.md`.
 //!
 //! Seeded: the seed is printed; `TALOSBOOT_CHAOS_SEED=N` replays a run. The default run is short
 //! (four steps per CLI, bounded at about a minute each); `TALOSBOOT_CHAOS_LONG=1` runs many more
@@ -17,6 +24,9 @@
 //! has it (`tofu providers schema -json`); until then the root is Cilium's. The Flux bootstrap runs
 //! on the real Flux Operator and controllers, syncing from the loopback Git source with a deploy key
 //! (`flux_bootstrap::FluxCluster`); the API faults reach their calls too (through KubePrism).
+//! After the faults stop, the sync source must be Ready again (Flux fetches from the Git server).
+
+mod day2;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -70,6 +80,39 @@ enum Fault {
     Interrupt,
     /// The CLI killed with SIGKILL while the bootstrap Job runs.
     KillCli,
+    /// The CLI killed with SIGKILL during a Cilium version upgrade: while its Jobs run (the
+    /// pre-flight's, the upgrade's) or once the agents roll.
+    KillCliUpgrade,
+    /// A Cilium version upgrade during whose agent rollout the API is unreachable for a while.
+    UnreachableRollout,
+    /// The bootstrap pod killed once the new revision's Helm release record exists
+    /// (`pending-upgrade`): the record is written, the Job never reports.
+    KillJobAfterRecord,
+    /// The Git server refuses the deploy key for a while, while the Flux bootstrap runs again.
+    GitRefuses,
+}
+
+impl Fault {
+    /// Whether the step moves Cilium to the other version.
+    fn upgrades_cilium(self) -> bool {
+        matches!(self, Fault::KillCliUpgrade | Fault::UnreachableRollout)
+    }
+
+    /// Whether the CLI gets SIGKILL.
+    fn kills_cli(self) -> bool {
+        matches!(self, Fault::KillCli | Fault::KillCliUpgrade)
+    }
+
+    /// The day-2 kinds: version upgrades, Helm 4's release records, the Git source.
+    fn is_day2(self) -> bool {
+        matches!(
+            self,
+            Fault::KillCliUpgrade
+                | Fault::UnreachableRollout
+                | Fault::KillJobAfterRecord
+                | Fault::GitRefuses
+        )
+    }
 }
 
 const FAULTS: &[Fault] = &[
@@ -83,6 +126,18 @@ const FAULTS: &[Fault] = &[
     Fault::HangInstaller,
     Fault::Interrupt,
     Fault::KillCli,
+    Fault::KillCliUpgrade,
+    Fault::UnreachableRollout,
+    Fault::KillJobAfterRecord,
+    Fault::GitRefuses,
+];
+
+/// The day-2 kinds, for the short run's one forced pick.
+const DAY2_FAULTS: &[Fault] = &[
+    Fault::KillCliUpgrade,
+    Fault::UnreachableRollout,
+    Fault::KillJobAfterRecord,
+    Fault::GitRefuses,
 ];
 
 const PATHS: &[&str] = &[
@@ -101,6 +156,29 @@ struct Settings {
     long: bool,
     steps: usize,
     budget: Duration,
+    /// The kinds the steps pick from: every kind, or `TALOSBOOT_CHAOS_FAULTS`'s.
+    pool: Vec<Fault>,
+}
+
+/// `TALOSBOOT_CHAOS_FAULTS=KillJobAfterRecord,GitRefuses`: the steps pick only these kinds (to
+/// work on one); unset, every kind.
+fn fault_pool() -> Vec<Fault> {
+    let Ok(names) = std::env::var("TALOSBOOT_CHAOS_FAULTS") else {
+        return FAULTS.to_vec();
+    };
+    names
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            *FAULTS
+                .iter()
+                .find(|f| format!("{f:?}") == n)
+                .unwrap_or_else(|| {
+                    panic!("TALOSBOOT_CHAOS_FAULTS: no fault kind {n:?} in {FAULTS:?}")
+                })
+        })
+        .collect()
 }
 
 fn settings() -> Settings {
@@ -120,6 +198,7 @@ fn settings() -> Settings {
             long,
             steps: 80,
             budget: Duration::from_secs(15 * 60),
+            pool: fault_pool(),
         }
     } else {
         // The short run's eight steps are shared by the two CLIs' variants, four each (each
@@ -130,6 +209,7 @@ fn settings() -> Settings {
             long,
             steps: 4,
             budget: Duration::from_secs(60),
+            pool: fault_pool(),
         }
     }
 }
@@ -147,27 +227,61 @@ fn flux_in_schema(ws: &Workspace) -> bool {
         })
 }
 
+/// One step's root (see [`root`]).
+struct Step<'a> {
+    /// Cilium's `values` carry it: a new value is an upgrade (a Helm run).
+    value: u64,
+    /// The installer hangs (`talos-sim.dev/hang`) with this `timeout`: the shortest allowed
+    /// (30s) for a deadline, a long one for an interrupt to hit a running install.
+    hang: Option<&'a str>,
+    /// Whether the Flux bootstrap is in the root.
+    flux: bool,
+    /// Both resources' `rbac` (with `minimal` a fault can also hit the render run).
+    rbac: &'a str,
+    /// Cilium's chart version ([`day2::CILIUM_VERSIONS`]).
+    version: &'a str,
+    /// The Flux bootstrap's `revision`: bumped, the whole bootstrap runs again, and the
+    /// FluxInstance's `sync.interval` (`60+revision` s) changes with it, so that the operator
+    /// reconciles it and waits for the sync source to be healthy again.
+    flux_revision: u64,
+    /// The Flux bootstrap's `timeout`.
+    flux_timeout: &'a str,
+}
+
 /// The seeds' root: Cilium with the user's values, then (once it exists) the Flux bootstrap.
-/// `hang`: the installer hangs (`talos-sim.dev/hang`), with the shortest `timeout` allowed
-/// (30s) when `deadline`, else a long one (for an interrupt to hit a running install).
-/// `rbac`: both resources' `rbac` (with `minimal` a fault can also hit the render run).
-fn root(cluster: &FluxCluster, step: u64, hang: Option<&str>, flux: bool, rbac: &str) -> String {
-    let job = match hang {
+/// Cilium's `timeout` leaves room for a version upgrade (the pre-flight on every node, the
+/// upgrade, the agents' rollout) unless the installer hangs.
+fn root(cluster: &FluxCluster, step: &Step) -> String {
+    let rbac = step.rbac;
+    let job = match step.hang {
         Some(timeout) => format!(
             "  timeout = \"{timeout}\"\n  job = {{ annotations = {{ \"talos-sim.dev/hang\" = \"true\" }} }}\n"
         ),
-        None => "  timeout = \"60s\"\n".to_owned(),
+        None => "  timeout = \"3m\"\n".to_owned(),
     };
     let job = format!("{job}  rbac = \"{rbac}\"\n");
     let mut hcl = format!(
-        "{REQUIRED_PROVIDERS}\n{}\nresource \"talosboot_cilium\" \"this\" {{\n  version = \"1.18.4\"\n  values  = [yamlencode({{ hubble = {{ relay = {{ enabled = true }} }}, chaos = {{ step = {step} }} }})]\n{job}}}\n",
-        cluster.provider_block()
+        "{REQUIRED_PROVIDERS}\n{}\nresource \"talosboot_cilium\" \"this\" {{\n  version = \"{}\"\n  values  = [yamlencode({{ hubble = {{ relay = {{ enabled = true }} }}, chaos = {{ step = {} }} }})]\n{job}}}\n",
+        cluster.provider_block(),
+        step.version,
+        step.value,
     );
-    if flux {
-        hcl.push_str(&flux_resource(cluster).replace(
-            "  timeout    = \"3m\"\n",
-            &format!("  timeout    = \"3m\"\n  rbac       = \"{rbac}\"\n"),
-        ));
+    if step.flux {
+        hcl.push_str(
+            &flux_resource(cluster)
+                .replace(
+                    "  timeout    = \"3m\"\n",
+                    &format!(
+                        "  timeout    = \"{}\"\n  rbac       = \"{rbac}\"\n",
+                        step.flux_timeout
+                    ),
+                )
+                .replace(
+                    "  revision = 1\n",
+                    &format!("  revision = {}\n", step.flux_revision),
+                )
+                .replace("SYNC_INTERVAL", &format!("{}s", 60 + step.flux_revision)),
+        );
     }
     hcl
 }
@@ -188,7 +302,7 @@ resource "talosboot_flux_bootstrap" "this" {
       spec = {
         distribution = { version = "2.9.x", registry = "ghcr.io/fluxcd" }
         components   = ["source-controller", "kustomize-controller"]
-        sync         = { kind = "GitRepository", url = "SOURCE", ref = "refs/heads/main", path = "SYNC_PATH", pullSecret = "DEPLOY_KEY_SECRET" }
+        sync         = { kind = "GitRepository", url = "SOURCE", ref = "refs/heads/main", path = "SYNC_PATH", pullSecret = "DEPLOY_KEY_SECRET", interval = "SYNC_INTERVAL" }
       }
     })
     operator_chart = { version = "0.59.0" }
@@ -208,6 +322,8 @@ resource "talosboot_flux_bootstrap" "this" {
 #[derive(Default)]
 struct Tally {
     faults: BTreeMap<Fault, usize>,
+    /// Faults whose moment never came (the apply ended first): injected, not hit.
+    missed: BTreeMap<Fault, usize>,
     ok: usize,
     failed_by_cause: BTreeMap<&'static str, usize>,
     step_times: Vec<(usize, Fault, Duration, String)>,
@@ -215,12 +331,21 @@ struct Tally {
 }
 
 impl Tally {
-    fn table(&self, seed: u64) -> String {
+    /// The run's table; `cli` names the CLI and its version (two runs side by side print
+    /// theirs interleaved).
+    fn table(&self, seed: u64, cli: &str) -> String {
         let mut t = String::new();
-        let _ = writeln!(t, "chaos seed {seed} (replay: TALOSBOOT_CHAOS_SEED={seed})");
-        let _ = writeln!(t, "| fault injected | steps |\n|---|---|");
+        let _ = writeln!(
+            t,
+            "chaos on {cli}, seed {seed} (replay: TALOSBOOT_CHAOS_SEED={seed})"
+        );
+        let _ = writeln!(
+            t,
+            "| fault injected | steps | of which missed (the apply ended first) |\n|---|---|---|"
+        );
         for (f, n) in &self.faults {
-            let _ = writeln!(t, "| {f:?} | {n} |");
+            let missed = self.missed.get(f).copied().unwrap_or(0);
+            let _ = writeln!(t, "| {f:?} | {n} | {missed} |");
         }
         let _ = writeln!(
             t,
@@ -270,6 +395,14 @@ fn cause_of(text: &str) -> Option<&'static str> {
     let causes: &[(&[&str], &'static str)] = &[
         (&["interrupted", "execution halted"], "interrupted"),
         (
+            &[
+                "unable to authenticate",
+                "handshake failed",
+                "failed to checkout",
+            ],
+            "Git source refused",
+        ),
+        (
             &["did not finish within", "DeadlineExceeded"],
             "deadline (installer hung)",
         ),
@@ -300,6 +433,10 @@ fn cause_of(text: &str) -> Option<&'static str> {
                 "connection closed",
                 "ConnectionAborted",
                 "dropped",
+                // Helm in the bootstrap pod, its request to the API (KubePrism) cut: `Put
+                // "https://localhost:7445/...": EOF` (or `unexpected EOF`, mid-response).
+                "\": EOF",
+                "\": unexpected EOF",
             ],
             "API unreachable or connection dropped",
         ),
@@ -342,6 +479,25 @@ fn cilium_in_state(ws: &Workspace) -> Option<(bool, Value)> {
         instance["status"] == "tainted",
         instance["attributes"].clone(),
     ))
+}
+
+/// Whether the state records Cilium running (not tainted) and, with `flux`, the Flux bootstrap:
+/// a version upgrade is then an update of both.
+fn upgradable(ws: &Workspace, flux: bool) -> bool {
+    let running = |resource_type: &str| {
+        serde_json::from_str::<Value>(&ws.state_text())
+            .ok()
+            .and_then(|s| s["resources"].as_array().cloned())
+            .is_some_and(|r| {
+                r.iter().any(|r| {
+                    r["type"] == resource_type
+                        && r["instances"]
+                            .as_array()
+                            .is_some_and(|i| i.iter().any(|i| i["status"] != "tainted"))
+                })
+            })
+    };
+    running("talosboot_cilium") && (!flux || running("talosboot_flux_bootstrap"))
 }
 
 /// Whether the state holds an instance of `resource_type`.
@@ -390,6 +546,16 @@ async fn check_state(ws: &Workspace, client: &kube::Client) -> Result<(), String
                     return Err(format!(
                         "state claims a deployed release; records: {records:?}"
                     ));
+                }
+                // The version it claims is the one that revision holds: a killed upgrade leaves
+                // the old version (or a tainted object), never the new one unrecorded.
+                if let Some(claimed) = attrs["chart_version"].as_str().filter(|v| !v.is_empty()) {
+                    let charts = day2::record_chart_versions(client).await;
+                    if charts.get(&rev).is_some_and(|c| c != claimed) {
+                        return Err(format!(
+                            "state claims chart {claimed} at revision {rev} (tainted: {tainted}), but that record holds {charts:?}"
+                        ));
+                    }
                 }
             } else if !tainted && attrs["status"] == "deployed" {
                 return Err(format!("state claims deployed without a revision: {attrs}"));
@@ -456,6 +622,7 @@ async fn leftovers_but(client: &kube::Client, keep_failed: bool) -> Vec<String> 
         "ClusterRoleBinding"
     );
     collect!(ClusterRole, Api::all(client.clone()), "ClusterRole");
+    out.extend(day2::preflight_leftovers(client).await);
     out
 }
 
@@ -530,8 +697,14 @@ where
     }
 }
 
-/// Waits for a bootstrap pod (Running) or Job to appear, at most `secs`.
-async fn wait_for_bootstrap(client: &kube::Client, running_pod: bool, secs: u64) -> Option<String> {
+/// Waits for a bootstrap pod (Running) or Job to appear, at most `secs`; a Job of `earlier` (one
+/// a killed run left running) does not count.
+async fn wait_for_bootstrap(
+    client: &kube::Client,
+    running_pod: bool,
+    secs: u64,
+    earlier: &std::collections::BTreeSet<String>,
+) -> Option<String> {
     let deadline = Instant::now() + Duration::from_secs(secs);
     let lp = ListParams::default().labels(MANAGED);
     while Instant::now() < deadline {
@@ -551,6 +724,10 @@ async fn wait_for_bootstrap(client: &kube::Client, running_pod: bool, secs: u64)
             if let Ok(list) = jobs.list(&lp).await {
                 let running = list.items.into_iter().find(|j| {
                     j.metadata.deletion_timestamp.is_none()
+                        && j.metadata
+                            .name
+                            .as_ref()
+                            .is_some_and(|n| !earlier.contains(n))
                         && j.status
                             .as_ref()
                             .and_then(|s| s.conditions.as_ref())
@@ -573,16 +750,52 @@ async fn wait_for_bootstrap(client: &kube::Client, running_pod: bool, secs: u64)
     None
 }
 
-/// Injects `fault` (API faults at once, pod faults once the bootstrap is running) while
-/// `child` applies; returns the CLI's output.
+/// What the cluster was before a step, for the faults that wait for a change.
+struct Before {
+    /// The agent DaemonSet's generation.
+    agents: i64,
+    /// The newest revision of release `cilium`.
+    cilium_revision: i64,
+    /// The bootstrap Jobs there already.
+    jobs: std::collections::BTreeSet<String>,
+}
+
+impl Before {
+    async fn read(client: &kube::Client) -> Before {
+        Before {
+            agents: day2::agent_generation(client).await,
+            cilium_revision: day2::newest_revision(client, "cilium").await,
+            jobs: Api::<Job>::all(client.clone())
+                .list_metadata(&ListParams::default().labels(MANAGED))
+                .await
+                .map(|l| {
+                    l.items
+                        .into_iter()
+                        .filter_map(|j| j.metadata.name)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// What the injector did: the moment it hit (`None`: the apply ended before it came).
+type Hit = Option<String>;
+
+/// Injects `fault` (API faults at once, pod faults once the bootstrap is running, day-2 faults
+/// at their moment) while `child` applies; returns the CLI's output and where the fault hit.
+#[allow(clippy::too_many_arguments)]
 async fn apply_with(
     faults: &talos_sim::Faults,
     client: &kube::Client,
+    git: &day2::GitRefusal<'_>,
     rng: &mut Rng,
     fault: Fault,
+    before: &Before,
     child: std::process::Child,
-) -> TfOutput {
+) -> (TfOutput, Hit) {
     let path = (*rng.pick(PATHS)).to_owned();
+    let mut hit: Hit = Some("at once".to_owned());
     match fault {
         Fault::ErrorBurst => faults.fail_requests(
             *rng.pick(&[500, 503]),
@@ -598,9 +811,25 @@ async fn apply_with(
         Fault::DropConnections => {
             faults.drop_connections(1 + rng.below(3) as u32, Matcher::path(&path))
         }
+        // Helm's writes slowed (every PATCH through KubePrism: Helm 4 applies server-side), so
+        // that the upgrade's record, written first, stays `pending-upgrade` long enough to be
+        // seen before the Job ends.
+        Fault::KillJobAfterRecord => faults.delay_for(
+            Duration::from_millis(150 + rng.below(150)),
+            Duration::from_secs(60),
+            Matcher {
+                path_contains: None,
+                verb: Some("patch".into()),
+            },
+        ),
         _ => {}
     }
     let pid = child.id();
+    let kill_cli = |signal: &str| {
+        let _ = std::process::Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status();
+    };
     let mut wait = tokio::task::spawn_blocking(move || child.wait_with_output());
     let inject = async {
         match fault {
@@ -609,7 +838,7 @@ async fn apply_with(
                 faults.unreachable_for(Duration::from_millis(500 + rng.below(2000)));
             }
             Fault::KillPod => {
-                if let Some(pod) = wait_for_bootstrap(client, true, 60).await {
+                if let Some(pod) = wait_for_bootstrap(client, true, 60, &before.jobs).await {
                     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
                     let patch = json!({"metadata": {"annotations": {"talos-sim.dev/kill": format!("{}", rng.next())}}});
                     let _ = pods
@@ -618,18 +847,88 @@ async fn apply_with(
                 }
             }
             Fault::Interrupt | Fault::KillCli => {
-                let job = wait_for_bootstrap(client, false, 60).await;
+                hit = None;
+                let job = wait_for_bootstrap(client, false, 60, &before.jobs).await;
                 if job.is_some() {
                     tokio::time::sleep(Duration::from_millis(rng.below(400))).await;
-                    let signal = if fault == Fault::KillCli {
+                    hit = Some("the bootstrap Job running".to_owned());
+                    kill_cli(if fault == Fault::KillCli {
                         "-KILL"
                     } else {
                         "-INT"
-                    };
-                    let _ = std::process::Command::new("kill")
-                        .args([signal, &pid.to_string()])
-                        .status();
+                    });
                 }
+            }
+            Fault::KillCliUpgrade => {
+                hit = None;
+                let moment = if rng.below(2) == 0 {
+                    day2::UpgradeMoment::Job
+                } else {
+                    day2::UpgradeMoment::Rollout
+                };
+                let reached = match moment {
+                    day2::UpgradeMoment::Job => wait_for_bootstrap(client, false, 90, &before.jobs)
+                        .await
+                        .is_some(),
+                    day2::UpgradeMoment::Rollout => {
+                        day2::agents_rolling(client, before.agents, 120).await
+                    }
+                };
+                if reached {
+                    tokio::time::sleep(Duration::from_millis(rng.below(1500))).await;
+                    hit = Some(
+                        match moment {
+                            day2::UpgradeMoment::Job => "an upgrade Job running",
+                            day2::UpgradeMoment::Rollout => "the agents rolling",
+                        }
+                        .to_owned(),
+                    );
+                    kill_cli("-KILL");
+                }
+            }
+            Fault::UnreachableRollout => {
+                hit = None;
+                if day2::agents_rolling(client, before.agents, 120).await {
+                    tokio::time::sleep(Duration::from_millis(rng.below(500))).await;
+                    let period = Duration::from_millis(2000 + rng.below(6000));
+                    faults.unreachable_for(period);
+                    hit = Some(format!(
+                        "the agents rolling, unreachable for {:.1} s",
+                        period.as_secs_f64()
+                    ));
+                }
+            }
+            Fault::KillJobAfterRecord => {
+                hit = None;
+                if day2::new_record(client, "cilium", before.cilium_revision, 90)
+                    .await
+                    .is_some()
+                    && day2::kill_bootstrap_pods(client, rng.next()).await > 0
+                {
+                    hit = Some("the new record pending".to_owned());
+                }
+            }
+            Fault::GitRefuses => {
+                // The period: from shorter than the Flux bootstrap's 25 s timeout (the apply
+                // succeeds once the source fetches again) to longer (it fails naming it).
+                let period = Duration::from_millis(5000 + rng.below(40000));
+                let until = Instant::now() + period;
+                let period = period.as_secs_f64();
+                git.start();
+                hit = Some(format!(
+                    "refused for {period:.1} s, the fetch not seen failing"
+                ));
+                day2::request_fetch(client, &format!("chaos-refused-{}", rng.next())).await;
+                while Instant::now() < until {
+                    if day2::source_refused(client).await {
+                        hit = Some(format!("source-controller refused for {period:.1} s"));
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                tokio::time::sleep(until.saturating_duration_since(Instant::now())).await;
+                git.end();
+                day2::request_fetch(client, &format!("chaos-accepted-{}", rng.next())).await;
             }
             _ => {}
         }
@@ -640,13 +939,39 @@ async fn apply_with(
         out = &mut wait => out,
         () = inject => unreachable!("the injector never ends on its own"),
     };
-    let out = out.expect("join").expect("wait for the CLI");
-    TfOutput {
-        success: out.status.success(),
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    // What source-controller said when the apply ended (for a failure's diagnosis).
+    if fault == Fault::GitRefuses && std::env::var_os("TALOSBOOT_CHAOS_DEBUG").is_some() {
+        eprintln!(
+            "GitRefuses: the sync source's conditions as the apply ended:\n{}",
+            day2::source_conditions(client).await
+        );
     }
+    // A step that ended while the Git server refused: it accepts the key again now.
+    git.end();
+    let out = out.expect("join").expect("wait for the CLI");
+    (
+        TfOutput {
+            success: out.status.success(),
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        },
+        hit,
+    )
+}
+
+/// A failed apply's first diagnostic, short: its summary and the start of its detail (after the
+/// configuration line the CLI quotes).
+fn diagnostic_gist(flat: &str) -> String {
+    let error = &flat[flat.find("Error:").unwrap_or(0)..];
+    let summary = error.split(" with ").next().unwrap_or(error);
+    let detail = error
+        .find("\" { ")
+        .map_or("", |at| &error[at + 4..])
+        .chars()
+        .take(220)
+        .collect::<String>();
+    format!("{summary}: {detail}")
 }
 
 fn flat(text: &str) -> String {
@@ -672,7 +997,18 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
         s.seed, s.seed
     );
     let mut rng = Rng(s.seed);
-    let mut ws = Workspace::new(&root(&cluster, 0, None, false, "cluster-admin"));
+    let mut version = day2::CILIUM_VERSIONS[0];
+    let mut flux_revision = 1;
+    let first = Step {
+        value: 0,
+        hang: None,
+        flux: false,
+        rbac: "cluster-admin",
+        version,
+        flux_revision,
+        flux_timeout: "3m",
+    };
+    let mut ws = Workspace::new(&root(&cluster, &first));
     ws.init();
     if std::env::var_os("TALOSBOOT_CHAOS_DEBUG").is_some() {
         ws.set_env("TF_LOG_PROVIDER", "debug");
@@ -682,9 +1018,18 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
         );
     }
     let flux = flux_in_schema(&ws);
+    let cli_version = ws.ok(&["version", "-json"]).json();
+    let cli = format!(
+        "{} {}",
+        ws.cli().name(),
+        cli_version["terraform_version"]
+            .as_str()
+            .unwrap_or("(version unknown)")
+    );
     eprintln!("talosboot_flux_bootstrap in the schema: {flux}");
     let started = Instant::now();
     let mut tally = Tally::default();
+    let git = day2::GitRefusal::new(&cluster);
     let mut problems = Vec::new();
     // What a run whose CLI was killed left: its objects stay within their own bounds (the Job's
     // deadline) until the next engine run on the target cleans them up, which an apply with
@@ -694,25 +1039,47 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
         if started.elapsed() > s.budget {
             break;
         }
-        let mut fault = *rng.pick(FAULTS);
+        let mut fault = *rng.pick(&s.pool);
         // A hung installer runs into its 30 s timeout (the simulator scales the Job's deadline,
         // the provider's wait is real time when the pod never starts): at most once in a short
         // run. Decided by the seed alone, so a seed replays the same faults.
         if fault == Fault::HangInstaller && !s.long && tally.faults.contains_key(&fault) {
             fault = Fault::Interrupt;
         }
+        // A short run meets one day-2 kind at least: its second step if the seed has not
+        // picked one by then (the kind from the seed too).
+        if !s.long && i == 1 && !tally.faults.keys().any(|f| f.is_day2()) && s.pool == FAULTS {
+            fault = *rng.pick(DAY2_FAULTS);
+        }
+        // A version upgrade needs a release that runs, recorded in the state: on a create (the
+        // first step, or the replace of a tainted object) its Job is killed after its record
+        // instead. (A CLI killed during a create after the release exists loses it from the
+        // state, and the next create refuses it as somebody else's: see DEVELOPMENT.md.)
+        if fault.upgrades_cilium() && !upgradable(&ws, flux) {
+            fault = Fault::KillJobAfterRecord;
+        }
         // Every run kills the CLI once (SIGKILL): its last step if the seed has not yet.
-        if i + 1 == s.steps && !tally.faults.contains_key(&Fault::KillCli) {
+        if i + 1 == s.steps && !tally.faults.keys().any(|f| f.kills_cli()) && s.pool == FAULTS {
             fault = Fault::KillCli;
         }
         *tally.faults.entry(fault).or_default() += 1;
         // Pod-level faults need a run: their step always changes the values (an upgrade).
         let step_value = match fault {
-            Fault::KillPod | Fault::HangInstaller | Fault::Interrupt | Fault::KillCli => {
-                100 + i as u64
-            }
+            Fault::KillPod
+            | Fault::HangInstaller
+            | Fault::Interrupt
+            | Fault::KillCli
+            | Fault::KillJobAfterRecord => 100 + i as u64,
             _ => rng.below(3),
         };
+        // A version upgrade (one minor up, or back down): the step's Cilium moves.
+        if fault.upgrades_cilium() {
+            version = day2::other_version(version);
+        }
+        // The Flux bootstrap runs again, so that source-controller's refusal reaches it.
+        if fault == Fault::GitRefuses {
+            flux_revision += 1;
+        }
         let hang = match fault {
             Fault::HangInstaller => Some("30s"),
             Fault::Interrupt | Fault::KillCli => Some("5m"),
@@ -724,7 +1091,22 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
         } else {
             "cluster-admin"
         };
-        ws.write("main.tf", &root(&cluster, step_value, hang, flux, rbac));
+        let step = Step {
+            value: step_value,
+            hang,
+            flux,
+            rbac,
+            version,
+            flux_revision,
+            // Shorter than the longest refusals: some runs out while the Git server refuses.
+            flux_timeout: if fault == Fault::GitRefuses {
+                "25s"
+            } else {
+                "3m"
+            },
+        };
+        ws.write("main.tf", &root(&cluster, &step));
+        let before = Before::read(&client).await;
         let child = ws
             .command(&["apply", "-auto-approve", "-no-color", "-input=false"])
             .stdout(std::process::Stdio::piped())
@@ -732,10 +1114,13 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
             .spawn()
             .expect("start apply");
         let t0 = Instant::now();
-        let out = apply_with(faults, &client, &mut rng, fault, child).await;
+        let (out, hit) = apply_with(faults, &client, &git, &mut rng, fault, &before, child).await;
         let took = t0.elapsed();
         faults.clear();
-        let killed = fault == Fault::KillCli && out.code.is_none();
+        if hit.is_none() {
+            *tally.missed.entry(fault).or_default() += 1;
+        }
+        let killed = fault.kills_cli() && out.code.is_none();
         if killed {
             orphans.extend(leftovers(&client).await);
             if let Err(p) = orphaned_jobs_are_bounded(&client).await {
@@ -746,22 +1131,35 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
         let result = if out.success {
             "ok".to_owned()
         } else if killed {
-            "CLI killed (SIGKILL)".to_owned()
+            format!("CLI killed (SIGKILL), {}", hit.as_deref().unwrap_or("?"))
         } else {
-            let at = text.find("Error:").unwrap_or(0);
-            text[at..].chars().take(160).collect()
+            diagnostic_gist(&text)
+        };
+        let result = match (fault.is_day2(), &hit) {
+            (true, None) => format!("{result} (fault missed: the apply ended first)"),
+            (true, Some(moment)) if !killed => format!("{result} (hit: {moment})"),
+            _ => result,
         };
         tally.step_times.push((i, fault, took, result));
+        if let (false, Ok(dir)) = (out.success, std::env::var("TALOSBOOT_CHAOS_DEBUG")) {
+            let _ = std::fs::write(
+                format!("{dir}/{}-step-{i}-{fault:?}.txt", ws.cli().name()),
+                out.text(),
+            );
+        }
         if out.success {
             tally.ok += 1;
+            let upgraded = fault.upgrades_cilium();
             let left = eventually_empty(20, || {
                 let orphans = orphans.clone();
                 let client = client.clone();
                 async move {
+                    // A killed upgrade's pre-flight release is excused until the next upgrade
+                    // (its name is the same each time): after a successful one, none.
                     leftovers_but(&client, true)
                         .await
                         .into_iter()
-                        .filter(|n| !orphans.contains(n))
+                        .filter(|n| !orphans.contains(n) || (upgraded && n.contains("cilium-pre")))
                         .collect()
                 }
             })
@@ -846,7 +1244,16 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
     }
     // The faults stop: one more apply converges and the next plan is empty.
     let t0 = Instant::now();
-    ws.write("main.tf", &root(&cluster, 9, None, flux, "minimal"));
+    let last_step = Step {
+        value: 9,
+        hang: None,
+        flux,
+        rbac: "minimal",
+        version,
+        flux_revision,
+        flux_timeout: "3m",
+    };
+    ws.write("main.tf", &root(&cluster, &last_step));
     let last = ws.run(&["apply", "-auto-approve", "-no-color", "-input=false"]);
     let empty = last.success && !ws.plan_has_changes();
     if empty {
@@ -862,6 +1269,21 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
     }
     if flux && !in_state(&ws, "talosboot_flux_bootstrap") {
         problems.push("after convergence: talosboot_flux_bootstrap is not in the state".into());
+    }
+    // Flux fetches from the Git server again (it refused the key for a while, maybe).
+    if flux {
+        if let Err(p) = day2::wait_source_ready(&client, 90).await {
+            problems.push(format!("after convergence: {p}"));
+        }
+    }
+    // The agents run the version the state says.
+    if let Some((_, attrs)) = cilium_in_state(&ws) {
+        if attrs["chart_version"].as_str() != Some(version) {
+            problems.push(format!(
+                "after convergence: the state's chart_version is {}, the root's version {version}",
+                attrs["chart_version"]
+            ));
+        }
     }
     let left = eventually_empty(20, || {
         let orphans = orphans.clone();
@@ -883,7 +1305,57 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
             "bootstrap objects left after convergence: {left:?}"
         ));
     }
-    let table = tally.table(s.seed);
+    let table = tally.table(s.seed, &cli);
     eprintln!("{table}");
     assert!(problems.is_empty(), "{table}\n{}", problems.join("\n\n"));
+}
+
+/// The failures the suite met, as the CLI printed them, name their cause.
+#[cfg(test)]
+mod causes {
+    use super::cause_of;
+
+    /// The API unreachable during an upgrade's rollout (`UnreachableRollout`, the long run of
+    /// 2026-12-07): Helm 4's server-side apply in the bootstrap pod cut mid-response.
+    #[test]
+    fn helm_cut_off_from_the_api_is_a_dropped_connection() {
+        let text = r#"
+Error: Failed to upgrade Cilium 1.18.4 (kube-system/cilium)
+
+  with talosboot_cilium.this,
+  on main.tf line 19, in resource "talosboot_cilium" "this":
+  19: resource "talosboot_cilium" "this" {
+
+Failed to run the bootstrap Job: the bootstrap Job
+kube-system/talosboot-helm-kube-system-cilium-e95fc9a8 failed:
+BackoffLimitExceeded: Job has reached the specified backoff limit.
+
+Containers:
+  - bootstrap: terminated (exit code 1, Error)
+
+Last log lines (full log: kubectl -n kube-system logs
+job/talosboot-helm-kube-system-cilium-e95fc9a8):
+  | talosboot: the installer runs Helm v4.3.2
+  | Error: UPGRADE FAILED: server-side apply failed for object kube-system/cilium-envoy apps/v1, Kind=DaemonSet: Patch "https://localhost:7445/apis/apps/v1/namespaces/kube-system/daemonsets/cilium-envoy?fieldManager=helm&fieldValidation=Strict&force=false": unexpected EOF
+"#;
+        assert_eq!(
+            cause_of(text),
+            Some("API unreachable or connection dropped")
+        );
+        let record = text.replace(
+            r#"Patch "https://localhost:7445/apis/apps/v1/namespaces/kube-system/daemonsets/cilium-envoy?fieldManager=helm&fieldValidation=Strict&force=false": unexpected EOF"#,
+            r#"update: failed to update: Put "https://localhost:7445/api/v1/namespaces/kube-system/secrets/sh.helm.release.v1.cilium.v23": EOF"#,
+        );
+        assert_eq!(
+            cause_of(&record),
+            Some("API unreachable or connection dropped")
+        );
+    }
+
+    /// A Helm Job that fails for a reason of its own names none of the faults.
+    #[test]
+    fn a_failure_of_its_own_names_no_fault() {
+        let text = "Error: Failed to upgrade Cilium 1.18.4\n\nFailed to run the bootstrap Job: the chart has no template named foo (exit code 1)";
+        assert_eq!(cause_of(text), None);
+    }
 }

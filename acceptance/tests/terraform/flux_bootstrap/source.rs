@@ -98,6 +98,12 @@ impl FluxCluster {
         std::fs::read_to_string(self.dir.path().join("deploy")).expect("the deploy key")
     }
 
+    /// The deploy key's public half (its `authorized_keys` line), to revoke and authorize it again
+    /// at the Git server (the chaos run's refusing Git server).
+    pub(crate) fn deploy_public_key(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("deploy.pub")).expect("the deploy key")
+    }
+
     /// The Git host's `known_hosts` line (`github.com ...`), as the quickstart's `known_hosts`.
     pub(crate) fn known_hosts_line(&self) -> String {
         let all =
