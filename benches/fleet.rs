@@ -113,11 +113,15 @@ fn main() {
                 &[0],
             );
             println!(
-                "run {run} N={n}: apply {:>6.2} s, provider peak {:>5.1} MiB ({} process{}); plan {:>5.2} s, {:>5.1} MiB",
+                "run {run} N={n}: apply {:>6.2} s, provider peak {:>5.1} MiB ({} process{}), CPU: provider {:>4.2} s, machine {:>5.1} s ({:>3.0} % of {} cores); plan {:>5.2} s, {:>5.1} MiB",
                 apply.wall.as_secs_f64(),
                 mib(apply.peak_kib),
                 apply.processes,
                 if apply.processes == 1 { "" } else { "es" },
+                apply.provider_cpu,
+                apply.machine_cpu,
+                busy_percent(&apply),
+                common::cores(),
                 plan.wall.as_secs_f64(),
                 mib(plan.peak_kib),
             );
@@ -129,13 +133,21 @@ fn main() {
 
     let wall = |n: usize| median(samples[&n].iter().map(|s| s.wall.as_secs_f64()).collect());
     let peak = |n: usize| median(samples[&n].iter().map(|s| mib(s.peak_kib)).collect());
+    let busy = |n: usize| median(samples[&n].iter().map(busy_percent).collect());
+    let provider_cpu = |n: usize| median(samples[&n].iter().map(|s| s.provider_cpu).collect());
     println!(
         "\nfleet summary ({runs} run{}, medians; one talosboot_cilium, for_each over N clusters, each through its write-only cluster)",
         if runs == 1 { "" } else { "s" }
     );
     println!(
-        "  {:>3} {:>10} {:>10} {:>14} {:>18}",
-        "N", "apply", "vs N=1", "provider peak", "growth per cluster"
+        "  {:>3} {:>10} {:>10} {:>14} {:>18} {:>13} {:>13}",
+        "N",
+        "apply",
+        "vs N=1",
+        "provider peak",
+        "growth per cluster",
+        "provider CPU",
+        "machine busy"
     );
     for n in SIZES {
         let growth = if n == 1 {
@@ -144,12 +156,23 @@ fn main() {
             format!("{:.2} MiB", (peak(n) - peak(1)) / (n - 1) as f64)
         };
         println!(
-            "  {n:>3} {:>8.2} s {:>9.2}x {:>10.1} MiB {:>18}",
+            "  {n:>3} {:>8.2} s {:>9.2}x {:>10.1} MiB {:>18} {:>11.2} s {:>11.0} %",
             wall(n),
             wall(n) / wall(1),
             peak(n),
-            growth
+            growth,
+            provider_cpu(n),
+            busy(n),
         );
     }
     println!("  goals: apply N=5 under 2.00x of N=1; growth under 2 MiB per cluster");
+    println!(
+        "  machine busy: the share of the {} cores' time used during the apply, by every process (the clusters' control planes and node layer included)",
+        common::cores()
+    );
+}
+
+/// How busy the machine's cores were during a command, in percent of all of them.
+fn busy_percent(s: &Sample) -> f64 {
+    100.0 * s.machine_cpu / (s.wall.as_secs_f64() * common::cores() as f64)
 }

@@ -177,6 +177,7 @@ impl Root {
             .spawn()
             .expect("run tofu");
         let tofu_pid = tofu.id();
+        let busy_before = machine_busy_ticks();
         let mut providers: BTreeMap<u32, Memory> = BTreeMap::new();
         let mut tofu_memory = Memory::default();
         let status = loop {
@@ -191,6 +192,7 @@ impl Root {
             std::thread::sleep(POLL_EVERY);
         };
         let wall = started.elapsed();
+        let machine_cpu = ticks_to_seconds(machine_busy_ticks().saturating_sub(busy_before));
         let command = format!("tofu {}", args.join(" "));
         let output = std::fs::read_to_string(&log).unwrap_or_default();
         assert!(
@@ -220,6 +222,8 @@ impl Root {
             processes: providers.len(),
             process_peaks_kib,
             tofu_peak_kib: tofu_memory.peak_kib,
+            provider_cpu: ticks_to_seconds(providers.values().map(|m| m.cpu_ticks).sum()),
+            machine_cpu,
             wall,
             exit_code: status.code().unwrap_or(-1),
         }
@@ -233,6 +237,8 @@ pub struct Memory {
     pub peak_kib: u64,
     /// The largest `VmRSS` sampled: what polling alone would have found, a check on `VmHWM`.
     pub sampled_rss_kib: u64,
+    /// User and system CPU time, in clock ticks, at the last sample (`/proc/<pid>/stat`).
+    pub cpu_ticks: u64,
 }
 
 impl Memory {
@@ -245,7 +251,46 @@ impl Memory {
         if let Some(rss) = status_kib(&status, "VmRSS:") {
             self.sampled_rss_kib = self.sampled_rss_kib.max(rss);
         }
+        if let Some(ticks) = cpu_ticks_of(pid) {
+            self.cpu_ticks = self.cpu_ticks.max(ticks);
+        }
     }
+}
+
+/// Linux reports `/proc` CPU times in USER_HZ, which is 100 on every architecture.
+const TICKS_PER_SECOND: f64 = 100.0;
+
+fn ticks_to_seconds(ticks: u64) -> f64 {
+    ticks as f64 / TICKS_PER_SECOND
+}
+
+/// `utime + stime` of a process (fields 14 and 15 of `/proc/<pid>/stat`).
+fn cpu_ticks_of(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    // After the comm: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+/// The machine's busy CPU time so far, every core summed (`/proc/stat`'s `cpu` line, less idle
+/// and iowait): whether a run was bound by the machine's cores rather than by waiting.
+pub fn machine_busy_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = stat.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0;
+    };
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is within user).
+    v.iter().take(8).sum::<u64>() - v.get(3).copied().unwrap_or(0) - v.get(4).copied().unwrap_or(0)
+}
+
+/// The machine's cores, as the kernel counts them.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 pub fn status_kib(status: &str, field: &str) -> Option<u64> {
@@ -289,6 +334,9 @@ pub struct Sample {
     /// Each provider process's own peak, smallest first (schema loading vs the graph walk).
     pub process_peaks_kib: Vec<u64>,
     pub tofu_peak_kib: u64,
+    /// CPU time of the provider processes, and of the whole machine, while the command ran.
+    pub provider_cpu: f64,
+    pub machine_cpu: f64,
     pub wall: Duration,
     pub exit_code: i32,
 }

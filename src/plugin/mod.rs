@@ -43,6 +43,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::service::Routes;
 use tonic::transport::Server;
 
@@ -57,6 +58,10 @@ pub const MAX_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
 /// process exits anyway (Terraform kills the plugin 2 s after `Shutdown`).
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
 
+/// How long the process waits at shutdown for applies still running (a CLI killed mid-apply:
+/// its apply is cancelled and ends through its failure path, which reads and marks what it left).
+const APPLY_GRACE: Duration = Duration::from_secs(20);
+
 /// How often to check that the parent process is still there.
 const PARENT_POLL: Duration = Duration::from_secs(2);
 
@@ -66,6 +71,9 @@ pub struct ServeContext {
     /// Cancelled when Terraform calls `GRPCController.Shutdown`, on SIGTERM, and (in
     /// `--debug` mode only) on SIGINT. Long-running work should stop when it fires.
     pub shutdown: CancellationToken,
+    /// Work that runs to its end even when its caller is gone (the applies): the process waits
+    /// for it at shutdown, up to [`APPLY_GRACE`].
+    pub applies: TaskTracker,
 }
 
 impl ServeContext {
@@ -186,6 +194,7 @@ struct Ready {
     tls: Option<TlsAcceptor>,
     routes: Routes,
     shutdown: CancellationToken,
+    applies: TaskTracker,
 }
 
 /// Everything up to and including the stdout announcement.
@@ -228,7 +237,9 @@ async fn prepare(
 
     let context = ServeContext {
         shutdown: shutdown.clone(),
+        applies: TaskTracker::new(),
     };
+    let applies = context.applies.clone();
     let routes = services::add_to(make_routes(&context), &shutdown).await;
 
     let announcement = if debug_mode {
@@ -245,17 +256,20 @@ async fn prepare(
         tls,
         routes,
         shutdown,
+        applies,
     })
 }
 
 impl Ready {
-    /// Serves until shutdown; in-flight RPCs get [`SHUTDOWN_GRACE`] to finish.
+    /// Serves until shutdown; in-flight RPCs get [`SHUTDOWN_GRACE`] to finish, applies
+    /// [`APPLY_GRACE`].
     async fn serve(self) -> Result<(), Error> {
         let Ready {
             listener,
             tls,
             routes,
             shutdown,
+            applies,
         } = self;
         let incoming = conn::incoming(listener, tls, shutdown.clone());
         let server = Server::builder()
@@ -270,6 +284,19 @@ impl Ready {
         tokio::select! {
             served = server => served.map_err(Error::Serve)?,
             () = grace_over => tracing::warn!("connections still open after the shutdown grace period; exiting anyway"),
+        }
+        applies.close();
+        if !applies.is_empty() {
+            tracing::info!(
+                applies = applies.len(),
+                "waiting for the applies still running"
+            );
+            if tokio::time::timeout(APPLY_GRACE, applies.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!("applies still running after the grace period; exiting anyway");
+            }
         }
         tracing::info!("plugin stopped");
         Ok(())

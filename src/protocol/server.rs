@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status};
 
 use super::handlers::{self, EndedEarly};
@@ -12,11 +13,21 @@ use crate::framework::Dispatcher;
 
 pub struct ProviderService {
     dispatcher: Arc<Dispatcher>,
+    applies: TaskTracker,
 }
 
 impl ProviderService {
     pub fn new(dispatcher: Arc<Dispatcher>) -> Self {
-        Self { dispatcher }
+        Self {
+            dispatcher,
+            applies: TaskTracker::new(),
+        }
+    }
+
+    /// Applies run as tasks of `applies`, which the plugin waits for at shutdown: see
+    /// `apply_resource_change`.
+    pub fn with_applies(self, applies: TaskTracker) -> Self {
+        Self { applies, ..self }
     }
 }
 
@@ -41,7 +52,7 @@ macro_rules! from_diagnostics {
 /// alone.
 macro_rules! provider_service {
     (answers: $($rpc:ident),* ; may_end_early: $($early:ident),* ; streams: { $($streams:tt)* }) => {
-        from_diagnostics!($($early),*);
+        from_diagnostics!($($early,)* apply_resource_change);
 
         #[tonic::async_trait]
         impl pb::provider_server::Provider for ProviderService {
@@ -103,13 +114,33 @@ provider_service! {
         configure_provider,
         read_resource,
         plan_resource_change,
-        apply_resource_change,
         import_resource_state,
         move_resource_state,
         read_data_source,
         generate_resource_config,
         validate_list_resource_config;
     streams: {
+        // An apply changes a cluster, so it runs to its end even when the CLI is gone. A CLI
+        // killed mid-apply leaves the plugin shutting down (it sees its parent gone and cancels
+        // the apply), and the apply's failure path then reads and marks what it left (a created
+        // release, which the next create resumes instead of refusing as somebody else's). Run
+        // inside the server's own task, that path was dropped with the runtime half a second
+        // after the server stopped, which a slow API outlasts; as a tracked task the plugin
+        // waits for it.
+        async fn apply_resource_change(
+            &self,
+            request: Request<pb::apply_resource_change::Request>,
+        ) -> Result<Response<pb::apply_resource_change::Response>, Status> {
+            let dispatcher = Arc::clone(&self.dispatcher);
+            let request = request.into_inner();
+            let applied = self
+                .applies
+                .spawn(async move { handlers::apply_resource_change(&dispatcher, request).await })
+                .await
+                .map_err(|e| Status::internal(format!("the apply ended abnormally: {e}")))?;
+            Ok(Response::new(applied.unwrap_or_else(FromDiagnostics::from_diagnostics)))
+        }
+
         // The one RPC whose messages are not named after it.
         async fn validate_state_store_config(
             &self,

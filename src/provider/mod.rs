@@ -73,5 +73,9 @@ pub fn dispatcher(shutdown: CancellationToken, include_test_resources: bool) -> 
 pub fn routes(ctx: &ServeContext) -> tonic::service::Routes {
     let test_resources = std::env::var(TEST_RESOURCES_ENV).as_deref() == Ok("1");
     let dispatcher = Arc::new(dispatcher(ctx.shutdown.clone(), test_resources));
-    tonic::service::Routes::new(protocol::server(dispatcher, MAX_MESSAGE_SIZE))
+    tonic::service::Routes::new(protocol::server(
+        dispatcher,
+        ctx.applies.clone(),
+        MAX_MESSAGE_SIZE,
+    ))
 }

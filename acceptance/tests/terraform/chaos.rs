@@ -1053,8 +1053,8 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
         }
         // A version upgrade needs a release that runs, recorded in the state: on a create (the
         // first step, or the replace of a tainted object) its Job is killed after its record
-        // instead. (A CLI killed during a create after the release exists loses it from the
-        // state, and the next create refuses it as somebody else's: see DEVELOPMENT.md.)
+        // instead. (A CLI killed during a create has its own test:
+        // `cilium::interruptions::a_cli_killed_while_a_create_waits_leaves_a_release_the_next_apply_resumes`.)
         if fault.upgrades_cilium() && !upgradable(&ws, flux) {
             fault = Fault::KillJobAfterRecord;
         }

@@ -82,6 +82,9 @@ pub struct SourceState {
     pub name: String,
     /// `None`: the object does not exist (yet), or has no `Ready` condition.
     pub ready: Option<Condition>,
+    /// source-controller's `FetchFailed=True`, which it keeps while it retries a failed fetch,
+    /// when `Ready` still reads `Unknown (Progressing)`: the failure, seen mid-retry.
+    pub fetch_failed: Option<Condition>,
     /// False: it does not exist (the operator has not applied it, or its kind is not served).
     pub exists: bool,
 }
@@ -96,6 +99,14 @@ impl fmt::Display for SourceState {
                 write!(f, " is Ready={} ({})", c.status, c.reason)
             }
             (Some(c), true) => write!(f, " is Ready={} ({}): {}", c.status, c.reason, c.message),
+        }?;
+        match &self.fetch_failed {
+            Some(c) if self.exists && !self.failing() => write!(
+                f,
+                "; its last fetch failed and source-controller retries (FetchFailed, {}): {}",
+                c.reason, c.message
+            ),
+            _ => Ok(()),
         }
     }
 }
@@ -106,6 +117,15 @@ impl SourceState {
         self.ready
             .as_ref()
             .is_some_and(|c| c.status == "False" && c.reason != "Progressing")
+    }
+
+    /// The condition that says why it does not sync: `Ready=False`, else a `FetchFailed=True`
+    /// kept while source-controller retries.
+    pub fn failure(&self) -> Option<&Condition> {
+        match self.failing() {
+            true => self.ready.as_ref(),
+            false => self.fetch_failed.as_ref(),
+        }
     }
 }
 
@@ -472,6 +492,7 @@ mod tests {
                 reason: "GitOperationFailed".into(),
                 message: "unable to clone".into(),
             }),
+            fetch_failed: None,
             exists: true,
         };
         assert_eq!(
@@ -489,6 +510,32 @@ mod tests {
             absent
                 .to_string()
                 .ends_with("does not exist (the operator had not applied it)")
+        );
+        // Mid-retry: Ready says only that it is progressing; the refusal is in FetchFailed.
+        let retrying = SourceState {
+            ready: Some(Condition {
+                status: "Unknown".into(),
+                reason: "Progressing".into(),
+                message: "building artifact".into(),
+            }),
+            fetch_failed: Some(Condition {
+                status: "True".into(),
+                reason: "GitOperationFailed".into(),
+                message: "ssh: unable to authenticate".into(),
+            }),
+            exists: true,
+            ..absent
+        };
+        assert!(!retrying.failing());
+        assert_eq!(
+            retrying.failure().map(|c| c.reason.as_str()),
+            Some("GitOperationFailed")
+        );
+        assert!(
+            retrying.to_string().ends_with(
+                "is Ready=Unknown (Progressing): building artifact; its last fetch failed and source-controller retries (FetchFailed, GitOperationFailed): ssh: unable to authenticate"
+            ),
+            "{retrying}"
         );
     }
 }

@@ -221,21 +221,24 @@ pub async fn sync_states(kube: &Kube, instance: &Json) -> Vec<SourceState> {
         let Ok(found) = objects::get(kube, &api, &sync.name, &what).await else {
             continue;
         };
-        let ready = found.as_ref().and_then(|o| {
-            conditions(o)
-                .iter()
-                .find(|c| text(c, "type") == "Ready")
-                .map(|c| Condition {
-                    status: text(c, "status").to_owned(),
-                    reason: text(c, "reason").to_owned(),
-                    message: redact(text(c, "message")),
-                })
-        });
+        let condition = |type_: &str| {
+            found.as_ref().and_then(|o| {
+                conditions(o)
+                    .iter()
+                    .find(|c| text(c, "type") == type_)
+                    .map(|c| Condition {
+                        status: text(c, "status").to_owned(),
+                        reason: text(c, "reason").to_owned(),
+                        message: redact(text(c, "message")),
+                    })
+            })
+        };
         out.push(SourceState {
             kind: kind.to_owned(),
             namespace: sync.namespace.clone(),
             name: sync.name.clone(),
-            ready,
+            ready: condition("Ready"),
+            fetch_failed: condition("FetchFailed").filter(|c| c.status == "True"),
             exists: found.is_some(),
         });
     }

@@ -41,7 +41,7 @@ fn flux_detail(e: &FluxError, out: &mut String) {
         }
         FluxError::InstanceNotReady { sources, .. } => {
             sources_detail(sources, out);
-            if !sources.iter().any(SourceState::failing) {
+            if !sources.iter().any(|s| s.failure().is_some()) {
                 let _ = writeln!(
                     out,
                     "\nNo sync object reports a failure yet: the operator may still be installing Flux or waiting for it. Give `timeout` room for the chart installs plus the operator's health-check wait, or set `debug_on_failure = true` for the FluxInstance's conditions."
@@ -61,11 +61,7 @@ fn sources_detail(sources: &[SourceState], out: &mut String) {
     for s in sources {
         let _ = writeln!(out, "  - {s}");
     }
-    if let Some((s, c)) = sources
-        .iter()
-        .filter(|s| s.failing())
-        .find_map(|s| s.ready.as_ref().map(|c| (s, c)))
-    {
+    if let Some((s, c)) = sources.iter().find_map(|s| s.failure().map(|c| (s, c))) {
         let hint = object_hint(&s.kind, &c.reason, &c.message);
         if !hint.is_empty() {
             let _ = writeln!(out, "\n{hint}");
@@ -118,6 +114,7 @@ mod tests {
                 reason: reason.into(),
                 message: message.into(),
             }),
+            fetch_failed: None,
             exists: true,
         }
     }
@@ -156,6 +153,35 @@ mod tests {
         });
         let d = run_diagnostic(&waiting, false, None);
         assert!(d.detail.contains("Give `timeout` room"), "{}", d.detail);
+        // Caught while source-controller retries: Ready only says it progresses, the refusal
+        // is in FetchFailed, and the diagnostic names it with its fix.
+        let mut retrying = git("Unknown", "Progressing", "building artifact");
+        retrying.fetch_failed = Some(Condition {
+            status: "True".into(),
+            reason: "GitOperationFailed".into(),
+            message: "failed to checkout and determine revision: unable to clone 'ssh://git@127.0.0.1:2222/infra.git': ssh: handshake failed: ssh: unable to authenticate, attempted methods [none publickey]".into(),
+        });
+        let mid_retry = RunError::Flux(FluxError::InstanceNotReady {
+            namespace: "flux-system".into(),
+            name: "flux".into(),
+            after: Duration::from_secs(60),
+            last: "Ready=Unknown (Progressing) Reconciliation in progress".into(),
+            operator_wait: OperatorWait::Default,
+            sources: vec![retrying],
+        });
+        let d = run_diagnostic(&mid_retry, false, None);
+        for words in [
+            "its last fetch failed and source-controller retries",
+            "unable to authenticate",
+            "register the deploy key's public half (read access)",
+        ] {
+            assert!(d.detail.contains(words), "{words:?} in\n{}", d.detail);
+        }
+        assert!(
+            !d.detail.contains("No sync object reports a failure yet"),
+            "{}",
+            d.detail
+        );
     }
 
     #[test]

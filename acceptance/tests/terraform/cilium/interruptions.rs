@@ -1,10 +1,12 @@
 //! Runs that meet other runs and faults: a Lease held by another client, API faults and a dropped
-//! watch during apply, a hung installer (deadline diagnosis), an interrupt during apply.
+//! watch during apply, a hung installer (deadline diagnosis), an interrupt during apply, a CLI
+//! killed while a create waits.
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
@@ -138,6 +140,87 @@ async fn an_interrupt_during_apply_deletes_the_job_and_frees_the_lease() {
         "says what was interrupted: {text}"
     );
     assert_no_leftovers(&client).await;
+}
+
+on_both_clis!(async a_cli_killed_while_a_create_waits_leaves_a_release_the_next_apply_resumes);
+/// A runner killed (SIGKILL) while a create waits for agents that never become ready (a value
+/// restoring SYS_MODULE): the CLI writes no state, yet the release runs. The orphaned provider
+/// still ends the create through its failure path (it sees its parent gone and cancels the
+/// wait) and marks the release, so the next apply, the configuration fixed, resumes it in place:
+/// not refused as somebody else's, never uninstalled.
+async fn a_cli_killed_while_a_create_waits_leaves_a_release_the_next_apply_resumes() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let broken = cilium(
+        r#"  timeout = "5m"
+  set = [{ name = "securityContext.capabilities.ciliumAgent", value = "{CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID,SYS_MODULE}" }]"#,
+    );
+    let ws = workspace(&cluster, &broken);
+    let child = ws
+        .command(&["apply", "-auto-approve", "-no-color"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start apply");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while current_status(&client).await.as_deref() != Some("deployed") {
+        assert!(Instant::now() < deadline, "the release was never installed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The install is done; the create waits for agents that crash.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    // An API slow to answer, as a loaded one or one behind faults is: the failure path's reads
+    // and its mark then take seconds, which the orphaned provider must wait for before it exits.
+    if let Some(faults) = cluster.faults() {
+        faults.delay_for(
+            Duration::from_millis(1000),
+            Duration::from_secs(30),
+            Matcher::any(),
+        );
+    }
+    let _ = tokio::task::spawn_blocking(move || child.wait_with_output()).await;
+
+    // What lets the next create resume the release: talosboot's mark on its record.
+    let records: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let record = records
+            .get("sh.helm.release.v1.cilium.v1")
+            .await
+            .expect("the release record");
+        let marked = record
+            .metadata
+            .annotations
+            .is_some_and(|a| a.contains_key("talosboot.dev/failed-create"));
+        if marked {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the orphaned provider never ended the create through its failure path (no mark on the release)"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_no_leftovers(&client).await;
+
+    ws.write("main.tf", &root(&cluster, &cilium("  timeout = \"2m\"")));
+    let out = ws.apply();
+    assert!(
+        !out.flat().contains("already exists"),
+        "the release is resumed, not refused: {}",
+        out.text()
+    );
+    assert_eq!(
+        release_history(&client, "cilium").await,
+        BTreeMap::from([(1, "superseded".to_owned()), (2, "deployed".to_owned())]),
+        "upgraded in place, never uninstalled"
+    );
+    assert!(!ws.plan_has_changes());
 }
 
 /// A fresh cluster and a Cilium root whose installer hangs (the node layer's pod-level fault),
