@@ -7,7 +7,8 @@
 //!
 //! Run: `scripts/install-tools.sh && cargo bench --bench fleet`
 //! (`TALOSBOOT_BENCH_RUNS=K` repeats each N K times, default 2; `TALOSBOOT_BENCH_PROVIDER=<path>`
-//! measures another build of the provider).
+//! measures another build of the provider; `TALOSBOOT_BENCH_SHOW_INSTANCES=1` prints the CLI's
+//! `Creating...` and `Creation complete after` lines of each apply, to see the instances overlap).
 //!
 //! Goals (issue 37): the wall time for N = 5 under 2x that of N = 1 (the clusters converge in
 //! parallel, up to the CLI's `-parallelism`, 10 by default), and the provider's resident memory
@@ -107,6 +108,17 @@ fn main() {
                 &["apply", "-auto-approve", "-no-color", "-input=false"],
                 &[0],
             );
+            // When each instance started and how long it took, as the CLI reports it.
+            if std::env::var_os("TALOSBOOT_BENCH_SHOW_INSTANCES").is_some() {
+                let log =
+                    std::fs::read_to_string(fleet.path().join("tofu.log")).unwrap_or_default();
+                for line in log
+                    .lines()
+                    .filter(|l| l.contains("Creation complete") || l.contains("Creating..."))
+                {
+                    println!("    {line}");
+                }
+            }
             // Every cluster converged: the next plan (which reads each cluster) is empty.
             let plan = fleet.measure(
                 &["plan", "-no-color", "-input=false", "-detailed-exitcode"],
