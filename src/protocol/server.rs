@@ -49,9 +49,10 @@ macro_rules! from_diagnostics {
 
 /// The `Provider` trait, one method per RPC, each named as its `pb` module and its handler: the
 /// handlers under `answers` always answer, those under `may_end_early` may end with diagnostics
-/// alone.
+/// alone; the methods under `by_hand` are written out (the streams, and the apply, which runs as a
+/// task of its own).
 macro_rules! provider_service {
-    (answers: $($rpc:ident),* ; may_end_early: $($early:ident),* ; streams: { $($streams:tt)* }) => {
+    (answers: $($rpc:ident),* ; may_end_early: $($early:ident),* ; by_hand: { $($by_hand:tt)* }) => {
         from_diagnostics!($($early,)* apply_resource_change);
 
         #[tonic::async_trait]
@@ -74,7 +75,7 @@ macro_rules! provider_service {
                     Ok(Response::new(answer.unwrap_or_else(FromDiagnostics::from_diagnostics)))
                 }
             )*
-            $($streams)*
+            $($by_hand)*
         }
     };
 }
@@ -119,7 +120,7 @@ provider_service! {
         read_data_source,
         generate_resource_config,
         validate_list_resource_config;
-    streams: {
+    by_hand: {
         // An apply changes a cluster, so it runs to its end even when the CLI is gone. A CLI
         // killed mid-apply leaves the plugin shutting down (it sees its parent gone and cancels
         // the apply), and the apply's failure path then reads and marks what it left (a created
