@@ -1107,12 +1107,7 @@ async fn chaos_never_leaves_a_lying_state_and_converges() {
         };
         ws.write("main.tf", &root(&cluster, &step));
         let before = Before::read(&client).await;
-        let child = ws
-            .command(&["apply", "-auto-approve", "-no-color", "-input=false"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start apply");
+        let child = ws.start_apply();
         let t0 = Instant::now();
         let (out, hit) = apply_with(faults, &client, &git, &mut rng, fault, &before, child).await;
         let took = t0.elapsed();

@@ -44,6 +44,10 @@ pub(crate) const CURRENT: &str = "1.20.2";
 
 pub(crate) const MANAGED: &str = "app.kubernetes.io/managed-by=talosboot";
 
+/// A `set` restoring SYS_MODULE to the agent, which Talos refuses: the agents crash, so the
+/// release is installed but never becomes ready.
+pub(crate) const RESTORES_SYS_MODULE: &str = r#"  set = [{ name = "securityContext.capabilities.ciliumAgent", value = "{CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID,SYS_MODULE}" }]"#;
+
 pub(crate) fn root(cluster: &TestCluster, body: &str) -> String {
     format!(
         "{REQUIRED_PROVIDERS}\n{}\n{body}\n",

@@ -4,7 +4,6 @@
 //! for whom, and then runs on what the first left.
 
 use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -45,14 +44,6 @@ fn workspace(cluster: &TestCluster, body: &str) -> Workspace {
     ));
     ws.init();
     ws
-}
-
-fn start_apply(ws: &Workspace) -> std::process::Child {
-    ws.command(&["apply", "-auto-approve", "-no-color", "-input=false"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start apply")
 }
 
 fn finish(child: std::process::Child) -> TfOutput {
@@ -100,8 +91,8 @@ async fn cilium_and_argocd_from_two_roots_at_once_both_converge() {
     let cilium = workspace(&cluster, CILIUM);
     let argocd = workspace(&cluster, ARGOCD);
     // Argo CD's pods need the pod network: its root waits for the CNI the other root installs.
-    let a = start_apply(&cilium);
-    let b = start_apply(&argocd);
+    let a = cilium.start_apply();
+    let b = argocd.start_apply();
     let (a, b) = tokio::task::spawn_blocking(move || (finish(a), finish(b)))
         .await
         .expect("join");
@@ -127,7 +118,7 @@ async fn two_roots_on_one_release_are_serialized_by_its_lease() {
     workspace(&cluster, CILIUM).apply();
     let first = workspace(&cluster, PODINFO);
     let second = workspace(&cluster, PODINFO);
-    let a = start_apply(&first);
+    let a = first.start_apply();
     // The second root starts while the first holds the release's Lease.
     let lease = "talosboot-helm-default-podinfo";
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -141,7 +132,7 @@ async fn two_roots_on_one_release_are_serialized_by_its_lease() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let b = start_apply(&second);
+    let b = second.start_apply();
     let (a, b) = tokio::task::spawn_blocking(move || (finish(a), finish(b)))
         .await
         .expect("join");

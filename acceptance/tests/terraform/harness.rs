@@ -385,6 +385,15 @@ impl Workspace {
         }
     }
 
+    /// `apply -auto-approve` started in the background, its output captured (to signal or race it).
+    pub fn start_apply(&self) -> std::process::Child {
+        self.command(&["apply", "-auto-approve", "-no-color", "-input=false"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start apply")
+    }
+
     /// The CLI command for `args` in this workspace, to run in the background (e.g. to interrupt it).
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(self.cli.binary());

@@ -20,10 +20,7 @@ async fn a_user_value_restoring_sys_module_fails_with_the_capabilities_diagnosis
     let cluster = TestCluster::start().await;
     let ws = workspace(
         &cluster,
-        &cilium(
-            r#"  timeout = "2m"
-  set = [{ name = "securityContext.capabilities.ciliumAgent", value = "{CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID,SYS_MODULE}" }]"#,
-        ),
+        &cilium(&format!("  timeout = \"2m\"\n{RESTORES_SYS_MODULE}")),
     );
     let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
     assert!(!out.success);
@@ -55,10 +52,7 @@ async fn a_broken_upgrade_fails_until_fixed_and_the_fix_waits_for_its_own_pods()
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
     let good = cilium("  timeout = \"2m\"");
-    let bad = cilium(
-        r#"  timeout = "2m"
-  set = [{ name = "securityContext.capabilities.ciliumAgent", value = "{CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID,SYS_MODULE}" }]"#,
-    );
+    let bad = cilium(&format!("  timeout = \"2m\"\n{RESTORES_SYS_MODULE}"));
     let ws = workspace(&cluster, &good);
     ws.apply();
     ws.write("main.tf", &root(&cluster, &bad));

@@ -96,12 +96,7 @@ async fn an_interrupt_during_apply_deletes_the_job_and_frees_the_lease() {
         return; // the hang is the node layer's pod-level fault
     };
     let client = cluster.client().await;
-    let child = ws
-        .command(&["apply", "-auto-approve", "-no-color"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start apply");
+    let child = ws.start_apply();
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
     let deadline = Instant::now() + Duration::from_secs(60);
     while jobs
@@ -151,17 +146,9 @@ on_both_clis!(async a_cli_killed_while_a_create_waits_leaves_a_release_the_next_
 async fn a_cli_killed_while_a_create_waits_leaves_a_release_the_next_apply_resumes() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
-    let broken = cilium(
-        r#"  timeout = "5m"
-  set = [{ name = "securityContext.capabilities.ciliumAgent", value = "{CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID,SYS_MODULE}" }]"#,
-    );
+    let broken = cilium(&format!("  timeout = \"5m\"\n{RESTORES_SYS_MODULE}"));
     let ws = workspace(&cluster, &broken);
-    let child = ws
-        .command(&["apply", "-auto-approve", "-no-color"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start apply");
+    let child = ws.start_apply();
     let deadline = Instant::now() + Duration::from_secs(120);
     while current_status(&client).await.as_deref() != Some("deployed") {
         assert!(Instant::now() < deadline, "the release was never installed");
