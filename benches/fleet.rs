@@ -8,7 +8,10 @@
 //! Run: `scripts/install-tools.sh && cargo bench --bench fleet`
 //! (`TALOSBOOT_BENCH_RUNS=K` repeats each N K times, default 2; `TALOSBOOT_BENCH_PROVIDER=<path>`
 //! measures another build of the provider; `TALOSBOOT_BENCH_SHOW_INSTANCES=1` prints the CLI's
-//! `Creating...` and `Creation complete after` lines of each apply, to see the instances overlap).
+//! `Creating...` and `Creation complete after` lines of each apply, to see the instances overlap;
+//! `TALOSBOOT_BENCH_SHOW_EVENTS=1` prints each cluster's `kube-system` events and pod conditions
+//! after the apply, and `TALOSBOOT_BENCH_PROVIDER_LOG=<path>` writes the provider's debug log of
+//! each N to `<path>.<N>`: together they say what an instance that finished late waited for).
 //!
 //! Goals (issue 37): the wall time for N = 5 under 2x that of N = 1 (the clusters converge in
 //! parallel, up to the CLI's `-parallelism`, 10 by default), and the provider's resident memory
@@ -103,7 +106,20 @@ fn main() {
                 "TF_VAR_kubeconfigs".into(),
                 serde_json::to_string(&kubeconfigs).expect("json"),
             ));
+            if let Some(log) = std::env::var_os("TALOSBOOT_BENCH_PROVIDER_LOG") {
+                fleet.env.push(("TF_LOG_PROVIDER".into(), "debug".into()));
+                fleet.env.push((
+                    "TF_LOG_PATH".into(),
+                    format!("{}.{n}", log.to_string_lossy()),
+                ));
+            }
             fleet.init();
+            if std::env::var_os("TALOSBOOT_BENCH_SHOW_EVENTS").is_some() {
+                println!(
+                    "    apply starts {}",
+                    k8s_openapi::jiff::Timestamp::now().strftime("%H:%M:%S%.3f")
+                );
+            }
             let apply = fleet.measure(
                 &["apply", "-auto-approve", "-no-color", "-input=false"],
                 &[0],
@@ -117,6 +133,11 @@ fn main() {
                     .filter(|l| l.contains("Creation complete") || l.contains("Creating..."))
                 {
                     println!("    {line}");
+                }
+            }
+            if std::env::var_os("TALOSBOOT_BENCH_SHOW_EVENTS").is_some() {
+                for (i, c) in clusters.iter().enumerate() {
+                    runtime.block_on(show_events(i, c));
                 }
             }
             // Every cluster converged: the next plan (which reads each cluster) is empty.
@@ -187,4 +208,61 @@ fn main() {
 /// How busy the machine's cores were during a command, in percent of all of them.
 fn busy_percent(s: &Sample) -> f64 {
     100.0 * s.machine_cpu / (s.wall.as_secs_f64() * common::cores() as f64)
+}
+
+/// The cluster's kube-system events and pod phases, in time order: what each instance waited for.
+async fn show_events(index: usize, cluster: &talos_sim::talos::TalosCluster) {
+    use k8s_openapi::api::core::v1::{Event, Pod};
+    let client = cluster.client().await.expect("client");
+    let events: kube::Api<Event> = kube::Api::namespaced(client.clone(), "kube-system");
+    let mut lines = Vec::new();
+    for e in events
+        .list(&Default::default())
+        .await
+        .expect("events")
+        .items
+    {
+        let at = e
+            .event_time
+            .map(|t| t.0)
+            .or(e.first_timestamp.map(|t| t.0))
+            .or(e.metadata.creation_timestamp.map(|t| t.0));
+        lines.push((
+            at,
+            format!(
+                "{} {}/{} x{} {}",
+                e.reason.unwrap_or_default(),
+                e.involved_object.kind.unwrap_or_default(),
+                e.involved_object.name.unwrap_or_default(),
+                e.count.unwrap_or(1),
+                e.message.unwrap_or_default()
+            ),
+        ));
+    }
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client, "kube-system");
+    for p in pods.list(&Default::default()).await.expect("pods").items {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        lines.push((
+            p.metadata.creation_timestamp.map(|t| t.0),
+            format!("pod created {name}"),
+        ));
+        for c in p.status.and_then(|s| s.conditions).unwrap_or_default() {
+            lines.push((
+                c.last_transition_time.map(|t| t.0),
+                format!("pod {name} {}={}", c.type_, c.status),
+            ));
+        }
+    }
+    lines.sort_by_key(|(t, _)| *t);
+    let start = lines.iter().find_map(|(t, _)| *t);
+    for (t, l) in lines {
+        let rel = match (t, start) {
+            (Some(t), Some(s)) => format!("{:>6.1}", t.duration_since(s).as_secs_f64()),
+            _ => "     ?".into(),
+        };
+        let at = t
+            .map(|t| t.strftime("%H:%M:%S").to_string())
+            .unwrap_or_default();
+        println!("    c{index} {at} {rel} {l}");
+    }
 }

@@ -116,6 +116,9 @@ where
         .collect()
 }
 
+/// Every node takes pods: `Ready` and without the `not-ready:NoSchedule` taint. Its `NoExecute`
+/// twin may outlive the apply by up to one node health pass of the controller-manager (5 s), as on
+/// a real cluster: every pod tolerates it for 300 s.
 pub(crate) async fn nodes_ready(client: &kube::Client) -> bool {
     let nodes: Api<Node> = Api::all(client.clone());
     let list = nodes.list(&ListParams::default()).await.expect("nodes");
@@ -125,7 +128,11 @@ pub(crate) async fn nodes_ready(client: &kube::Client) -> bool {
                 .spec
                 .as_ref()
                 .and_then(|s| s.taints.as_ref())
-                .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/not-ready"));
+                .is_some_and(|t| {
+                    t.iter().any(|t| {
+                        t.key == "node.kubernetes.io/not-ready" && t.effect == "NoSchedule"
+                    })
+                });
             let ready = n
                 .status
                 .as_ref()

@@ -33,7 +33,7 @@ pub struct Readiness {
     pub workloads: Vec<WorkloadRef>,
     /// Label selector of the pods behind the workloads (for the diagnosis of those not ready).
     pub pods: String,
-    /// Every node must be Ready without the not-ready taint (a CNI's readiness).
+    /// Every node must be Ready without the `not-ready:NoSchedule` taint (a CNI's readiness).
     pub nodes: bool,
 }
 

@@ -390,7 +390,7 @@ async fn inspect(clients: &Kube, namespace: &str, state: &mut State) -> Option<D
 }
 
 /// Waits until every workload is rolled out (and, with `nodes`, every node Ready without the
-/// not-ready taint), until `deadline`. `pods` selects the pods behind the workloads. A Service-IP
+/// `not-ready:NoSchedule` taint), until `deadline`. `pods` selects the pods behind the workloads. A Service-IP
 /// timeout in the diagnosis is worded for this cluster (kube-proxy deployed or not).
 pub async fn wait_ready(
     clients: &Kube,

@@ -107,7 +107,7 @@ pub async fn observe_namespace(
     Ok(out)
 }
 
-/// Whether every node is Ready without the not-ready taint (one LIST).
+/// Whether every node is Ready without the `not-ready:NoSchedule` taint (one LIST).
 pub async fn all_nodes_ready(clients: &Kube) -> Result<bool, ClusterError> {
     let api: Api<Node> = Api::all(clients.client.clone());
     let params = kube::api::ListParams::default();

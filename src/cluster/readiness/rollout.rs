@@ -137,21 +137,35 @@ pub fn job_rollout(j: &Job) -> Rollout {
     }
 }
 
-/// Nodes that still carry the `not-ready` taint or are not `Ready=True`.
+/// The taint that keeps ordinary pods off a node whose CNI is not running yet. Kubernetes'
+/// node lifecycle controller removes it as soon as it sees the node `Ready`; the `NoExecute`
+/// taint of the same key goes only at its next node health pass (`--node-monitor-period`, 5 s
+/// by default), and every pod tolerates that one for 300 s, so waiting for it would only add up
+/// to 5 s to every apply without a pod being any closer to running.
+const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+
+/// Why a node cannot take pods yet: not `Ready=True`, or still tainted
+/// `node.kubernetes.io/not-ready:NoSchedule`. `None` when it can.
 pub fn node_not_ready(node: &Node) -> Option<String> {
     let name = node.metadata.name.clone().unwrap_or_default();
-    let tainted = node
+    let keeps_pods_off = node
         .spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/not-ready"));
+        .is_some_and(|t| {
+            t.iter()
+                .any(|t| t.key == NOT_READY_TAINT && t.effect == "NoSchedule")
+        });
     let ready = node
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
     match ready {
-        Some(c) if c.status == "True" && !tainted => None,
+        Some(c) if c.status == "True" && !keeps_pods_off => None,
+        Some(c) if c.status == "True" => Some(format!(
+            "{name}: Ready, but still tainted {NOT_READY_TAINT}:NoSchedule (the controller-manager's node lifecycle controller removes it)"
+        )),
         Some(c) => Some(format!(
             "{name}: {}",
             c.message.clone().unwrap_or_else(|| "not ready".into())

@@ -133,5 +133,31 @@ fn a_tainted_node_is_not_ready_even_if_its_condition_says_so() {
         "status": {"conditions": [{"type": "Ready", "status": "True"}]},
     }))
     .expect("node");
-    assert!(node_not_ready(&node).is_some());
+    let why = node_not_ready(&node).expect("not ready");
+    assert!(
+        why.contains("n1: Ready, but still tainted node.kubernetes.io/not-ready:NoSchedule"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_ready_node_whose_not_ready_no_execute_taint_awaits_the_health_pass_takes_pods() {
+    // The controller-manager lifts the NoSchedule taint on the node's update and the NoExecute
+    // one at its next health pass (every 5 s): pods schedule in between, so the wait is over.
+    let node = |taints: serde_json::Value, ready: &str| -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "n1"},
+            "spec": {"taints": taints},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "message": "cni plugin not initialized"}]},
+        }))
+        .expect("node")
+    };
+    let no_execute = json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]);
+    assert_eq!(node_not_ready(&node(no_execute.clone(), "True")), None);
+    assert_eq!(
+        node_not_ready(&node(no_execute, "False")).as_deref(),
+        Some("n1: cni plugin not initialized"),
+        "a node that is not Ready stays not ready whatever its taints"
+    );
+    assert_eq!(node_not_ready(&node(json!([]), "True")), None);
 }

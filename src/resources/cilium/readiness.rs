@@ -2,7 +2,7 @@
 //! readiness as `cilium status --wait` judges it: every component the release's manifest contains
 //! in its namespace (the `cilium` and `cilium-envoy` DaemonSets, the `cilium-operator`, and with
 //! their features the `hubble-relay`, `hubble-ui` and `clustermesh-apiserver` Deployments), each
-//! rolled out at its current generation, plus every node Ready without the not-ready taint; the
+//! rolled out at its current generation, plus every node Ready without the `not-ready:NoSchedule` taint; the
 //! components, agents and nodes in the state; and the kube-proxy check before an install
 //! ([`super::prerequisites`]).
 

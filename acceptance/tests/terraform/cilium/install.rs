@@ -30,7 +30,7 @@ async fn fresh_cluster_gets_cilium_ready_and_the_next_plan_is_empty() {
     ws.apply();
     assert!(
         nodes_ready(&client).await,
-        "every node is Ready without the not-ready taint"
+        "every node is Ready without the not-ready:NoSchedule taint"
     );
     assert_eq!(current_status(&client).await.as_deref(), Some("deployed"));
     let outputs = ws.outputs();
