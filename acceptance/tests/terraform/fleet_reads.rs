@@ -7,6 +7,8 @@
 //!   `cluster` settings and no credential, nor does the plan JSON;
 //! - a credential in a read's `cluster` (here an ephemeral token, as a vault would give it) is
 //!   refused at validation, naming `cluster.token`, on both CLIs; the token appears nowhere;
+//! - a transient API error (500) on the data source's read of the release records is retried
+//!   within the connection's budget, not the plan's failure;
 //! - `terraform query` (Terraform 1.16 only: OpenTofu 1.12 has no list resources) lists the
 //!   second cluster's releases through the list's `cluster`, warns that generated import blocks
 //!   use the provider's connection, and refuses a credential before `query -json` could print
@@ -14,6 +16,8 @@
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, ObjectMeta, PostParams};
+
+use talos_sim::faults::Matcher;
 
 use crate::fleet::credential;
 use crate::harness::{Cli, REQUIRED_PROVIDERS, TestCluster, Workspace};
@@ -215,6 +219,49 @@ data "talosboot_helm_release" "with_token" {{
         "{text}"
     );
     assert!(!text.contains(TOKEN), "the refused token is echoed: {text}");
+}
+
+on_both_clis!(async the_data_source_retries_a_transient_api_error_before_failing_the_plan);
+async fn the_data_source_retries_a_transient_api_error_before_failing_the_plan() {
+    let cluster = TestCluster::start().await;
+    let Some(faults) = cluster.faults() else {
+        return; // injects faults
+    };
+    let namespace = crate::unique("tb-reads");
+    seed(&cluster.client().await, &namespace, 2, "deployed").await;
+    let ws = Workspace::new(&format!(
+        r#"{REQUIRED_PROVIDERS}
+{provider}
+data "talosboot_helm_release" "this" {{
+  name      = "podinfo"
+  namespace = "{namespace}"
+}}
+
+output "release" {{ value = "${{data.talosboot_helm_release.this.status}}/${{data.talosboot_helm_release.this.revision}}" }}
+"#,
+        provider = cluster.provider_block()
+    ));
+    ws.init();
+    // An apiserver restarting behind a load balancer answers 500 for a moment (kube's client
+    // retries 429, 503 and 504 by itself, never a 500): the read of the release records retries
+    // within the connection's budget.
+    faults.fail_requests(
+        500,
+        2,
+        Matcher::path(&format!("/namespaces/{namespace}/secrets")),
+    );
+    let apply = ws.ok(&["apply", "-auto-approve", "-no-color", "-input=false"]);
+    assert!(
+        faults.active().is_empty(),
+        "both 500s were answered: {:?}",
+        faults.active()
+    );
+    assert_eq!(
+        ws.outputs()["release"]["value"],
+        "deployed/2",
+        "{}",
+        apply.text()
+    );
 }
 
 /// `terraform query` with `args` in `ws`.

@@ -10,8 +10,8 @@
 
 use async_trait::async_trait;
 
-use crate::cluster::Kube;
 use crate::cluster::helm::release::current_release;
+use crate::cluster::{ClusterError, Kube};
 use crate::framework::secret_hash::salted_sha256;
 use crate::framework::{
     Attribute, Block, Ctx, DataReadResponse, DataSource, Diagnostics, Schema, null_write_only,
@@ -116,13 +116,18 @@ impl DataSource for HelmReleaseDataSource {
         };
         let read = async {
             let kube = target.handle().connect().await?;
-            let release =
-                current_release(kube.client.clone(), &kube.endpoint, &namespace, &name).await?;
+            // A transient API error is retried within the connection's budget, as every other
+            // read is, before it becomes the data source's error.
+            let release = kube
+                .retry_if("read the release", ClusterError::is_transient, || {
+                    current_release(kube.client.clone(), &kube.endpoint, &namespace, &name)
+                })
+                .await?;
             let key = match &release {
                 Some(_) => Some(cluster_identity(&kube).await?),
                 None => None,
             };
-            Ok::<_, crate::cluster::ClusterError>((release, key))
+            Ok::<_, ClusterError>((release, key))
         };
         let (release, key) = match read.await {
             Ok(read) => read,
