@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::ListParams;
+use talos_sim::faults::Matcher;
 
 use crate::harness::{REQUIRED_PROVIDERS, TestCluster, TfOutput, Workspace, history};
 
@@ -118,6 +119,21 @@ async fn two_roots_on_one_release_are_serialized_by_its_lease() {
     workspace(&cluster, CILIUM).apply();
     let first = workspace(&cluster, PODINFO);
     let second = workspace(&cluster, PODINFO);
+    // The first run's Job is created 6 s late (the API slow to answer that one request), so the
+    // first run holds the Lease, with no release written yet, for longer than the second CLI takes
+    // to start and reach its create (a cold machine took more than the Job's own seconds: the
+    // second then found the first's release and was rightly refused as a create of a live one).
+    let Some(faults) = cluster.faults() else {
+        return; // slows one request
+    };
+    faults.delay_requests(
+        Duration::from_secs(6),
+        1,
+        Matcher {
+            path_contains: Some("/jobs".into()),
+            verb: Some("POST".into()),
+        },
+    );
     let a = first.start_apply();
     // The second root starts while the first holds the release's Lease.
     let lease = "talosboot-helm-default-podinfo";
@@ -137,6 +153,11 @@ async fn two_roots_on_one_release_are_serialized_by_its_lease() {
         .await
         .expect("join");
     assert!(a.success, "the first root:\n{}", a.text());
+    assert!(
+        faults.active().is_empty(),
+        "the first run's Job creation was the request slowed: {:?}",
+        faults.active()
+    );
     let said = b.flat();
     assert!(
         said.contains("Waited")
