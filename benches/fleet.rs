@@ -82,7 +82,7 @@ fn main() {
         .build()
         .expect("runtime");
     let runs = runs();
-    let show_events = std::env::var_os("TALOSBOOT_BENCH_SHOW_EVENTS").is_some();
+    let events_wanted = std::env::var_os("TALOSBOOT_BENCH_SHOW_EVENTS").is_some();
     // samples[size]: one apply per run.
     let mut samples: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
     for run in 1..=runs {
@@ -115,7 +115,7 @@ fn main() {
                 ));
             }
             fleet.init();
-            if show_events {
+            if events_wanted {
                 println!(
                     "    apply starts {}",
                     k8s_openapi::jiff::Timestamp::now().strftime("%H:%M:%S%.3f")
@@ -136,7 +136,7 @@ fn main() {
                     println!("    {line}");
                 }
             }
-            if show_events {
+            if events_wanted {
                 for (i, c) in clusters.iter().enumerate() {
                     runtime.block_on(show_events(i, c));
                 }
