@@ -40,7 +40,8 @@
 //!   `for_each` over two clusters through the write-only `cluster`, the provider pointing at
 //!   neither: both bootstrap, the next plan is empty, no credential in state/plan/trace log, a
 //!   Secret deleted on one cluster planned on that instance only (at plan: refresh has no
-//!   configuration) and repaired; a destroy with the provider at one cluster goes through it there
+//!   configuration) and repaired; `import` blocks per instance checked through `cluster` (a wrong
+//!   ID names the cluster); a destroy with the provider at one cluster goes through it there
 //!   and forgets the other instance, naming its API server.
 //! - `secrets::write_only_secrets_never_leak`: needs a client with write-only support (1.11+; the
 //!   default OpenTofu has it); older ones test the refusal. Protocol-level tests: beside the resource.

@@ -60,24 +60,30 @@ pub async fn read_at_plan(target: &Target, mut req: PlanRequest) -> (PlanRequest
     let label = format!("the Flux bootstrap of {namespace}");
     if !req.proposed_new_state.is_null() && reads_import(target, &req.prior_private) {
         let (namespace, private) = (&namespace, &private);
-        let read = read_import(target, &label, |kube| async move {
-            let failed = |e: crate::cluster::flux::FluxError| super::read::diagnostic(&e);
+        // An import names its object without an article: "the imported Flux bootstrap of ...".
+        let import_label = format!("Flux bootstrap of {namespace}");
+        let read = read_import(target, &import_label, |kube| async move {
             let instance = read_instance(&kube, namespace, INSTANCE_NAME)
                 .await
                 .map_err(|e| {
                     Diagnostic::error("Failed to read the FluxInstance", format!("{e}."))
                 })?;
             if instance.is_none() {
-                return Err(not_there_to_import(
-                    &format!("FluxInstance {namespace}/{INSTANCE_NAME}"),
-                    &kube.endpoint,
-                ));
+                return Ok(Err(kube.endpoint));
             }
-            drifted(&kube, namespace, private).await.map_err(failed)
+            let entries = drifted(&kube, namespace, private)
+                .await
+                .map_err(|e| super::read::diagnostic(&e))?;
+            Ok(Ok(entries))
         })
         .await;
         match read {
-            Ok(entries) => found.drifted = set_drift(&mut req.prior_state, entries),
+            Ok(Ok(entries)) => found.drifted = set_drift(&mut req.prior_state, entries),
+            // Its own summary, not "cannot read": the cluster answered, and has no such object.
+            Ok(Err(api_server)) => found.diagnostics.push(not_there_to_import(
+                &format!("FluxInstance {namespace}/{INSTANCE_NAME}"),
+                &api_server,
+            )),
             Err(d) => found.diagnostics.push(d),
         }
         return (req, found);

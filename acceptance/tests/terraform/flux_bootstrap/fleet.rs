@@ -5,7 +5,10 @@
 //! empty; no credential (the kubeconfigs' keys, the deploy keys) is in state, the plan file, its
 //! JSON or a `TF_LOG=trace` log; `-refresh-only` keeps each state (refresh has no configuration);
 //! a managed Secret deleted on one cluster shows in `plan` on that instance only (the plan reads
-//! each cluster) and apply creates it again. A destroy with the provider block pointed at one
+//! each cluster) and apply creates it again. After `state rm`, `import` blocks with `for_each`
+//! check each FluxInstance through its instance's `cluster` (an import gets no configuration):
+//! a wrong ID fails naming that cluster's API server, the right one imports both without
+//! bootstrapping or replacing anything, and the next plan is empty. A destroy with the provider block pointed at one
 //! cluster goes through it there (the bootstrap namespace is deleted) and forgets the other
 //! instance with a warning naming its API server (`deletion_policy = "keep"`: Flux and the
 //! bootstrap namespace stay there).
@@ -219,6 +222,76 @@ async fn a_flux_bootstrap_per_cluster_in_one_root_converges_and_repairs_drift_on
         get(&b_secrets, DEPLOY_KEY_SECRET).await.is_some(),
         "apply created the Secret again on cluster b"
     );
+    assert_no_changes(&ws);
+
+    // The fleet's imports, after `state rm`: an import receives only the ID (no `cluster`), so
+    // the plan checks each FluxInstance through its instance's `cluster`. An ID with no
+    // FluxInstance on b fails the plan naming b's API server; the right IDs plan two imports,
+    // nothing created or replaced, and the apply adopts each Flux where it runs.
+    let uids: Vec<serde_json::Value> = {
+        let mut uids = Vec::new();
+        for c in &clusters {
+            let fi = get(&instances(&c.client().await), "flux")
+                .await
+                .expect("fi");
+            uids.push(fi["metadata"]["uid"].clone());
+        }
+        uids
+    };
+    ws.ok(&["state", "rm", "-no-color", "talosboot_flux_bootstrap.this"]);
+    let with_import = |id: &str| {
+        format!(
+            "{}\nimport {{\n  for_each = toset({KEYS:?})\n  to       = talosboot_flux_bootstrap.this[each.key]\n  id       = {id}\n}}\n",
+            root(&deploy_keys, nowhere)
+        )
+    };
+    ws.write(
+        "main.tf",
+        &with_import(r#"each.key == "b" ? "elsewhere" : "flux-system""#),
+    );
+    let wrong = ws.run(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        !wrong.success
+            && wrong.flat().contains(&format!(
+                "Cannot import: no FluxInstance elsewhere/flux on {}",
+                servers["b"]
+            )),
+        "the wrong ID fails on b's cluster, named:\n{}",
+        wrong.text()
+    );
+    ws.write("main.tf", &with_import("\"flux-system\""));
+    let plan = ws.ok(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        plan.flat().contains("2 to import, 0 to add,")
+            && plan.flat().contains("0 to destroy")
+            && !plan.stdout.contains("must be replaced"),
+        "two imports, nothing bootstrapped or replaced:\n{}",
+        plan.text()
+    );
+    let imported = ws.ok(APPLY);
+    assert!(
+        imported.flat().contains("2 imported, 0 added"),
+        "{}",
+        imported.text()
+    );
+    for (c, uid) in clusters.iter().zip(&uids) {
+        let fi = get(&instances(&c.client().await), "flux")
+            .await
+            .expect("fi");
+        assert_eq!(
+            &fi["metadata"]["uid"], uid,
+            "the import adopts the running FluxInstance"
+        );
+        assert_eq!(condition(&fi, "Ready").as_deref(), Some("True"), "{fi}");
+    }
+    let outputs = ws.outputs();
+    for (k, s) in &servers {
+        assert_eq!(
+            outputs["api_servers"]["value"][k],
+            *s.as_str(),
+            "each import is stored on its own cluster"
+        );
+    }
     assert_no_changes(&ws);
 
     // Destroy with the provider block pointed at cluster a: instance a is destroyed through it,
