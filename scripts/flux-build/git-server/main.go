@@ -112,6 +112,10 @@ func run() error {
 	if err := server.Listen(*listen); err != nil {
 		return fmt.Errorf("listening on %s: %w", *listen, err)
 	}
+	// Listen has read the host key: the directory goes now, not at exit, because the tests stop
+	// this server with SIGKILL, which runs no deferred call (765 directories had piled up in
+	// TMPDIR).
+	_ = os.RemoveAll(keyDir)
 	// The one line of stdout (README.md): address, then the host key as in known_hosts.
 	fmt.Printf("listening %s %s\n", server.Address(), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))))
 	os.Stdout.Sync()
