@@ -214,11 +214,13 @@ impl Root {
              children?)\n{output}",
             self.provider_executable
         );
+        let anon_kib = providers.values().map(|m| m.anon_kib).max().unwrap_or(0);
         let mut process_peaks_kib: Vec<u64> = providers.values().map(|m| m.peak_kib).collect();
         process_peaks_kib.sort_unstable();
         Sample {
             peak_kib,
             sampled_rss_kib,
+            anon_kib,
             processes: providers.len(),
             process_peaks_kib,
             tofu_peak_kib: tofu_memory.peak_kib,
@@ -237,6 +239,9 @@ pub struct Memory {
     pub peak_kib: u64,
     /// The largest `VmRSS` sampled: what polling alone would have found, a check on `VmHWM`.
     pub sampled_rss_kib: u64,
+    /// The largest `RssAnon` sampled: the process's own memory (heap, stacks, relocated data),
+    /// without the pages of its binary and shared libraries, which the page cache holds anyway.
+    pub anon_kib: u64,
     /// User and system CPU time, in clock ticks, at the last sample (`/proc/<pid>/stat`).
     pub cpu_ticks: u64,
 }
@@ -250,6 +255,9 @@ impl Memory {
         }
         if let Some(rss) = status_kib(&status, "VmRSS:") {
             self.sampled_rss_kib = self.sampled_rss_kib.max(rss);
+        }
+        if let Some(anon) = status_kib(&status, "RssAnon:") {
+            self.anon_kib = self.anon_kib.max(anon);
         }
         if let Some(ticks) = cpu_ticks_of(pid) {
             self.cpu_ticks = self.cpu_ticks.max(ticks);
@@ -330,6 +338,8 @@ pub fn parent_of(pid: u32) -> Option<u32> {
 pub struct Sample {
     pub peak_kib: u64,
     pub sampled_rss_kib: u64,
+    /// The largest `RssAnon` sampled among the provider processes ([`Memory::anon_kib`]).
+    pub anon_kib: u64,
     pub processes: usize,
     /// Each provider process's own peak, smallest first (schema loading vs the graph walk).
     pub process_peaks_kib: Vec<u64>,

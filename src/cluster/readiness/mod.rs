@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 mod observe;
 mod rollout;
+mod slim;
 
 pub use observe::*;
 pub use rollout::*;
@@ -25,6 +26,7 @@ pub use rollout::*;
 use super::Kube;
 use super::diagnosis::{Diagnosis, diagnose};
 use super::pods::{container_statuses, describe_container, warnings_about};
+use slim::Slim;
 
 /// Pods that wait without changing (no pod network, image pulls) show why only in events: looked
 /// at this often while waiting.
@@ -61,12 +63,15 @@ fn key<K: kube::Resource>(o: &K) -> String {
     o.meta().name.clone().unwrap_or_default()
 }
 
-fn apply_event<K: kube::Resource + Clone>(
+/// Keeps the cache in step with the watch; what enters it is trimmed to what the wait reads
+/// ([`Slim`]).
+fn apply_event<K: kube::Resource + Clone + Slim>(
     cache: &mut BTreeMap<String, K>,
     event: watcher::Event<K>,
 ) {
     match event {
-        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+        watcher::Event::Apply(mut o) | watcher::Event::InitApply(mut o) => {
+            o.slim();
             cache.insert(key(&o), o);
         }
         watcher::Event::Delete(o) => {

@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
-use kube::Api;
+use kube::{Api, Resource};
 
 use super::rollout::*;
+use super::slim::{Lean, LeanDaemonSet, LeanDeployment, LeanNode, List};
 use crate::cluster::ClusterError;
 use crate::cluster::Kube;
 
@@ -62,6 +63,26 @@ pub async fn observe(clients: &Kube, w: &WorkloadRef) -> Result<Observed, Cluste
     }
 }
 
+/// Every object at `path` (one LIST, transient errors retried), decoded as its lean form `L`
+/// ([`super::slim`]): a whole list of whole objects is never built.
+async fn list_lean<L: Lean>(
+    clients: &Kube,
+    what: &str,
+    path: &str,
+) -> Result<Vec<L::Full>, ClusterError> {
+    let list = clients
+        .retry(what, || {
+            let request = kube::core::Request::new(path).list(&kube::api::ListParams::default());
+            async move {
+                let request = request.map_err(kube::Error::BuildRequest)?;
+                clients.client.request::<List<L>>(request).await
+            }
+        })
+        .await
+        .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
+    Ok(list.items.into_iter().map(Lean::into_full).collect())
+}
+
 /// The DaemonSets and Deployments of `namespace`, each as observed (two LISTs, concurrently;
 /// transient errors retried): what a caller matches against the workloads it wants judged, so
 /// that a chart's many components cost one round trip.
@@ -69,14 +90,12 @@ pub async fn observe_namespace(
     clients: &Kube,
     namespace: &str,
 ) -> Result<Vec<(WorkloadRef, Observed)>, ClusterError> {
-    let params = kube::api::ListParams::default();
-    let daemonsets: Api<DaemonSet> = Api::namespaced(clients.client.clone(), namespace);
-    let deployments: Api<Deployment> = Api::namespaced(clients.client.clone(), namespace);
+    let ds_path = DaemonSet::url_path(&(), Some(namespace));
+    let deploy_path = Deployment::url_path(&(), Some(namespace));
     let (ds, deploy) = tokio::join!(
-        clients.retry("list daemonsets", || daemonsets.list(&params)),
-        clients.retry("list deployments", || deployments.list(&params)),
+        list_lean::<LeanDaemonSet>(clients, "list daemonsets", &ds_path),
+        list_lean::<LeanDeployment>(clients, "list deployments", &deploy_path),
     );
-    let error = |e| ClusterError::from_kube(e, &clients.endpoint);
     let observed = |kind: Kind, meta: &kube::api::ObjectMeta, rollout: Rollout| {
         (
             WorkloadRef {
@@ -91,16 +110,12 @@ pub async fn observe_namespace(
             },
         )
     };
-    let mut out: Vec<(WorkloadRef, Observed)> = ds
-        .map_err(error)?
-        .items
+    let mut out: Vec<(WorkloadRef, Observed)> = ds?
         .iter()
         .map(|d| observed(Kind::DaemonSet, &d.metadata, daemonset_rollout(d)))
         .collect();
     out.extend(
-        deploy
-            .map_err(error)?
-            .items
+        deploy?
             .iter()
             .map(|d| observed(Kind::Deployment, &d.metadata, deployment_rollout(d))),
     );
@@ -109,11 +124,6 @@ pub async fn observe_namespace(
 
 /// Whether every node is Ready without the `not-ready:NoSchedule` taint (one LIST).
 pub async fn all_nodes_ready(clients: &Kube) -> Result<bool, ClusterError> {
-    let api: Api<Node> = Api::all(clients.client.clone());
-    let params = kube::api::ListParams::default();
-    let nodes = clients
-        .retry("list nodes", || api.list(&params))
-        .await
-        .map_err(|e| ClusterError::from_kube(e, &clients.endpoint))?;
-    Ok(!nodes.items.is_empty() && nodes.items.iter().all(|n| node_not_ready(n).is_none()))
+    let nodes = list_lean::<LeanNode>(clients, "list nodes", &Node::url_path(&(), None)).await?;
+    Ok(!nodes.is_empty() && nodes.iter().all(|n| node_not_ready(n).is_none()))
 }
