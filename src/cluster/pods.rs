@@ -69,10 +69,11 @@ pub fn describe_container(c: &ContainerStatus) -> String {
     let now = scrub_api_message(&describe(state).unwrap_or_else(|| "no state yet".into()));
     match describe(c.last_state.as_ref()) {
         Some(last) if c.restart_count > 0 => {
-            format!(
-                "{}: {now}; last attempt {last} ({} restarts)",
-                c.name, c.restart_count
-            )
+            let restarts = match c.restart_count {
+                1 => "1 restart".to_owned(),
+                n => format!("{n} restarts"),
+            };
+            format!("{}: {now}; last attempt {last} ({restarts})", c.name)
         }
         _ => format!("{}: {now}", c.name),
     }

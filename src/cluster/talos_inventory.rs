@@ -334,23 +334,29 @@ pub fn still_listed(release: &str, matched: &[(String, Entry)]) -> (String, Stri
 
 /// What an apply says after [`release_from_talos`] changed something.
 pub fn released_message(release: &str, released: &Released) -> (String, String) {
-    let mut detail = format!(
-        "Release {release} now owns objects Talos' bootstrap manifests created. So that `talosctl upgrade-k8s` does not delete them once the inline manifest leaves the machine config, talosboot took {} entr{} out of ConfigMap {INVENTORY_NAMESPACE}/{INVENTORY_NAME}",
-        released.entries.len(),
-        if released.entries.len() == 1 {
-            "y"
-        } else {
-            "ies"
-        },
-    );
-    match released.entries.is_empty() {
-        true => detail.push('.'),
-        false => detail.push_str(&format!(":\n{}", list(&released.entries))),
+    let mut done = Vec::new();
+    if !released.entries.is_empty() {
+        done.push(format!(
+            "took {} entr{} out of ConfigMap {INVENTORY_NAMESPACE}/{INVENTORY_NAME}:\n{}\n",
+            released.entries.len(),
+            if released.entries.len() == 1 {
+                "y"
+            } else {
+                "ies"
+            },
+            list(&released.entries),
+        ));
     }
-    detail.push_str(&format!(
-        "\nand removed the annotation `{OWNING_INVENTORY}` from {} object(s).",
-        released.annotations.len()
-    ));
+    if !released.annotations.is_empty() {
+        done.push(format!(
+            "removed the annotation `{OWNING_INVENTORY}` from {} object(s)",
+            released.annotations.len()
+        ));
+    }
+    let mut detail = format!(
+        "Release {release} now owns objects Talos' bootstrap manifests created. So that `talosctl upgrade-k8s` does not delete them once the inline manifest leaves the machine config, talosboot {}.",
+        done.join("and ").trim_end()
+    );
     detail.push_str(" Now remove the inline manifest from the machine config (before any node reboot, which makes Talos list the objects again while the manifest is there), then check that `kubectl -n kube-system get configmap talos-bootstrap-manifests-inventory -o yaml` lists none of them before the next `talosctl upgrade-k8s`.");
     (
         "Took the release's objects out of Talos' manifest inventory".into(),
@@ -548,6 +554,27 @@ mod tests {
             assert!(detail.contains(needle), "{needle}: {detail}");
         }
         assert!(!detail.contains("o12\n"), "{detail}");
+        // Only annotations removed (the inventory listed none of the release's objects): one
+        // sentence, no "took 0 entries".
+        let only_annotations = Released {
+            inventory_found: true,
+            entries: Vec::new(),
+            annotations: vec![
+                "ConfigMap kube-system/o0".into(),
+                "Secret kube-system/s".into(),
+            ],
+        };
+        let (_, detail) = released_message("kube-system/cilium", &only_annotations);
+        assert!(
+            detail.contains(&format!(
+                "talosboot removed the annotation `{OWNING_INVENTORY}` from 2 object(s). Now remove"
+            )),
+            "{detail}"
+        );
+        assert!(
+            !detail.contains("0 entries") && !detail.contains(".\nand"),
+            "{detail}"
+        );
         let (_, plan) = before_adoption("kube-system/cilium", 31);
         assert!(
             plan.contains("31 entries") && plan.contains(OWNING_INVENTORY),

@@ -82,7 +82,8 @@ pub fn not_ready_diagnostic(what: &str, n: &NotReady, timeout_secs: u64) -> Diag
     Diagnostic::error(format!("Failed to {what}"), detail)
 }
 
-fn capitalized(s: &str) -> String {
+/// `s` with its first letter upper-case: a message that starts with a name of its own.
+pub(crate) fn capitalized(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
         Some(f) => f.to_uppercase().chain(c).collect(),

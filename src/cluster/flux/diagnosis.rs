@@ -167,21 +167,22 @@ pub enum OperatorWait {
     Annotated(String),
 }
 
+/// A sentence on when the operator reports: what a timed-out wait can still expect of it.
 impl fmt::Display for OperatorWait {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            OperatorWait::Off => f.write_str("no health-check wait (`spec.wait: false`)"),
+            OperatorWait::Off => f.write_str(
+                "The FluxInstance sets no health-check wait (`spec.wait: false`): the Flux Operator reports Ready as soon as it has applied, so it has not finished applying",
+            ),
             OperatorWait::Default => write!(
                 f,
-                "its health-check wait ({}s by default; the annotation `{RECONCILE_TIMEOUT_ANNOTATION}` sets it)",
+                "The Flux Operator reports a failure only after its health-check wait ({}s by default; the annotation `{RECONCILE_TIMEOUT_ANNOTATION}` sets it)",
                 OPERATOR_HEALTH_CHECK_TIMEOUT.as_secs()
             ),
-            OperatorWait::Annotated(t) => {
-                write!(
-                    f,
-                    "its health-check wait (`{RECONCILE_TIMEOUT_ANNOTATION}: {t}`)"
-                )
-            }
+            OperatorWait::Annotated(t) => write!(
+                f,
+                "The Flux Operator reports a failure only after its health-check wait (`{RECONCILE_TIMEOUT_ANNOTATION}: {t}`)"
+            ),
         }
     }
 }

@@ -84,7 +84,7 @@ pub enum FluxError {
     /// The apply's `timeout` ran out while the operator had said nothing final (it reports a
     /// failure only after its own health-check wait); `sources` say what it is waiting for.
     #[error(
-        "timed out after {}s waiting for FluxInstance {namespace}/{name} to be Ready; last seen: {last}. The Flux Operator reports a failure only after {operator_wait}",
+        "timed out after {}s waiting for FluxInstance {namespace}/{name} to be Ready; last seen: {last}. {operator_wait}",
         after.as_secs()
     )]
     InstanceNotReady {

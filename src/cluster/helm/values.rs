@@ -82,7 +82,7 @@ pub fn parse_values(doc: &str) -> Result<Json, String> {
     match v {
         Json::Null => Ok(json!({})),
         Json::Object(_) => Ok(v),
-        _ => Err("must be a YAML mapping of values (key: value)".into()),
+        _ => Err("not a YAML mapping of values (key: value)".into()),
     }
 }
 

@@ -52,11 +52,11 @@ impl ChartResource for Cilium {
     }
     common_in_field!();
     fn label(&self) -> String {
-        format!(
-            "Cilium {} ({})",
-            self.common.version.clone().unwrap_or_default(),
-            self.common.id()
-        )
+        // A state read back from an import has no version yet.
+        match self.common.version.as_deref() {
+            Some(v) if !v.is_empty() => format!("Cilium {v} ({})", self.common.id()),
+            _ => format!("Cilium ({})", self.common.id()),
+        }
     }
     fn base_values(&self) -> Json {
         Cilium::base_values(self)

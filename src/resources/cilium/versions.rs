@@ -90,10 +90,22 @@ fn node_port_error(c: &Cilium, version: &str, features: &[&str], from_input: boo
         true => "`kube_proxy_replacement = false`".to_owned(),
         false => "`kubeProxyReplacement: false` in the values".to_owned(),
     };
+    let (asks, a_feature, ignored) = match features.len() {
+        1 => (
+            "asks",
+            "a feature",
+            "the key would be ignored and the feature absent",
+        ),
+        _ => (
+            "ask",
+            "features",
+            "the keys would be ignored and the features absent",
+        ),
+    };
     let d = Diagnostic::error(
         "Node-port features need the kube-proxy replacement",
         format!(
-            "{keys} asks Cilium {version} for a feature that Cilium 1.19 and later provide only with the kube-proxy replacement (the `--enable-node-port`, `--enable-host-port` and `--enable-external-ips` agent flags are gone), but {decided_by} turns it off: the key would be ignored and the feature absent. Either set `kube_proxy_replacement = true` (Talos: kube-proxy disabled, `cluster.proxy.disabled: true`, or on Talos 1.14+ a `KubeProxyConfig` document with `enabled: false`) or remove {keys} and let kube-proxy handle those Services."
+            "{keys} {asks} Cilium {version} for {a_feature} that Cilium 1.19 and later provide only with the kube-proxy replacement (the `--enable-node-port`, `--enable-host-port` and `--enable-external-ips` agent flags are gone), but {decided_by} turns it off: {ignored}. Either set `kube_proxy_replacement = true` (Talos: kube-proxy disabled, `cluster.proxy.disabled: true`, or on Talos 1.14+ a `KubeProxyConfig` document with `enabled: false`) or remove {keys} and let kube-proxy handle those Services."
         ),
     );
     let at = match from_input {

@@ -257,10 +257,10 @@ pub fn parse_secrets(text: &str, namespace: &str) -> Result<Vec<Manifest>, Strin
     for (i, doc) in docs.iter_mut().enumerate() {
         if doc.kind() != "Secret" || doc.api_version() != "v1" {
             return Err(format!(
-                "document {} of {what} is a {} {}: only `v1` Secrets may be managed",
+                "document {} of {what} is a {} (`{}`): only `v1` Secrets may be managed",
                 i + 1,
-                doc.api_version(),
-                doc.kind()
+                doc.kind(),
+                doc.api_version()
             ));
         }
         if !doc.namespace().is_empty() && doc.namespace() != namespace {

@@ -64,11 +64,11 @@ impl ChartResource for HelmReleaseModel {
             .as_deref()
             .map(|v| format!(" {v}"))
             .unwrap_or_default();
-        format!(
-            "chart {}{version} ({})",
-            c.chart.clone().unwrap_or_default(),
-            c.id()
-        )
+        // A state read back from an import has no chart yet.
+        match c.chart.as_deref() {
+            Some(chart) if !chart.is_empty() => format!("chart {chart}{version} ({})", c.id()),
+            _ => format!("Helm release {}", c.id()),
+        }
     }
     fn chart_install(&self) -> Result<ChartInstall, String> {
         let mut install = self

@@ -31,7 +31,7 @@ impl HelmReleaseModel {
                 d.error_at(
                     AttributePath::attr("timeout"),
                     "Invalid timeout",
-                    format!("{e}, or a number of seconds as `helm_release` takes it (`300`)"),
+                    format!("{e} (`helm_release` takes the same seconds)."),
                 );
             }
         }

@@ -123,7 +123,8 @@ async fn read_import_at_plan<K: ChartResource>(
     let Ok(state) = decode::<K>(&req.prior_state, Unknowns::AsNull) else {
         return;
     };
-    let label = state.label();
+    // An import's state is its ID only (no version, no chart): the ID is what names it.
+    let label = format!("Helm release {}", state.common().id());
     let stored = &state;
     let read = read_import(target, &label, |kube| async move {
         let observed = observe(&kube, stored)

@@ -459,7 +459,8 @@ fn declined<K: ChartResource>(
         (decision, prior, observed.manager())
     {
         let detail = format!(
-            "{manager} manages release {} (its workloads carry that tool's marks): no change was made in the cluster. Change the release through {manager}, or remove this resource from the configuration with a `removed` block that names it in `from` and holds `lifecycle {{ destroy = false }}`.",
+            "{} manages release {} (its workloads carry that tool's marks): no change was made in the cluster. Change the release through {manager}, or remove this resource from the configuration with a `removed` block that names it in `from` and holds `lifecycle {{ destroy = false }}`.",
+            crate::resources::engine_report::capitalized(&manager.to_string()),
             desired.common().id()
         );
         private.owner = Some(manager.to_string());

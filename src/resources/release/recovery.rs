@@ -136,10 +136,23 @@ pub(super) async fn roll_back<K: ChartResource>(
         Ok(_) => format!(
             "`rollback_on_failure`: rolled back to revision {target} (chart {before}), now revision {revision}, and it is ready again: the upgrade changed nothing that lasts. The state says what runs; the next plan proposes the upgrade again."
         ),
-        Err(n) => format!(
-            "`rollback_on_failure`: rolled back to revision {target} (chart {before}), now revision {revision}, but it did not become ready again within {}s either: {}.",
-            budget.as_secs(),
-            n.workloads.join(", ")
-        ),
+        Err(n) => {
+            // Cilium's wait is also for the nodes: they may be all that is not ready.
+            let waiting: Vec<&str> = n
+                .workloads
+                .iter()
+                .chain(&n.nodes)
+                .chain(&n.pods)
+                .map(String::as_str)
+                .collect();
+            let waiting = match waiting.is_empty() {
+                true => String::new(),
+                false => format!(": {}", waiting.join("; ")),
+            };
+            format!(
+                "`rollback_on_failure`: rolled back to revision {target} (chart {before}), now revision {revision}, but it did not become ready again within {}s either{waiting}.",
+                budget.as_secs(),
+            )
+        }
     }
 }
