@@ -172,7 +172,10 @@ fn user_docs_and_examples_have_no_project_internal_words() {
     }
     assert!(files.len() > 20, "{files:?}");
     let mut found = Vec::new();
-    for file in &files {
+    // The contributors' notes (not a registry page) name the chaos run's random seed.
+    let contributors = root.join("docs/development.md");
+    assert!(files.contains(&contributors), "{files:?}");
+    for file in files.iter().filter(|f| **f != contributors) {
         let text = std::fs::read_to_string(file).unwrap_or_default();
         for (n, line) in text.lines().enumerate() {
             let lower = line.to_lowercase();

@@ -16,7 +16,7 @@
 //! table of faults (and which missed their moment), failures by cause and convergence times is
 //! printed (`--nocapture` to see it on success). Every other step runs with `rbac = "minimal"`
 //! (a render run before each install), the final convergence too. The kinds, the figures and
-//! what the suite found: `DEVELOPMENT.md`.
+//! what the suite found: `docs/development.md`.
 //!
 //! Seeded: the seed is printed; `TALOSBOOT_CHAOS_SEED=N` replays a run. The default run is short
 //! (four steps per CLI, bounded at about a minute each); `TALOSBOOT_CHAOS_LONG=1` runs many more
