@@ -9,7 +9,9 @@ use serde_json::{Value as Json, json};
 /// One `set` entry (`helm_release`'s `{name, value, type}`).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 pub struct SetValue {
-    pub name: String,
+    /// `None` only while not known yet (validate and plan, e.g. a name built from a variable);
+    /// the configuration at apply always has it (the attribute is required).
+    pub name: Option<String>,
     /// `None` in plans and state for write-only entries (`set_wo`), and while not known yet: only
     /// the configuration at apply has it.
     pub value: Option<String>,
@@ -88,17 +90,19 @@ pub fn parse_values(doc: &str) -> Result<Json, String> {
 
 /// One `--set` assignment: dotted path (`\.` escapes a dot, `[n]` indexes a list).
 pub fn apply_set(values: &mut Json, s: &SetValue) -> Result<(), String> {
+    let Some(name) = s.name.as_deref() else {
+        return Err("a `set` entry's name is not known yet".into());
+    };
     let value = match s.kind.as_deref().unwrap_or("auto") {
         "string" => Json::String(s.value.clone().unwrap_or_default()),
         "auto" => typed_value(s.value.as_deref().unwrap_or_default()),
         other => {
             return Err(format!(
-                "set {:?}: type must be `auto` or `string`, not {other:?}",
-                s.name
+                "set {name:?}: type must be `auto` or `string`, not {other:?}"
             ));
         }
     };
-    let path = split_path(&s.name).map_err(|e| format!("set {:?}: {e}", s.name))?;
+    let path = split_path(name).map_err(|e| format!("set {name:?}: {e}"))?;
     let mut cur = values;
     for (i, step) in path.iter().enumerate() {
         let last = i + 1 == path.len();
@@ -203,7 +207,7 @@ mod tests {
     fn set_follows_helm_typing_and_paths() {
         let mut v = json!({});
         let set = |name: &str, value: &str, kind: Option<&str>| SetValue {
-            name: name.into(),
+            name: Some(name.into()),
             value: Some(value.into()),
             kind: kind.map(Into::into),
         };

@@ -117,10 +117,15 @@ impl ModelError {
     /// The diagnostic a resource returns for a value it could not decode: a provider bug unless the
     /// value came from configuration, which validation already checked.
     pub fn diagnostic(&self, what: &str) -> Diagnostic {
+        // The path in the text too: a CLI may show a list element's path as the list's.
+        let at = match self.path.is_root() {
+            true => String::new(),
+            false => format!(" at `{}`", self.path.describe()),
+        };
         let d = Diagnostic::error(
             format!("Invalid {what}"),
             format!(
-                "The provider could not decode the {what}: {}.",
+                "The provider could not decode the {what}{at}: {}.",
                 self.message
             ),
         );

@@ -136,3 +136,36 @@ fn encode_fills_every_attribute_of_the_schema_type() {
     assert_eq!(v.attr("count"), Some(&Value::int(3)));
     assert_eq!(v.attr("values"), Some(&Value::List(vec!["a".into()])));
 }
+
+#[test]
+fn a_value_that_cannot_be_decoded_is_named_by_its_path_in_the_diagnostic() {
+    #[derive(Deserialize, Debug)]
+    struct Entry {
+        #[allow(dead_code)]
+        name: String,
+    }
+    #[derive(Deserialize, Debug)]
+    struct WithList {
+        #[allow(dead_code)]
+        set: Vec<Entry>,
+    }
+    let value = obj(&[(
+        "set",
+        Value::List(vec![
+            obj(&[("name", "a".into())]),
+            obj(&[("name", Value::Null)]),
+        ]),
+    )]);
+    let error = decode::<WithList>(&value, Unknowns::Reject).expect_err("a null name");
+    let d = error.diagnostic("configuration");
+    // A null field reads as a missing one: the element is named, and the field.
+    assert!(
+        d.detail.contains("at `set[1]`") && d.detail.contains("`name`"),
+        "the text names the element: {}",
+        d.detail
+    );
+    assert_eq!(
+        d.attribute.map(|p| p.to_string()).as_deref(),
+        Some("set[1]")
+    );
+}

@@ -228,7 +228,7 @@ mod tests {
             "kubeProxyReplacement: false\nhubble:\n  relay:\n    enabled: true\n".into(),
         ]);
         c.common.set = Some(vec![SetValue {
-            name: "ipam.mode".into(),
+            name: Some("ipam.mode".into()),
             value: Some("cluster-pool".into()),
             kind: None,
         }]);
@@ -294,7 +294,7 @@ mod tests {
     fn sensitive_values_never_reach_the_configmap_document() {
         let mut c = cilium();
         c.common.set_sensitive = Some(vec![SetValue {
-            name: "hubble.tls.key".into(),
+            name: Some("hubble.tls.key".into()),
             value: Some("s3cr3t".into()),
             kind: None,
         }]);

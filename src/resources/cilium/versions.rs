@@ -32,7 +32,9 @@ pub fn origin(c: &Cilium, path: &str) -> Option<AttributePath> {
     ];
     for (attr, list) in lists {
         for (i, entry) in list.iter().flatten().enumerate() {
-            let name = entry.name.as_str();
+            let Some(name) = entry.name.as_deref() else {
+                continue;
+            };
             if name == path || path.starts_with(&format!("{name}.")) {
                 return Some(AttributePath::attr(attr).then_index(i as i64));
             }
@@ -161,7 +163,7 @@ mod tests {
             "encryption:\n  strictMode:\n    enabled: true\n".into(),
         ]);
         c.common.set = Some(vec![SetValue {
-            name: "clustermesh.enableMCSAPISupport".into(),
+            name: Some("clustermesh.enableMCSAPISupport".into()),
             value: Some("true".into()),
             kind: None,
         }]);

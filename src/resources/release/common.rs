@@ -301,7 +301,13 @@ impl ReleaseCommon {
             }
         }
         for (attr, list) in [("set", &self.set), ("set_sensitive", &self.set_sensitive)] {
-            for (i, s) in list.iter().flatten().enumerate() {
+            // A name not known yet (built from a variable) is checked once it is.
+            for (i, s) in list
+                .iter()
+                .flatten()
+                .enumerate()
+                .filter(|(_, s)| s.name.is_some())
+            {
                 if let Err(e) = apply_set(&mut json!({}), s) {
                     d.error_at(at(attr).then_index(i as i64), "Invalid set entry", e);
                 }

@@ -170,7 +170,7 @@ async fn mark_sensitive(clients: &Kube, c: &ReleaseCommon) {
         .iter()
         .flatten()
         .chain(c.set_wo.iter().flatten())
-        .map(|s| s.name.clone())
+        .filter_map(|s| s.name.clone())
         .collect();
     // The keys of `values_wo` too: a later plan without them in its configuration (removed, or
     // from a moved state) must still never show their values.

@@ -198,7 +198,7 @@ async fn listed<K: ChartResource>(
         left_out
             .iter()
             .map(|l| SetValue {
-                name: l.path.clone(),
+                name: Some(l.path.clone()),
                 // Write-only: never in a state; the user gives it (`value = var.x`).
                 value: None,
                 kind: l.string.then(|| "string".to_owned()),

@@ -48,7 +48,7 @@ fn set_values(v: &Json, key: &str) -> Option<Vec<SetValue>> {
         items
             .iter()
             .map(|i| SetValue {
-                name: text(i, "name").unwrap_or_default(),
+                name: text(i, "name"),
                 value: text(i, "value"),
                 kind: text(i, "type").filter(|t| t != "auto"),
             })

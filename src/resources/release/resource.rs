@@ -583,6 +583,57 @@ mod tests {
         assert_eq!(read.new_state, one.state, "kept, never removed");
     }
 
+    /// A `set` entry's name from a variable is unknown at validate (and in the validate walk of
+    /// a plan): it is checked once known, and a known bad one still fails on its entry.
+    #[test]
+    fn a_set_name_not_known_yet_passes_validate_and_a_bad_known_one_fails_on_its_entry() {
+        let d = dispatcher();
+        let Ok(Type::Object { attributes, .. }) = d.resource_type(TYPE).cloned() else {
+            panic!("object type");
+        };
+        let config = |set: Vec<Value>| {
+            let mut config: std::collections::BTreeMap<String, Value> = attributes
+                .keys()
+                .map(|k| (k.clone(), Value::Null))
+                .collect();
+            config.insert("version".into(), Value::from("1.20.2"));
+            config.insert("set".into(), Value::List(set));
+            Value::Object(config)
+        };
+        let entry = |name: Value| {
+            Value::object([
+                ("name", name),
+                ("value", Value::from("1")),
+                ("type", Value::Null),
+            ])
+        };
+        let unknown = d.validate_resource(TYPE, &config(vec![entry(Value::unknown())]), true);
+        assert!(
+            !unknown.iter().any(|x| x.severity == Severity::Error),
+            "{unknown:?}"
+        );
+        let bad = d.validate_resource(
+            TYPE,
+            &config(vec![entry(Value::unknown()), entry(Value::from("list[x]"))]),
+            true,
+        );
+        let error = bad
+            .iter()
+            .find(|x| x.severity == Severity::Error)
+            .expect("the known bad name fails");
+        // The CLI is given the list, the entry is named in the detail.
+        assert_eq!(
+            error.attribute,
+            Some(AttributePath::attr("set")),
+            "{error:?}"
+        );
+        assert!(error.detail.starts_with("`set[1]`"), "{error:?}");
+        assert_eq!(
+            bad.iter().filter(|x| x.severity == Severity::Error).count(),
+            1
+        );
+    }
+
     #[test]
     fn bad_cluster_settings_fail_at_validate_on_their_path() {
         let d = dispatcher();

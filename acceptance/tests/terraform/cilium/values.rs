@@ -172,9 +172,11 @@ async fn edits_that_change_nothing_in_the_release_are_bookkeeping() {
     ws.apply();
     let before = release_history(&client, "cilium").await;
     // The other spelling of the version, adoption switched on, the values written out as a
-    // `set` that yields what the release already has (the Talos default `ipam.mode`).
-    let edited = "resource \"talosboot_cilium\" \"this\" {\n  version        = \"v1.20.2\"\n  adopt_existing = true\n  set            = [{ name = \"ipam.mode\", value = \"kubernetes\" }]\n}\n";
+    // `set` that yields what the release already has (the Talos default `ipam.mode`), its name
+    // from a variable as a module would take it: not known at validate, which must accept it.
+    let edited = "variable \"ipam_key\" {\n  type    = string\n  default = \"ipam.mode\"\n}\n\nresource \"talosboot_cilium\" \"this\" {\n  version        = \"v1.20.2\"\n  adopt_existing = true\n  set            = [{ name = var.ipam_key, value = \"kubernetes\" }]\n}\n";
     ws.write("main.tf", &root(&cluster, edited));
+    ws.ok(&["validate", "-no-color"]);
     let plan = ws.ok(&["plan", "-no-color"]);
     assert!(
         !plan.stdout.contains("(known after apply)"),
