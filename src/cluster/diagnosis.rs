@@ -321,15 +321,15 @@ const TABLE: &[Row] = &[
         kind: Signature::ImagePull,
         all: &["ImagePullBackOff"],
         cause: "the image cannot be pulled",
-        fix: "check the image name and tag, or point `job.image` at a mirror the nodes can reach",
-        detail: None,
+        fix: IMAGE_PULL_FIX,
+        detail: Some(image_pull_detail),
     },
     Row {
         kind: Signature::ImagePull,
         all: &["ErrImagePull"],
         cause: "the image cannot be pulled",
-        fix: "check the image name and tag, or point `job.image` at a mirror the nodes can reach",
-        detail: None,
+        fix: IMAGE_PULL_FIX,
+        detail: Some(image_pull_detail),
     },
     Row {
         kind: Signature::Tls,
@@ -443,6 +443,28 @@ pub fn parse_forbidden(text: &str) -> Option<Forbidden> {
     })
 }
 
+/// An image pull failure whose image is not named: either image may be the one.
+const IMAGE_PULL_FIX: &str = "check the image name and tag: the installer Job's image is `job.image`, the chart's workloads' images are the chart's values (`image.repository` and `image.tag` in most charts); or point them at a mirror the nodes can reach";
+
+/// The image the kubelet names (`... image "quay.io/cilium/cilium:v1.20.2" ...`) decides which
+/// setting the fix names: the installer Job's `job.image` only for the installer's own image (a
+/// Helm image), the chart's values for everything the chart runs (Cilium's agents, the
+/// pre-flight DaemonSet, the operator).
+fn image_pull_detail(line: &str) -> Option<(String, String)> {
+    let image = line.split("image \"").nth(1)?.split('"').next()?;
+    let installer =
+        image.contains("/helm:") || image.contains("/helm@") || image.starts_with("helm:");
+    let fix = match installer {
+        true => format!(
+            "check the installer image `{image}`, or point `job.image` at a mirror of it the nodes can reach"
+        ),
+        false => format!(
+            "`{image}` is an image the chart runs: check the chart's image values (`image.repository` and `image.tag` in most charts; for Cilium also `image.override`, `operator.image.*` and `preflight.image.*`), or point them at a mirror the nodes can reach"
+        ),
+    };
+    Some(("the image cannot be pulled".to_owned(), fix))
+}
+
 fn forbidden_detail(line: &str) -> Option<(String, String)> {
     let f = parse_forbidden(line)?;
     let scope = match &f.namespace {
@@ -553,6 +575,38 @@ mod tests {
         let before = pull.clone();
         pull.judge_service_ip("10.100.0.1");
         assert_eq!(pull, before);
+    }
+
+    #[test]
+    fn an_image_pull_failure_names_the_setting_of_the_image_that_failed() {
+        let agent = diagnose([
+            "pod cilium-x on worker-1 (Pending): cilium-agent: waiting (ImagePullBackOff: Back-off pulling image \"quay.io/cilium/cilium:v1.20.2\": ErrImagePull: not found)",
+        ])
+        .expect("known");
+        assert!(
+            agent
+                .fix
+                .contains("`quay.io/cilium/cilium:v1.20.2` is an image the chart runs")
+                && agent.fix.contains("image.repository")
+                && !agent.fix.contains("job.image"),
+            "{}",
+            agent.fix
+        );
+        let installer = diagnose([
+            "Failed to pull image \"docker.io/alpine/helm:4.3.2\": ErrImagePull: timeout",
+        ])
+        .expect("known");
+        assert!(
+            installer.fix.contains("`job.image`") && installer.fix.contains("alpine/helm:4.3.2"),
+            "{}",
+            installer.fix
+        );
+        let unnamed = diagnose(["ErrImagePull"]).expect("known");
+        assert!(
+            unnamed.fix.contains("`job.image`") && unnamed.fix.contains("image.repository"),
+            "{}",
+            unnamed.fix
+        );
     }
 
     #[test]

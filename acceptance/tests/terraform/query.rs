@@ -230,6 +230,16 @@ async fn query_lists_releases_installed_by_helm_and_the_generated_config_adopts_
         "{}",
         plan.text()
     );
+    // The repository the user filled in is recorded, not planned as an upgrade (a release
+    // record never keeps it): no new revision is promised.
+    assert!(
+        !plan
+            .stdout
+            .lines()
+            .any(|l| l.contains("revision") && l.contains("(known after apply)")),
+        "the import plans no Helm upgrade:\n{}",
+        plan.text()
+    );
     let apply = ws.ok(&[
         "apply",
         "-auto-approve",

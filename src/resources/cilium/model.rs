@@ -169,16 +169,27 @@ pub fn validate(c: &Cilium, d: &mut Diagnostics) {
         }
     }
     if let Some(minor) = &c.upgrade_compatibility {
-        if crate::cluster::cilium::versions::Minor::parse(minor)
-            .is_none_or(|m| m.to_string() != *minor)
-        {
-            d.error_at(
+        use crate::cluster::cilium::versions::Minor;
+        match Minor::parse(minor).filter(|m| m.to_string() == *minor) {
+            None => d.error_at(
                 at("upgrade_compatibility"),
                 "Not a Cilium minor",
                 format!(
                     "{minor:?} is not a minor such as `1.19` (the release line first installed)."
                 ),
-            );
+            ),
+            // Newer than the chart: only after a rollback, else a typo (`1.91`); the chart's
+            // templates know no defaults of a minor after their own.
+            Some(first) => {
+                if let Some(running) = c.common.version.as_deref().and_then(Minor::parse) {
+                    if first > running {
+                        d.push(crate::framework::Diagnostic::warning(
+                            "Compatibility minor newer than the version",
+                            format!("`upgrade_compatibility = {minor:?}` names the minor first installed on this cluster, but `version` is {running}: a cluster first installed on {minor} runs {running} only after rolling back. If that is not what happened, set the minor the cluster started on (or leave it unset: talosboot records it at the first install)."),
+                        ).at(at("upgrade_compatibility")));
+                    }
+                }
+            }
         }
     }
     let c = &c.common;
@@ -219,6 +230,36 @@ mod tests {
 
     fn validate(c: &Cilium, d: &mut Diagnostics) {
         crate::resources::release::validate(c, d);
+    }
+
+    #[test]
+    fn a_compatibility_minor_newer_than_the_version_is_warned_on_its_attribute() {
+        let with = |minor: &str| {
+            let mut c = cilium();
+            c.upgrade_compatibility = Some(minor.into());
+            let mut d = Diagnostics::new();
+            validate(&c, &mut d);
+            d
+        };
+        for ok in ["1.16", "1.18"] {
+            assert!(with(ok).is_empty(), "{ok}: {:?}", with(ok));
+        }
+        let typo = with("1.81");
+        let warning = typo.iter().next().expect("a warning");
+        assert_eq!(warning.severity, crate::framework::Severity::Warning);
+        assert_eq!(
+            warning.attribute,
+            Some(AttributePath::attr("upgrade_compatibility"))
+        );
+        assert!(
+            warning.detail.contains("`version` is 1.18"),
+            "{}",
+            warning.detail
+        );
+        assert!(
+            !typo.has_errors(),
+            "a rollback may leave it newer: {typo:?}"
+        );
     }
 
     #[test]

@@ -176,6 +176,7 @@ pub fn plan_with(req: PlanRequest, spec: &PlanSpec) -> PlanResponse {
         let inputs_changed = changed_inputs(prior, &planned, spec.upgrade_inputs)
             .iter()
             .filter(|name| !(**name == "version" && same_version(prior, &planned)))
+            .filter(|name| !first_set_of_what_runs(name, prior, &planned))
             .any(|name| !(hash_known && spec.value_inputs.contains(name)));
         let drifted = !same_value(prior.attr("values_sha256"), Some(&desired_hash));
         let status = prior
@@ -261,6 +262,30 @@ fn same_version(prior: &Value, planned: &Value) -> bool {
     }
 }
 
+/// Whether `input` is set for the first time on a state that did not have it (imported, moved,
+/// or found by `terraform query`), to what already runs: the chart's source, which a release
+/// record does not keep, and the chart's name, which the record does (`metadata.chart`).
+/// Recorded, never an upgrade.
+fn first_set_of_what_runs(input: &str, prior: &Value, planned: &Value) -> bool {
+    let unset = prior.attr(input).is_none_or(Value::is_null);
+    match input {
+        "repository" => unset,
+        "chart" => {
+            let running = prior
+                .attr("metadata")
+                .and_then(|m| m.attr("chart"))
+                .and_then(Value::as_str);
+            // A chart reference may carry its repository (`oci://.../podinfo`).
+            let named = planned
+                .attr("chart")
+                .and_then(Value::as_str)
+                .map(|c| c.rsplit('/').next().unwrap_or(c));
+            unset && running.is_some() && named == running
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +334,81 @@ mod tests {
             ("revision", Value::int(2)),
             ("values_sha256", hash),
         ])
+    }
+
+    /// An imported release's state has no `repository` (a release record does not keep it):
+    /// the configuration's is recorded, not planned as an upgrade; a repository that changes
+    /// from one to another still is.
+    #[test]
+    fn a_repository_set_for_the_first_time_plans_no_upgrade() {
+        let private = Private::fresh();
+        let hash =
+            Value::from(private.salted(&values_digest(Some(&serde_json::json!({ "v": "a" })))));
+        let with_repository = |repository: Value| {
+            let mut v = state("1.0.0", "a", "deployed", hash.clone());
+            if let Some(attrs) = v.attrs_mut() {
+                attrs.insert("repository".into(), repository);
+            }
+            v
+        };
+        let merged = |p: &Value| {
+            p.attr("values")
+                .and_then(Value::as_str)
+                .map(|v| serde_json::json!({ "v": v }))
+        };
+        let plan = |prior: Value, planned: Value| {
+            let spec = PlanSpec {
+                value_inputs: &["values"],
+                upgrade_inputs: &["version", "values", "repository", "chart"],
+                after_upgrade: &["revision", "status"],
+                merged_values: &merged,
+                recorded: None,
+                keep_values_hint: "",
+            };
+            plan_with(
+                PlanRequest {
+                    prior_state: prior,
+                    proposed_new_state: planned.clone(),
+                    config: planned,
+                    prior_private: private.encode(),
+                    client_capabilities: Default::default(),
+                },
+                &spec,
+            )
+        };
+        let upgrades = |resp: &PlanResponse| {
+            resp.planned_state
+                .attr("revision")
+                .is_some_and(Value::is_unknown)
+        };
+        let first = plan(
+            with_repository(Value::Null),
+            with_repository("https://charts.example".into()),
+        );
+        assert!(!upgrades(&first), "{:?}", first.planned_state);
+        let moved = plan(
+            with_repository("https://charts.example".into()),
+            with_repository("https://mirror.example".into()),
+        );
+        assert!(upgrades(&moved), "{:?}", moved.planned_state);
+        // The chart's name: the record has it; the same name is recorded, another one upgrades.
+        let with_chart = |chart: Value| {
+            let mut v = with_repository("https://charts.example".into());
+            if let Some(attrs) = v.attrs_mut() {
+                attrs.insert("chart".into(), chart);
+                attrs.insert(
+                    "metadata".into(),
+                    Value::object([("chart", Value::from("app"))]),
+                );
+            }
+            v
+        };
+        for same in ["app", "oci://registry.example/charts/app"] {
+            let named = plan(with_chart(Value::Null), with_chart(same.into()));
+            assert!(!upgrades(&named), "{same}: {:?}", named.planned_state);
+        }
+        let other = plan(with_chart(Value::Null), with_chart("other".into()));
+        assert!(upgrades(&other), "another chart: {:?}", other.planned_state);
     }
 
     #[test]

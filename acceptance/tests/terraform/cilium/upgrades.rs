@@ -301,8 +301,9 @@ async fn a_node_stuck_mid_rollout_is_named_and_rolled_back() {
     let state = ws.state_text();
     assert!(
         state.contains("\"chart_version\": \"1.19.7\"")
-            && state.contains("\"status\": \"deployed\""),
-        "the state says what runs: {state}"
+            && state.contains("\"status\": \"deployed\"")
+            && state.contains("\"revision\": 3,"),
+        "the state says what runs, the rollback's revision: {state}"
     );
     // The upgrade is still wanted: the next plan proposes it again.
     assert!(ws.plan_has_changes());
