@@ -62,27 +62,30 @@ pub async fn read_at_plan(target: &Target, mut req: PlanRequest) -> (PlanRequest
         let (namespace, private) = (&namespace, &private);
         // An import names its object without an article: "the imported Flux bootstrap of ...".
         let import_label = format!("Flux bootstrap of {namespace}");
+        // As the chart resources' imports: the read says what is there (the drift, or `None`
+        // for no FluxInstance), and not being there is its own error, not a failed read.
         let read = read_import(target, &import_label, |kube| async move {
             let instance = read_instance(&kube, namespace, INSTANCE_NAME)
                 .await
                 .map_err(|e| {
                     Diagnostic::error("Failed to read the FluxInstance", format!("{e}."))
                 })?;
-            if instance.is_none() {
-                return Ok(Err(kube.endpoint));
-            }
-            let entries = drifted(&kube, namespace, private)
-                .await
-                .map_err(|e| super::read::diagnostic(&e))?;
-            Ok(Ok(entries))
+            let entries = match instance {
+                Some(_) => Some(
+                    drifted(&kube, namespace, private)
+                        .await
+                        .map_err(|e| super::read::diagnostic(&e))?,
+                ),
+                None => None,
+            };
+            Ok((kube, entries))
         })
         .await;
         match read {
-            Ok(Ok(entries)) => found.drifted = set_drift(&mut req.prior_state, entries),
-            // Its own summary, not "cannot read": the cluster answered, and has no such object.
-            Ok(Err(api_server)) => found.diagnostics.push(not_there_to_import(
+            Ok((_, Some(entries))) => found.drifted = set_drift(&mut req.prior_state, entries),
+            Ok((kube, None)) => found.diagnostics.push(not_there_to_import(
                 &format!("FluxInstance {namespace}/{INSTANCE_NAME}"),
-                &api_server,
+                &kube.endpoint,
             )),
             Err(d) => found.diagnostics.push(d),
         }
