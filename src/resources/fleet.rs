@@ -106,7 +106,7 @@ where
             .connect()
             .await
             .map_err(|e| engine_diagnostic("connect", &EngineError::connect(e)))?;
-        read(kube).await
+        read(within_plan_budget(kube)).await
     })
     .await;
     let why = match outcome {
@@ -116,12 +116,43 @@ where
             d.detail
         ),
         Err(_) => format!(
-            "Its cluster did not answer within {}s, so this plan does not show drift there and plans from the stored state.",
+            "Its cluster{} did not answer within {}s (not reachable, or refusing connections), so this plan does not show drift there and plans from the stored state. Apply reaches it again, and fails naming the cause if it still cannot.",
+            api_server(target)
+                .await
+                .map(|s| format!(" at {s}"))
+                .unwrap_or_default(),
             PLAN_READ_BUDGET.as_secs()
         ),
     };
     diagnostics.warning(format!("Could not read {label} at plan"), why);
     None
+}
+
+/// `kube` retrying transient errors for at most 3/4 of [`PLAN_READ_BUDGET`]: a cluster that
+/// refuses connections then fails the read with that cause ("connection refused") before the
+/// plan stops waiting, which could only say that it did not answer.
+fn within_plan_budget(mut kube: Kube) -> Kube {
+    let cap = PLAN_READ_BUDGET * 3 / 4;
+    if kube.retry_budget.duration() > cap {
+        kube.retry_budget = crate::cluster::RetryBudget::new(cap);
+    }
+    kube
+}
+
+/// The API server `target` connects to, read from its settings (no network).
+async fn api_server(target: &Target) -> Option<String> {
+    let source = match target {
+        Target::Own { source, .. } => source,
+        Target::Provider(handle) => match handle.config() {
+            ProviderConfig::Known(source) => source,
+            _ => return None,
+        },
+        Target::Unknown => return None,
+    };
+    crate::cluster::identity(source)
+        .await
+        .ok()
+        .map(|i| i.api_server)
 }
 
 /// Whether the plan must read, through `target`, a state an import made ([`Imported`]): one
@@ -172,7 +203,7 @@ where
             .connect()
             .await
             .map_err(|e| engine_diagnostic("connect", &EngineError::connect(e)))?;
-        read(kube).await
+        read(within_plan_budget(kube)).await
     })
     .await;
     match outcome {

@@ -275,6 +275,18 @@ async fn a_fleet_of_three_clusters_in_one_root_converges_each_on_its_own_cluster
             Some("deployed")
         );
     }
+    // Cluster c back: its state says what runs there (the failed apply changed nothing), so
+    // the next plan still proposes c's change, and c's only.
+    clusters[2].faults().expect("an embedded cluster").clear();
+    let pending = ws.ok(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        pending
+            .stdout
+            .contains(r#"talosboot_cilium.this["c"] will be updated in-place"#)
+            && pending.stdout.contains("1 to change"),
+        "the change c never got is still planned:\n{}",
+        pending.text()
+    );
 }
 
 /// The other way to a fleet, OpenTofu's own (1.9+): a provider block with `for_each` over the

@@ -41,8 +41,15 @@ pub fn plan(req: PlanRequest) -> PlanResponse {
             format!("The last refresh found drift in what the bootstrap owns (the `drift` entries this plan empties). Apply:\n{repairs}"),
         );
     }
-    let hash = managed_hash(&private.salt, req.config.attr("managed_resources"))
-        .unwrap_or_else(Value::unknown);
+    // A create has no salt yet, whatever private state comes with it: the create half of a
+    // replacement is planned with the replaced object's private state but planned again at
+    // apply without it (that object is gone by then), and both plans must agree.
+    let salt = match req.prior_state.is_null() {
+        true => "",
+        false => private.salt.as_str(),
+    };
+    let hash =
+        managed_hash(salt, req.config.attr("managed_resources")).unwrap_or_else(Value::unknown);
     set_computed(&mut planned, namespace, Some(hash));
     // A partial `job` turns host networking off, as in the module: the plan shows it.
     job::plan_defaults(&mut planned, &req.config, Flavor::Module);

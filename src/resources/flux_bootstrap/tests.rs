@@ -139,6 +139,16 @@ async fn write_only_values_never_reach_a_plan_and_changes_plan_an_update() {
         "a changed secret changes the hash"
     );
     assert!(!format!("{a:?}").contains(SECRET));
+    // The create half of a replacement comes with the replaced object's private state; planned
+    // again at apply it comes without (the object is gone). Both plans must agree: unknown.
+    let replacing = plan(config(&d, SECRET), Value::Null, private.encode()).await;
+    assert!(
+        replacing
+            .planned_state
+            .attr("managed_resources_hash")
+            .is_some_and(Value::is_unknown),
+        "a create has no salt, whatever private state comes with it"
+    );
 }
 
 const TOKEN_VALUE: &str = "fleet-t0ken-never-shown";

@@ -10,6 +10,7 @@
 //! - [`plan_identity`] and [`name_cluster`] are the shared ones.
 
 use super::{ChartResource, observe, refresh};
+use crate::cluster::ClusterError;
 use crate::cluster::ClusterHandle;
 use crate::framework::model::{Unknowns, decode, encode};
 use crate::framework::plan::mark_unknown;
@@ -228,7 +229,9 @@ pub async fn refreshed_prior<K: ChartResource>(
     }
     let observed = match observe(clients, &prior).await {
         Ok(observed) => observed,
-        Err(e) if imported => {
+        // Not read after the connection's whole retry budget (unreachable, or failing with
+        // 5xx): the install would spend that budget again before failing the same way.
+        Err(e) if imported || e.cause.as_ref().is_some_and(ClusterError::is_transient) => {
             return Err(engine_diagnostic(&format!("read {}", prior.label()), &e));
         }
         Err(_) => return Ok(Some(prior)),

@@ -238,6 +238,15 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         let prior = (installs && !prior_state.is_null())
             .then(|| decode::<K>(&prior_state, Unknowns::AsNull).ok())
             .flatten();
+        if installs && prior_state.is_null() && !resp.diagnostics.has_errors() {
+            if let Ok(planned) = decode::<K>(&resp.planned_state, Unknowns::AsNull) {
+                if let Some(d) =
+                    super::lifecycle::plan_create_over_live_release(&cluster, &planned).await
+                {
+                    resp.diagnostics.push(d);
+                }
+            }
+        }
         if installs && !resp.diagnostics.has_errors() {
             if let Some(m) = K::planned_for_checks(&resp.planned_state, &config) {
                 let applied = K::applied_by_talosboot(prior.as_ref(), &private);

@@ -1,5 +1,6 @@
 //! Installing and removing Cilium: a fresh install that makes every node Ready and plans empty
-//! next; destroy with `keep` and `uninstall`; `rbac = "minimal"` leaving no Role behind.
+//! next; `-replace` with `keep` refused at plan (its destroy would only forget the release);
+//! destroy with `keep` and `uninstall`; `rbac = "minimal"` leaving no Role behind.
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Api;
@@ -49,6 +50,33 @@ async fn destroy_keeps_cilium_with_keep_and_uninstalls_by_default() {
     let client = cluster.client().await;
     let ws = workspace(&cluster, &cilium("  deletion_policy = \"keep\""));
     ws.apply();
+    // `-replace` with `keep` would forget the release, then refuse to create it over the one
+    // running: refused at plan, before anything runs, and the state keeps it.
+    let before = release_history(&client, "cilium").await;
+    let replace = ws.run(&[
+        "apply",
+        "-auto-approve",
+        "-no-color",
+        "-replace=talosboot_cilium.this",
+    ]);
+    assert!(
+        !replace.success
+            && replace.flat().contains("Release already exists")
+            && replace.flat().contains("only forgets the release")
+            && !replace.flat().contains("Destroying"),
+        "{}",
+        replace.text()
+    );
+    assert!(
+        ws.state_text().contains("\"talosboot_cilium\""),
+        "still in state"
+    );
+    assert_eq!(
+        release_history(&client, "cilium").await,
+        before,
+        "nothing ran"
+    );
+    assert!(!ws.plan_has_changes());
     let out = ws.ok(&["destroy", "-auto-approve", "-no-color"]);
     assert!(
         out.flat().contains("(kube-system/cilium) left running"),

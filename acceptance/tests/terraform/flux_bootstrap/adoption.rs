@@ -1,5 +1,6 @@
 //! Adoption: the module's leftovers (inventory honoured, nothing restarted), import by the
-//! FluxInstance's namespace, and prerequisites applied until Flux adopts them.
+//! FluxInstance's namespace (then `-replace`, which forgets and adopts), and prerequisites
+//! applied until Flux adopts them.
 
 use kube::api::PostParams;
 
@@ -104,6 +105,18 @@ async fn import_by_the_flux_instance_namespace() {
     second.ok(APPLY);
     let after = get(&instances(&client), "flux").await.expect("fi");
     assert_eq!(before["metadata"]["uid"], after["metadata"]["uid"]);
+    assert_no_changes(&second);
+
+    // `-replace` (`keep`, the default: its destroy forgets, its create adopts what runs). The
+    // create's plan at apply has no private state left: it must match the plan's.
+    let mut replace = APPLY.to_vec();
+    replace.push("-replace=talosboot_flux_bootstrap.flux_operator_bootstrap");
+    second.ok(&replace);
+    let replaced = get(&instances(&client), "flux").await.expect("fi");
+    assert_eq!(
+        before["metadata"]["uid"], replaced["metadata"]["uid"],
+        "adopted, not recreated"
+    );
     assert_no_changes(&second);
 }
 
