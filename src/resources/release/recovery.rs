@@ -4,7 +4,10 @@
 //!   ([`FAILED_CREATE`]): the tainted object's destroy only forgets the release, and the create
 //!   that replaces it resumes the same release in place;
 //! - an upgrade that did not become ready is rolled back to the revision that ran, when the
-//!   resource asks for it ([`ChartResource::rollback_on_failure`]).
+//!   resource asks for it ([`ChartResource::rollback_on_failure`]);
+//! - a create that finds a live release is refused ([`already_exists`]), already at plan when
+//!   `deletion_policy = "keep"` would make a replacement forget it first
+//!   ([`plan_create_over_live_release`]).
 
 use std::time::Instant;
 
@@ -16,7 +19,8 @@ use crate::cluster::Kube;
 use crate::cluster::engine::JobSettings;
 use crate::cluster::helm;
 use crate::cluster::helm::recovery::FAILED_CREATE;
-use crate::framework::Diagnostics;
+use crate::cluster::helm::release::HelmRelease;
+use crate::framework::{Diagnostic, Diagnostics};
 
 /// Whether a create resumes the release a failed talosboot create left (its newest record carries
 /// [`FAILED_CREATE`]), rather than refusing it as somebody else's.
@@ -155,4 +159,55 @@ pub(super) async fn roll_back<K: ChartResource>(
             )
         }
     }
+}
+
+/// The error of a create that finds `existing` running: talosboot never takes over a live
+/// release by creating it. Said at apply (`lifecycle::declined`) and, when the cluster answers in time,
+/// already at plan ([`plan_create_over_live_release`]).
+pub(super) fn already_exists<K: ChartResource>(desired: &K, existing: &HelmRelease) -> Diagnostic {
+    let id = desired.common().id();
+    Diagnostic::error(
+        "Release already exists",
+        format!(
+            "Release {id} (revision {}, chart {} {}, status {}) exists already; talosboot does not take over a release by creating it. Import it instead, then apply: add this block to the configuration, with your resource's address in `to` (or run `tofu import` / `terraform import` with the same ID):\n\nimport {{\n  to = {}.this\n  id = \"{id}\"\n}}",
+            existing.revision,
+            existing.chart,
+            existing.chart_version,
+            existing.status,
+            K::TYPE_NAME,
+        ),
+    )
+}
+
+/// How long a plan waits for its check of a create against the cluster.
+const PLAN_CREATE_CHECK_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A planned create, with `deletion_policy = "keep"`, of a release that already runs would be
+/// refused at apply: said at plan, when the cluster answers within [`PLAN_CREATE_CHECK_BUDGET`],
+/// so that nothing runs first. That matters most for the create half of a replacement
+/// (`-replace`, or a change that forces one): its destroy only forgets the release, and the
+/// refused create would leave it running outside the state. A release this resource's failed
+/// create left is resumed, not refused ([`resumes_failed_create`]).
+pub(super) async fn plan_create_over_live_release<K: ChartResource>(
+    cluster: &crate::cluster::ClusterHandle,
+    planned: &K,
+) -> Option<Diagnostic> {
+    let c = planned.common();
+    let (ns, name) = (c.release_namespace(), c.release_name());
+    // With `uninstall`, the create may be a replacement's, whose destroy uninstalls the release
+    // first: only apply can tell.
+    if ns.is_empty() || name.is_empty() || !c.keep_on_destroy() {
+        return None;
+    }
+    let found = tokio::time::timeout(PLAN_CREATE_CHECK_BUDGET, async {
+        let clients = cluster.connect().await.ok()?;
+        let existing = helm::install::release(&clients, ns, name).await.ok()??;
+        let live = existing.status.is_live();
+        (live && !resumes_failed_create(&clients, planned).await).then_some(existing)
+    })
+    .await
+    .ok()??;
+    let mut d = already_exists(planned, &found);
+    d.detail.push_str(&format!("\n\nNothing was changed. If this create replaces the resource (`-replace`, or a change that forces a replacement): with `deletion_policy = \"keep\"` the replacement's destroy only forgets the release, and this create would then be refused, leaving the release running outside the state. To reinstall it, uninstall it with Helm first (`helm uninstall -n {ns} {name}`; for a CNI, pods lose their network until it is back)."));
+    Some(d)
 }

@@ -241,7 +241,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         if installs && prior_state.is_null() && !resp.diagnostics.has_errors() {
             if let Ok(planned) = decode::<K>(&resp.planned_state, Unknowns::AsNull) {
                 if let Some(d) =
-                    super::lifecycle::plan_create_over_live_release(&cluster, &planned).await
+                    super::recovery::plan_create_over_live_release(&cluster, &planned).await
                 {
                     resp.diagnostics.push(d);
                 }
