@@ -30,6 +30,12 @@ pub(super) async fn resumes_failed_create<K: ChartResource>(clients: &Kube, desi
     let Ok(Some(found)) = helm::install::release(clients, ns, name).await else {
         return false;
     };
+    left_by_failed_create(clients, &found).await
+}
+
+/// Whether `found`'s newest record carries the [`FAILED_CREATE`] mark of this very release.
+async fn left_by_failed_create(clients: &Kube, found: &HelmRelease) -> bool {
+    let (ns, name) = (found.namespace.as_str(), found.name.as_str());
     helm::recovery::record_annotation(clients, ns, name, found.revision, FAILED_CREATE)
         .await
         .ok()
@@ -179,18 +185,16 @@ pub(super) fn already_exists<K: ChartResource>(desired: &K, existing: &HelmRelea
     )
 }
 
-/// How long a plan waits for its check of a create against the cluster.
-const PLAN_CREATE_CHECK_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// A planned create, with `deletion_policy = "keep"`, of a release that already runs would be
-/// refused at apply: said at plan, when the cluster answers within [`PLAN_CREATE_CHECK_BUDGET`],
-/// so that nothing runs first. That matters most for the create half of a replacement
+/// refused at apply: said at plan, when the cluster answers within `budget` (the plan's other
+/// best-effort checks'), so that nothing runs first. That matters most for the create half of a replacement
 /// (`-replace`, or a change that forces one): its destroy only forgets the release, and the
 /// refused create would leave it running outside the state. A release this resource's failed
 /// create left is resumed, not refused ([`resumes_failed_create`]).
 pub(super) async fn plan_create_over_live_release<K: ChartResource>(
     cluster: &crate::cluster::ClusterHandle,
     planned: &K,
+    budget: std::time::Duration,
 ) -> Option<Diagnostic> {
     let c = planned.common();
     let (ns, name) = (c.release_namespace(), c.release_name());
@@ -199,11 +203,11 @@ pub(super) async fn plan_create_over_live_release<K: ChartResource>(
     if ns.is_empty() || name.is_empty() || !c.keep_on_destroy() {
         return None;
     }
-    let found = tokio::time::timeout(PLAN_CREATE_CHECK_BUDGET, async {
+    let found = tokio::time::timeout(budget, async {
         let clients = cluster.connect().await.ok()?;
         let existing = helm::install::release(&clients, ns, name).await.ok()??;
         let live = existing.status.is_live();
-        (live && !resumes_failed_create(&clients, planned).await).then_some(existing)
+        (live && !left_by_failed_create(&clients, &existing).await).then_some(existing)
     })
     .await
     .ok()??;

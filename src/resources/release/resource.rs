@@ -240,8 +240,12 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             .flatten();
         if installs && prior_state.is_null() && !resp.diagnostics.has_errors() {
             if let Ok(planned) = decode::<K>(&resp.planned_state, Unknowns::AsNull) {
-                if let Some(d) =
-                    super::recovery::plan_create_over_live_release(&cluster, &planned).await
+                if let Some(d) = super::recovery::plan_create_over_live_release(
+                    &cluster,
+                    &planned,
+                    PLAN_PREFLIGHT_BUDGET,
+                )
+                .await
                 {
                     resp.diagnostics.push(d);
                 }
@@ -592,23 +596,26 @@ mod tests {
         assert_eq!(read.new_state, one.state, "kept, never removed");
     }
 
+    /// A configuration with `version = "1.20.2"` and `attr = value`, every other attribute null.
+    fn cilium_config(d: &Dispatcher, attr: &str, value: Value) -> Value {
+        let Ok(Type::Object { attributes, .. }) = d.resource_type(TYPE).cloned() else {
+            panic!("object type");
+        };
+        let mut config: std::collections::BTreeMap<String, Value> = attributes
+            .keys()
+            .map(|k| (k.clone(), Value::Null))
+            .collect();
+        config.insert("version".into(), Value::from("1.20.2"));
+        config.insert(attr.into(), value);
+        Value::Object(config)
+    }
+
     /// A `set` entry's name from a variable is unknown at validate (and in the validate walk of
     /// a plan): it is checked once known, and a known bad one still fails on its entry.
     #[test]
     fn a_set_name_not_known_yet_passes_validate_and_a_bad_known_one_fails_on_its_entry() {
         let d = dispatcher();
-        let Ok(Type::Object { attributes, .. }) = d.resource_type(TYPE).cloned() else {
-            panic!("object type");
-        };
-        let config = |set: Vec<Value>| {
-            let mut config: std::collections::BTreeMap<String, Value> = attributes
-                .keys()
-                .map(|k| (k.clone(), Value::Null))
-                .collect();
-            config.insert("version".into(), Value::from("1.20.2"));
-            config.insert("set".into(), Value::List(set));
-            Value::Object(config)
-        };
+        let config = |set: Vec<Value>| cilium_config(&d, "set", Value::List(set));
         let entry = |name: Value| {
             Value::object([
                 ("name", name),
@@ -646,19 +653,12 @@ mod tests {
     #[test]
     fn bad_cluster_settings_fail_at_validate_on_their_path() {
         let d = dispatcher();
-        let Ok(Type::Object { attributes, .. }) = d.resource_type(TYPE).cloned() else {
-            panic!("object type");
-        };
-        let mut config: std::collections::BTreeMap<String, Value> = attributes
-            .keys()
-            .map(|k| (k.clone(), Value::Null))
-            .collect();
-        config.insert("version".into(), Value::from("1.20.2"));
-        config.insert(
-            CLUSTER.into(),
+        let config = cilium_config(
+            &d,
+            CLUSTER,
             Value::object([(HOST, Value::from("10.0.0.10:6443"))]),
         );
-        let diagnostics = d.validate_resource(TYPE, &Value::Object(config), true);
+        let diagnostics = d.validate_resource(TYPE, &config, true);
         let error = diagnostics
             .iter()
             .find(|x| x.severity == Severity::Error)
