@@ -5,9 +5,9 @@
 //!   that replaces it resumes the same release in place;
 //! - an upgrade that did not become ready is rolled back to the revision that ran, when the
 //!   resource asks for it ([`ChartResource::rollback_on_failure`]);
-//! - a create that finds a live release is refused ([`already_exists`]), already at plan when
-//!   `deletion_policy = "keep"` would make a replacement forget it first
-//!   ([`plan_create_over_live_release`]).
+//! - a create that finds a live release is refused ([`already_exists`]); the plan says so
+//!   already, an error when `deletion_policy = "keep"` would make a replacement forget it first,
+//!   a warning when a replacement would uninstall it first ([`plan_create_over_live_release`]).
 
 use std::time::Instant;
 
@@ -185,12 +185,16 @@ pub(super) fn already_exists<K: ChartResource>(desired: &K, existing: &HelmRelea
     )
 }
 
-/// A planned create, with `deletion_policy = "keep"`, of a release that already runs would be
-/// refused at apply: said at plan, when the cluster answers within `budget` (the plan's other
-/// best-effort checks'), so that nothing runs first. That matters most for the create half of a replacement
-/// (`-replace`, or a change that forces one): its destroy only forgets the release, and the
-/// refused create would leave it running outside the state. A release this resource's failed
-/// create left is resumed, not refused ([`resumes_failed_create`]).
+/// A planned create of a release that already runs (and that this resource's failed create did
+/// not leave, [`resumes_failed_create`]) is said at plan, when the cluster answers within
+/// `budget` (the plan's other best-effort checks'), so that nothing runs first:
+/// - with `deletion_policy = "keep"` it is an error: even as the create half of a replacement
+///   (`-replace`, or a change that forces one) it would be refused, since that destroy only
+///   forgets the release, which would then run outside the state;
+/// - with `uninstall` it is a warning: the plan cannot tell a fresh create (which the apply
+///   refuses, [`already_exists`]) from a replacement's (whose destroy uninstalls the release
+///   first), so it says what each will do. Both CLIs show it for a fresh create and a tainted
+///   object's replacement; they drop the warnings of the create half of any other replacement.
 pub(super) async fn plan_create_over_live_release<K: ChartResource>(
     cluster: &crate::cluster::ClusterHandle,
     planned: &K,
@@ -198,9 +202,7 @@ pub(super) async fn plan_create_over_live_release<K: ChartResource>(
 ) -> Option<Diagnostic> {
     let c = planned.common();
     let (ns, name) = (c.release_namespace(), c.release_name());
-    // With `uninstall`, the create may be a replacement's, whose destroy uninstalls the release
-    // first: only apply can tell.
-    if ns.is_empty() || name.is_empty() || !c.keep_on_destroy() {
+    if ns.is_empty() || name.is_empty() {
         return None;
     }
     let found = tokio::time::timeout(budget, async {
@@ -212,6 +214,15 @@ pub(super) async fn plan_create_over_live_release<K: ChartResource>(
     .await
     .ok()??;
     let mut d = already_exists(planned, &found);
-    d.detail.push_str(&format!("\n\nNothing was changed. If this create replaces the resource (`-replace`, or a change that forces a replacement): with `deletion_policy = \"keep\"` the replacement's destroy only forgets the release, and this create would then be refused, leaving the release running outside the state. To reinstall it, uninstall it with Helm first (`helm uninstall -n {ns} {name}`; for a CNI, pods lose their network until it is back)."));
-    Some(d)
+    if c.keep_on_destroy() {
+        d.detail.push_str(&format!("\n\nNothing was changed. If this create replaces the resource (`-replace`, or a change that forces a replacement): with `deletion_policy = \"keep\"` the replacement's destroy only forgets the release, and this create would then be refused, leaving the release running outside the state. To reinstall it, uninstall it with Helm first (`helm uninstall -n {ns} {name}`; for a CNI, pods lose their network until it is back)."));
+        return Some(d);
+    }
+    Some(Diagnostic::warning(
+        format!("Release {ns}/{name} already runs"),
+        format!(
+            "If this plan replaces the resource (it was tainted), its destroy uninstalls the release first and this create installs it again, and what it runs is gone in between (for a CNI, the pods' network). Otherwise this is a create over a release that talosboot does not manage, and the apply will refuse it, changing nothing:\n\n{}",
+            d.detail
+        ),
+    ))
 }

@@ -1,5 +1,6 @@
 //! Installing and removing Cilium: a fresh install that makes every node Ready and plans empty
-//! next; `-replace` with `keep` refused at plan (its destroy would only forget the release);
+//! next; `-replace` with `keep` refused at plan (its destroy would only forget the release), with
+//! `uninstall` a tainted one warned (its destroy uninstalls first), a forgotten import refused;
 //! destroy with `keep` and `uninstall`; `rbac = "minimal"` leaving no Role behind.
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -93,6 +94,41 @@ async fn destroy_keeps_cilium_with_keep_and_uninstalls_by_default() {
     );
     let ws = workspace(&cluster, &import);
     ws.apply();
+    // With `uninstall`, a create over the running release is either a tainted object's
+    // replacement (its destroy uninstalls first) or a root that forgot to import it: the plan
+    // says both, and a root that forgot is refused at apply with nothing changed.
+    ws.ok(&["taint", "-no-color", "talosboot_cilium.this"]);
+    let replace = ws.ok(&["plan", "-no-color"]);
+    assert!(
+        replace
+            .flat()
+            .contains("Release kube-system/cilium already runs")
+            && replace
+                .flat()
+                .contains("its destroy uninstalls the release first"),
+        "{}",
+        replace.text()
+    );
+    ws.ok(&["untaint", "-no-color", "talosboot_cilium.this"]);
+    let before = release_history(&client, "cilium").await;
+    let forgot = workspace(&cluster, &cilium(""));
+    let plan = forgot.ok(&["plan", "-no-color"]);
+    assert!(
+        plan.flat().contains("already runs") && plan.flat().contains("import {"),
+        "{}",
+        plan.text()
+    );
+    let refused = forgot.run(&["apply", "-auto-approve", "-no-color"]);
+    assert!(
+        !refused.success && refused.flat().contains("Release already exists"),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(
+        release_history(&client, "cilium").await,
+        before,
+        "nothing ran"
+    );
     ws.ok(&["destroy", "-auto-approve", "-no-color"]);
     assert!(
         release_history(&client, "cilium").await.is_empty(),
