@@ -35,7 +35,8 @@ pub const PLAN_READ_BUDGET: Duration = Duration::from_secs(20);
 
 /// The `cluster` settings' mistakes (conflicting settings, a credential without `host`, a bad
 /// URL, PEM or kubeconfig), each on `cluster.<name>`, as the provider block reports its own
-/// ([`connection::resolve`]). An empty `cluster` is reported by [`connection::target`] at plan.
+/// ([`connection::resolve`]), each detail starting with its path ([`path_in_detail`]). An empty
+/// `cluster` is reported by [`connection::target`] at plan.
 pub fn validate_cluster(config: &Value, diagnostics: &mut Diagnostics) {
     let Some(block) = config
         .attr(CLUSTER)
@@ -44,7 +45,9 @@ pub fn validate_cluster(config: &Value, diagnostics: &mut Diagnostics) {
         return;
     };
     let (_, found) = connection::resolve(block, Scope::Block);
-    diagnostics.extend(found);
+    for d in found {
+        diagnostics.push(path_in_detail(d));
+    }
 }
 
 /// `d` with its attribute path at the front of its detail: OpenTofu cannot point at the source
@@ -100,15 +103,7 @@ where
     F: FnOnce(Kube) -> Fut,
     Fut: Future<Output = Result<(Kube, T), Diagnostic>>,
 {
-    let handle = target.handle();
-    let outcome = tokio::time::timeout(PLAN_READ_BUDGET, async {
-        let kube = handle
-            .connect()
-            .await
-            .map_err(|e| engine_diagnostic("connect", &EngineError::connect(e)))?;
-        read(within_plan_budget(kube)).await
-    })
-    .await;
+    let outcome = read_within_plan_budget(target, read).await;
     let why = match outcome {
         Ok(Ok(read)) => return Some(read),
         Ok(Err(d)) => format!(
@@ -126,6 +121,27 @@ where
     };
     diagnostics.warning(format!("Could not read {label} at plan"), why);
     None
+}
+
+/// Connects through `target` and runs `read` within [`PLAN_READ_BUDGET`] (`Err` when that ran
+/// out), its retries capped by [`within_plan_budget`].
+async fn read_within_plan_budget<T, F, Fut>(
+    target: &Target,
+    read: F,
+) -> Result<Result<T, Diagnostic>, tokio::time::error::Elapsed>
+where
+    F: FnOnce(Kube) -> Fut,
+    Fut: Future<Output = Result<T, Diagnostic>>,
+{
+    let handle = target.handle();
+    tokio::time::timeout(PLAN_READ_BUDGET, async {
+        let kube = handle
+            .connect()
+            .await
+            .map_err(|e| engine_diagnostic("connect", &EngineError::connect(e)))?;
+        read(within_plan_budget(kube)).await
+    })
+    .await
 }
 
 /// `kube` retrying transient errors for at most 3/4 of [`PLAN_READ_BUDGET`]: a cluster that
@@ -197,15 +213,7 @@ where
         }
         _ => {}
     }
-    let handle = target.handle();
-    let outcome = tokio::time::timeout(PLAN_READ_BUDGET, async {
-        let kube = handle
-            .connect()
-            .await
-            .map_err(|e| engine_diagnostic("connect", &EngineError::connect(e)))?;
-        read(within_plan_budget(kube)).await
-    })
-    .await;
+    let outcome = read_within_plan_budget(target, read).await;
     match outcome {
         Ok(read) => read.map_err(|mut d| {
             d.summary = summary;

@@ -167,38 +167,19 @@ pub struct ManifestWorkload {
 
 const WORKLOAD_KINDS: &[&str] = &["Deployment", "DaemonSet", "StatefulSet", "Job"];
 
-/// The workloads of a manifest (multi-document YAML as Helm stores it); documents that do not parse
-/// are skipped: the manifest is Helm's, readiness of what it names is best effort.
+/// The workloads of a manifest (multi-document YAML as Helm stores it): its objects of a
+/// workload kind ([`manifest_objects`]); documents that do not parse are skipped, since readiness
+/// of what the manifest names is best effort.
 pub fn manifest_workloads(manifest: &str) -> Vec<ManifestWorkload> {
-    let mut out = Vec::new();
-    for doc in manifest.split("\n---") {
-        let doc = doc.trim_start_matches("---");
-        if doc.trim().is_empty() {
-            continue;
-        }
-        let Ok(value) = serde_saphyr::from_str::<serde_json::Value>(doc) else {
-            continue;
-        };
-        let kind = value
-            .get("kind")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default();
-        let metadata = value.get("metadata");
-        let name = metadata
-            .and_then(|m| m.get("name"))
-            .and_then(serde_json::Value::as_str);
-        if let (true, Some(name)) = (WORKLOAD_KINDS.contains(&kind), name) {
-            out.push(ManifestWorkload {
-                kind: kind.to_owned(),
-                namespace: metadata
-                    .and_then(|m| m.get("namespace"))
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_owned),
-                name: name.to_owned(),
-            });
-        }
-    }
-    out
+    manifest_objects(manifest)
+        .into_iter()
+        .filter(|o| WORKLOAD_KINDS.contains(&o.kind.as_str()))
+        .map(|o| ManifestWorkload {
+            kind: o.kind,
+            namespace: o.namespace,
+            name: o.name,
+        })
+        .collect()
 }
 
 /// `(apiVersion, kind)` of the documents of a manifest, sorted, once each. Reads the documents'

@@ -49,6 +49,7 @@ fn bad_cluster_settings_are_errors_on_their_paths_without_a_cluster() {
         Some(AttributePath::attr(CLUSTER).then_attr(connection::HOST))
     );
     assert!(!d.detail.contains("t0k3n"));
+    assert!(d.detail.starts_with("`cluster.host`: "), "{}", d.detail);
     for fine in [Value::Null, Value::unknown()] {
         let mut none = Diagnostics::new();
         validate_cluster(&config(fine), &mut none);

@@ -62,11 +62,11 @@ impl Resource for FluxBootstrap {
             }
             Err(e) => found.push(e.diagnostic("configuration")),
         }
-        crate::resources::fleet::validate_cluster(config, &mut found);
         // Clients that cannot point at a nested attribute's source line still show which one.
         for d in found {
             diagnostics.push(crate::resources::fleet::path_in_detail(d));
         }
+        crate::resources::fleet::validate_cluster(config, diagnostics);
     }
 
     async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse {

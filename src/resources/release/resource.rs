@@ -190,11 +190,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             super::validate(&m, diagnostics);
         }
         // The same checks the provider block has, on `cluster.<name>`, before any plan.
-        let mut found = Diagnostics::new();
-        crate::resources::fleet::validate_cluster(config, &mut found);
-        for d in found {
-            diagnostics.push(crate::resources::fleet::path_in_detail(d));
-        }
+        crate::resources::fleet::validate_cluster(config, diagnostics);
     }
 
     async fn plan(&self, ctx: &Ctx, req: PlanRequest) -> PlanResponse {
