@@ -27,6 +27,11 @@ pub struct Private {
     /// unchanged (a retried CI job must not turn green on a broken CNI).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unready_revision: Option<i64>,
+    /// Chart resources: when the newest release record did not finish (`pending-*`, `failed`),
+    /// the chart version of the newest `deployed` one as the last read saw it: what may still run,
+    /// which Cilium's upgrade path is judged from as well as the newest record's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed_before: Option<String>,
     /// Chart resources: salted hash of the values the last successful apply installed, so a
     /// later plan can tell a prior state talosboot applied (its inputs are what runs, unless
     /// changed outside) from one a move or import made up.

@@ -5,7 +5,9 @@
 //! (the sensitive one as `(sensitive)`), the guide's "keep exactly the running values"
 //! (`talos_defaults = false` plus what `helm get values` shows) plans bookkeeping only (no
 //! upgrade), the apply keeps the release as it was (an output reading `metadata.app_version`, as
-//! `helm_release` roots do, works), and the next plan is empty.
+//! `helm_release` roots do, works), and the next plan is empty. An import whose values leave out
+//! settings the running Cilium has (native routing, a cluster name and id) is refused at plan,
+//! naming each with the chart default that would replace it.
 
 use serde_json::json;
 
@@ -32,25 +34,40 @@ const SENSITIVE_PATH: &str = "extraConfig.mesh-id";
 const RUNNING_SECRET: &str = "marker-running-7f3a91";
 const ROTATED_SECRET: &str = "marker-rotated-7f3a91";
 
-/// The running release, installed as a platform team's bootstrap Job would.
-async fn install_by_hand(client: &kube::Client) {
+/// The running release, installed as a platform team's bootstrap Job would, with `extra` `helm`
+/// arguments (`--set`s) after the running values.
+async fn install_by_hand(client: &kube::Client, extra: &[&str]) {
     let sensitive = format!("{SENSITIVE_PATH}={RUNNING_SECRET}");
-    helm_by_hand(
-        client,
-        &[
-            "upgrade", "--install", "cilium", "cilium",
-            "--repo", "https://helm.cilium.io", "--version", "1.18.4", "-n", NS,
-            "--set", "cgroup.autoMount.enabled=false",
-            "--set", "cgroup.hostRoot=/sys/fs/cgroup",
-            "--set", "k8sServiceHost=localhost",
-            "--set", "k8sServicePort=7445",
-            "--set", "kubeProxyReplacement=true",
-            "--set", "securityContext.capabilities.ciliumAgent={CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID}",
-            "--set", "securityContext.capabilities.cleanCiliumState={NET_ADMIN,SYS_ADMIN,SYS_RESOURCE}",
-            "--set", &sensitive,
-        ],
-    )
-    .await;
+    let mut args = vec![
+        "upgrade",
+        "--install",
+        "cilium",
+        "cilium",
+        "--repo",
+        "https://helm.cilium.io",
+        "--version",
+        "1.18.4",
+        "-n",
+        NS,
+        "--set",
+        "cgroup.autoMount.enabled=false",
+        "--set",
+        "cgroup.hostRoot=/sys/fs/cgroup",
+        "--set",
+        "k8sServiceHost=localhost",
+        "--set",
+        "k8sServicePort=7445",
+        "--set",
+        "kubeProxyReplacement=true",
+        "--set",
+        "securityContext.capabilities.ciliumAgent={CHOWN,KILL,NET_ADMIN,NET_RAW,IPC_LOCK,SYS_ADMIN,SYS_RESOURCE,DAC_OVERRIDE,FOWNER,SETGID,SETUID}",
+        "--set",
+        "securityContext.capabilities.cleanCiliumState={NET_ADMIN,SYS_ADMIN,SYS_RESOURCE}",
+        "--set",
+        &sensitive,
+    ];
+    args.extend(extra);
+    helm_by_hand(client, &args).await;
 }
 
 fn migration_root(cluster: &TestCluster, arguments: &str, secret: &str) -> String {
@@ -83,7 +100,7 @@ on_both_clis!(async the_guide_moves_a_running_cilium_keeping_its_values_and_the_
 async fn the_guide_moves_a_running_cilium_keeping_its_values_and_the_plan_names_each_change() {
     let cluster = TestCluster::start().await;
     let client = cluster.client().await;
-    install_by_hand(&client).await;
+    install_by_hand(&client, &[]).await;
     let revisions = history(&client, NS, "cilium").await;
     assert_eq!(revisions.len(), 1, "{revisions:?}");
 
@@ -169,4 +186,81 @@ async fn the_guide_moves_a_running_cilium_keeping_its_values_and_the_plan_names_
         "the release runs what it ran: no upgrade"
     );
     assert!(!ws.plan_has_changes(), "the next plan is empty");
+}
+
+on_both_clis!(async an_import_whose_values_leave_out_running_settings_is_refused_naming_each);
+async fn an_import_whose_values_leave_out_running_settings_is_refused_naming_each() {
+    // A Cilium installed by hand with settings a fleet sets per cluster (native routing, a
+    // ClusterMesh name and id), imported by a root whose values leave them out: the chart's
+    // defaults would replace them on the running CNI.
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    install_by_hand(
+        &client,
+        &[
+            "--set",
+            "routingMode=native",
+            "--set",
+            "ipv4NativeRoutingCIDR=10.244.0.0/16",
+            "--set",
+            "cluster.name=prod-eu1",
+            "--set",
+            "cluster.id=7",
+        ],
+    )
+    .await;
+    let revisions = history(&client, NS, "cilium").await;
+    let import = |values: &str| {
+        root(
+            &cluster,
+            &format!(
+                r#"import {{
+  to = talosboot_cilium.this
+  id = "kube-system/cilium"
+}}
+
+resource "talosboot_cilium" "this" {{
+  version        = "1.18.4"
+  talos_defaults = false
+  values         = [file("${{path.module}}/cilium-values.yaml"), {values}]
+  set_sensitive  = [{{ name = "{SENSITIVE_PATH}", value = "{RUNNING_SECRET}" }}]
+}}
+"#
+            ),
+        )
+    };
+    let ws = Workspace::new(&import("\"{}\""));
+    ws.write("cilium-values.yaml", RUNNING_VALUES);
+    ws.init();
+    let plan = ws.run(&["plan", "-no-color"]);
+    let text = plan.flat();
+    let unset = "(the chart's default: the values do not set it)";
+    assert!(!plan.success, "{}", plan.text());
+    assert!(
+        text.contains("would change settings of the running Cilium")
+            && text.contains(&format!(
+                r#"routingMode (cilium-config `routing-mode`): "native" -> "tunnel" {unset}"#
+            ))
+            && text.contains(&format!(
+                r#"cluster.name (cilium-config `cluster-name`): "prod-eu1" -> "default" {unset}"#
+            ))
+            && text.contains(&format!(
+                r#"cluster.id (cilium-config `cluster-id`): "7" -> "0" {unset}"#
+            )),
+        "{}",
+        plan.text()
+    );
+    // The values that say what runs: the import plans no upgrade.
+    ws.write(
+        "main.tf",
+        &import(
+            r#"yamlencode({ routingMode = "native", ipv4NativeRoutingCIDR = "10.244.0.0/16", cluster = { name = "prod-eu1", id = 7 } })"#,
+        ),
+    );
+    ws.apply();
+    assert_eq!(
+        history(&client, NS, "cilium").await,
+        revisions,
+        "nothing was upgraded"
+    );
 }

@@ -22,6 +22,10 @@ pub struct Setting {
     /// Changing it on a running CNI breaks the pod network or the agents' API access until every
     /// node is migrated: refused unless accepted (`accept_running_config_changes`).
     pub critical: bool,
+    /// What the chart renders when the values leave the setting unset (Cilium's `values.yaml`
+    /// and `cilium-configmap.yaml`, the same in every chart 1.16-1.20): values that drop a
+    /// setting the running CNI has change it to this. `None`: not compared when unset.
+    pub chart_default: Option<&'static str>,
 }
 
 const fn setting(value_path: &'static str, config_key: &'static str, critical: bool) -> Setting {
@@ -29,19 +33,36 @@ const fn setting(value_path: &'static str, config_key: &'static str, critical: b
         value_path,
         config_key,
         critical,
+        chart_default: None,
+    }
+}
+
+/// A critical setting, with what the chart renders when the values leave it unset.
+const fn critical(
+    value_path: &'static str,
+    config_key: &'static str,
+    chart_default: &'static str,
+) -> Setting {
+    Setting {
+        value_path,
+        config_key,
+        critical: true,
+        chart_default: Some(chart_default),
     }
 }
 
 /// The settings compared, critical ones first.
 pub const SETTINGS: &[Setting] = &[
-    setting("kubeProxyReplacement", "kube-proxy-replacement", true),
-    setting("ipam.mode", "ipam", true),
-    setting("routingMode", "routing-mode", true),
-    setting("tunnelProtocol", "tunnel-protocol", true),
-    setting("k8sServiceHost", "k8s-service-host", true),
-    setting("k8sServicePort", "k8s-service-port", true),
-    setting("cluster.name", "cluster-name", true),
-    setting("cluster.id", "cluster-id", true),
+    critical("kubeProxyReplacement", "kube-proxy-replacement", "false"),
+    critical("ipam.mode", "ipam", "cluster-pool"),
+    // `routingMode: ""` renders `tunnel`, `tunnelProtocol: ""` the agent's `vxlan`.
+    critical("routingMode", "routing-mode", "tunnel"),
+    critical("tunnelProtocol", "tunnel-protocol", "vxlan"),
+    // Unset, the agents reach the API through the `kubernetes` Service.
+    critical("k8sServiceHost", "k8s-service-host", ""),
+    critical("k8sServicePort", "k8s-service-port", ""),
+    critical("cluster.name", "cluster-name", "default"),
+    critical("cluster.id", "cluster-id", "0"),
     setting("ipv4.enabled", "enable-ipv4", false),
     setting("ipv6.enabled", "enable-ipv6", false),
     setting("cni.exclusive", "cni-exclusive", false),
@@ -63,14 +84,24 @@ pub struct SettingChange {
     pub setting: Setting,
     pub running: String,
     pub planned: String,
+    /// The values leave it unset: `planned` is the chart's default.
+    pub by_default: bool,
 }
 
 impl SettingChange {
-    /// `kubeProxyReplacement (cilium-config kube-proxy-replacement): "false" -> "true"`.
+    /// `kubeProxyReplacement (cilium-config kube-proxy-replacement): "false" -> "true"`, with
+    /// `(the chart's default: the values do not set it)` when they leave it unset.
     pub fn describe(&self) -> String {
         format!(
-            "{} (cilium-config `{}`): {:?} -> {:?}",
-            self.setting.value_path, self.setting.config_key, self.running, self.planned
+            "{} (cilium-config `{}`): {:?} -> {:?}{}",
+            self.setting.value_path,
+            self.setting.config_key,
+            self.running,
+            self.planned,
+            match self.by_default {
+                true => " (the chart's default: the values do not set it)",
+                false => "",
+            }
         )
     }
 }
@@ -109,29 +140,40 @@ fn running_value(setting: &Setting, raw: &str) -> String {
     }
 }
 
-/// The settings the planned `values` set to something other than what `config` (the data of the
-/// running `cilium-config`) has. A setting the values leave to the chart's default is not
-/// compared (the default is the chart's to say), nor one the ConfigMap does not carry.
+/// How the chart renders `setting` from `values`: what they set, else its default
+/// ([`Setting::chart_default`]); `None` when neither says. The flag: from the default.
+fn planned_value(setting: &Setting, values: &Json) -> Option<(String, bool)> {
+    match lookup(values, setting.value_path).and_then(|v| rendered(setting, v)) {
+        Some(v) => Some((v, false)),
+        None => setting.chart_default.map(|d| (d.to_owned(), true)),
+    }
+}
+
+/// The settings the planned `values` render to something other than what `config` (the data of
+/// the running `cilium-config`) has: a setting the values leave unset renders the chart's default
+/// ([`Setting::chart_default`]; one without a known default is not compared), and one the
+/// ConfigMap does not carry is not compared.
 pub fn changes(config: &BTreeMap<String, String>, values: &Json) -> Vec<SettingChange> {
     SETTINGS
         .iter()
         .filter_map(|s| {
             let raw = config.get(s.config_key)?;
-            let planned = rendered(s, lookup(values, s.value_path)?)?;
+            let (planned, by_default) = planned_value(s, values)?;
             let running = running_value(s, raw);
             (running != planned).then_some(SettingChange {
                 setting: *s,
                 running,
                 planned,
+                by_default,
             })
         })
         .collect()
 }
 
-/// Whether `planned` sets `setting` to something other than `applied` does (as the chart
-/// renders both): `(applied, planned)`, or `None` when both render it alike (or neither sets it).
+/// Whether `planned` renders `setting` to something other than `applied` does (each unset one
+/// as the chart's default): `(applied, planned)`, or `None` when both render it alike.
 pub fn changes_from(applied: &Json, planned: &Json, setting: Setting) -> Option<(String, String)> {
-    let render = |v: &Json| lookup(v, setting.value_path).and_then(|x| rendered(&setting, x));
+    let render = |v: &Json| planned_value(&setting, v).map(|(v, _)| v);
     let (a, p) = (render(applied), render(planned));
     (a != p).then(|| (a.unwrap_or_default(), p.unwrap_or_default()))
 }
@@ -187,13 +229,51 @@ mod tests {
         let planned = json!({"kubeProxyReplacement": "true", "k8sServicePort": 7445});
         assert!(changes(&running, &planned).is_empty());
         assert!(
-            changes(&running, &json!({"routingMode": null})).is_empty(),
-            "left to the chart"
+            changes(&running, &json!({"kubeProxyReplacement": true, "k8sServicePort": "7445", "routingMode": null})).is_empty(),
+            "left to the chart, whose default is what runs"
         );
         assert!(
             changes(&config(&[]), &planned).is_empty(),
             "not in the ConfigMap"
         );
+    }
+
+    #[test]
+    fn values_that_leave_a_running_setting_unset_change_it_to_the_charts_default() {
+        let running = config(&[
+            ("routing-mode", "native"),
+            ("cluster-name", "prod-eu1"),
+            ("cluster-id", "7"),
+            ("ipam", "kubernetes"),
+            ("k8s-service-host", "localhost"),
+            ("enable-hubble", "true"),
+        ]);
+        let found = changes(&running, &json!({"hubble": {"relay": {"enabled": true}}}));
+        let described: Vec<String> = found.iter().map(SettingChange::describe).collect();
+        let unset = " (the chart's default: the values do not set it)";
+        assert_eq!(
+            described,
+            [
+                format!(
+                    "ipam.mode (cilium-config `ipam`): \"kubernetes\" -> \"cluster-pool\"{unset}"
+                ),
+                format!(
+                    "routingMode (cilium-config `routing-mode`): \"native\" -> \"tunnel\"{unset}"
+                ),
+                format!(
+                    "k8sServiceHost (cilium-config `k8s-service-host`): \"localhost\" -> \"\"{unset}"
+                ),
+                format!(
+                    "cluster.name (cilium-config `cluster-name`): \"prod-eu1\" -> \"default\"{unset}"
+                ),
+                format!("cluster.id (cilium-config `cluster-id`): \"7\" -> \"0\"{unset}"),
+            ],
+            "a setting with no known default (hubble.enabled) is not compared when unset"
+        );
+        assert!(found.iter().all(|c| c.setting.critical && c.by_default));
+        let kept = json!({"routingMode": "native", "cluster": {"name": "prod-eu1", "id": 7},
+            "ipam": {"mode": "kubernetes"}, "k8sServiceHost": "localhost"});
+        assert!(changes(&running, &kept).is_empty(), "set to what runs");
     }
 
     #[test]
@@ -209,6 +289,16 @@ mod tests {
             Some(("true".into(), "false".into()))
         );
         assert_eq!(changes_from(&json!({}), &json!({}), kpr), None);
+        assert_eq!(
+            changes_from(&json!({}), &json!({"kubeProxyReplacement": "false"}), kpr),
+            None,
+            "unset is the chart's default"
+        );
+        let ipam = SETTINGS[1];
+        assert_eq!(
+            changes_from(&json!({"ipam": {"mode": "kubernetes"}}), &json!({}), ipam),
+            Some(("kubernetes".into(), "cluster-pool".into()))
+        );
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub enum WorkloadSource {
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
     pub release: Option<HelmRelease>,
+    /// When the newest record did not finish (`pending-*`, `failed`): the chart version of the
+    /// newest `deployed` one, what the workloads ran before ([`helm::release::deployed_release`]).
+    pub deployed_before: Option<String>,
     pub workloads: Vec<(WorkloadRef, readiness::Observed)>,
     pub nodes_ready: Option<bool>,
 }
@@ -194,8 +197,26 @@ pub async fn observe(clients: &Kube, s: &Subject<'_>) -> Result<Observed, Engine
             (release, (matched(&wanted, listed), nodes))
         }
     };
+    let deployed_before = match &release {
+        Some(r) if r.status.is_pending() || r.status == helm::release::ReleaseStatus::Failed => {
+            let read = || {
+                helm::release::deployed_release(clients.client.clone(), &clients.endpoint, ns, name)
+            };
+            clients
+                .retry_if(
+                    "read the release",
+                    crate::cluster::ClusterError::is_transient,
+                    read,
+                )
+                .await
+                .map_err(|e| EngineError::api(helm::READ_RELEASE, e))?
+                .map(|d| d.chart_version)
+        }
+        _ => None,
+    };
     Ok(Observed {
         release,
+        deployed_before,
         workloads,
         nodes_ready,
     })

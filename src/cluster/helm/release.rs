@@ -526,6 +526,41 @@ pub(super) async fn newest_record(
         .max_by_key(|(revision, _)| *revision))
 }
 
+/// The newest record of release `name` that Helm labels `deployed`, below a newest one that is
+/// not (`pending-*` after a killed run, `failed`): Helm keeps the revision that ran `deployed`
+/// until an upgrade or rollback succeeds, so it is the version the workloads ran before.
+/// Listed by labels (metadata only), then that one record read.
+///
+/// # Errors
+/// The API refused or could not be reached, or the record is not a Helm record.
+pub async fn deployed_release(
+    client: kube::Client,
+    endpoint: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<HelmRelease>, ClusterError> {
+    let secrets: Api<Secret> = Api::namespaced(client, namespace);
+    let params = ListParams::default().labels(&format!("owner=helm,name={name},status=deployed"));
+    let listed = secrets
+        .list_metadata(&params)
+        .await
+        .map_err(|e| ClusterError::from_kube(e, endpoint))?;
+    let Some(secret_name) = listed
+        .items
+        .iter()
+        .filter_map(|m| Some((revision_of(&m.metadata.labels)?, m.metadata.name.clone()?)))
+        .max_by_key(|(revision, _)| *revision)
+        .map(|(_, secret_name)| secret_name)
+    else {
+        return Ok(None);
+    };
+    match secrets.get_opt(&secret_name).await {
+        Ok(Some(secret)) => decode_secret(namespace, &secret_name, &secret).map(Some),
+        Ok(None) => Ok(None),
+        Err(e) => Err(ClusterError::from_kube(e, endpoint)),
+    }
+}
+
 /// A release [`list_releases`] found.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ReleaseRef {

@@ -126,9 +126,10 @@ impl ChartResource for Cilium {
     fn plan_checks<'a>(
         &'a self,
         prior: Option<&'a Self>,
+        private: &'a crate::resources::private::Private,
         budget: std::time::Duration,
     ) -> BoxFuture<'a, Diagnostics> {
-        Box::pin(upgrade::plan_checks(self, prior, budget))
+        Box::pin(upgrade::plan_checks(self, prior, private, budget))
     }
     fn before_upgrade<'a>(
         &'a self,

@@ -110,13 +110,44 @@ fn minors(lines: &[(u64, u64)]) -> String {
 
 /// The plan's upgrade-path check: the rule needs no I/O; the chart repository is read (within
 /// `budget`, never an error) only when the minor changes, for the newest patches it lists.
+/// When the newest release record did not finish (a killed or failed upgrade), the workloads may
+/// still run the version deployed before it (`private.deployed_before`): the path must hold from
+/// that one too, so an interrupted upgrade cannot become a skip of minors.
 pub async fn plan_checks(
     planned: &Cilium,
     prior: Option<&Cilium>,
+    private: &crate::resources::private::Private,
     budget: Duration,
 ) -> Diagnostics {
+    let mut diagnostics = Diagnostics::new();
+    if let (Some(newest), Some(wanted), Some(before)) = (
+        prior.and_then(running_version),
+        planned
+            .common
+            .version
+            .as_deref()
+            .and_then(ChartVersion::parse),
+        private
+            .deployed_before
+            .as_deref()
+            .and_then(ChartVersion::parse),
+    ) {
+        if before != newest && before != wanted {
+            let status = prior
+                .and_then(|p| p.common.status.clone())
+                .unwrap_or_default();
+            let note = format!(
+                " The newest release record, {newest}, did not finish ({status}): until an upgrade to it succeeds, the agents may still run {before}, the version deployed before it."
+            );
+            // No versions listed: only the path's own diagnostics, no newest-patch advice.
+            for mut d in path_diagnostics(&before, &wanted, &[], planned.upgrade_path_check()) {
+                d.detail.push_str(&note);
+                diagnostics.push(d);
+            }
+        }
+    }
     let Some((running, wanted)) = upgrades_version(planned, prior) else {
-        return Diagnostics::new();
+        return diagnostics;
     };
     let path = upgrade_path(&running, &wanted);
     let known = match path.changes_minor() {
@@ -134,7 +165,13 @@ pub async fn plan_checks(
         }
         false => Vec::new(),
     };
-    path_diagnostics(&running, &wanted, &known, planned.upgrade_path_check())
+    diagnostics.extend(path_diagnostics(
+        &running,
+        &wanted,
+        &known,
+        planned.upgrade_path_check(),
+    ));
+    diagnostics
 }
 
 /// Settles `upgrade_compatibility` in the proposed state before the values are hashed: the
@@ -307,6 +344,51 @@ mod tests {
             "upgrade_path_check = false warns"
         );
         assert_eq!(let_through.iter().count(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_upgrade_is_judged_from_the_version_deployed_before_it_too() {
+        use crate::cluster::helm::release::ReleaseStatus;
+        use crate::resources::private::Private;
+        use crate::resources::release::ReleaseCommon;
+        let cilium = |version: &str| Cilium {
+            common: ReleaseCommon {
+                version: Some(version.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        // A killed 1.18.4 -> 1.19.7 upgrade: the newest record is 1.19.7, pending.
+        let mut prior = cilium("1.19.7");
+        prior.common.chart_version = Some("1.19.7".into());
+        prior.common.status = Some(ReleaseStatus::PendingUpgrade);
+        let interrupted = Private {
+            deployed_before: Some("1.18.4".into()),
+            ..Default::default()
+        };
+        // The repository is not read: the minor changes only from a version with no repository.
+        let budget = Duration::ZERO;
+        let skip = plan_checks(&cilium("1.20.2"), Some(&prior), &interrupted, budget).await;
+        let found = summaries(&skip);
+        assert!(
+            found.iter().any(|(error, summary, detail)| *error
+                && summary == "Cilium 1.18.4 cannot be upgraded to 1.20.2 in one step"
+                && detail.contains(
+                    "The newest release record, 1.19.7, did not finish (pending-upgrade)"
+                )),
+            "{found:?}"
+        );
+        let finish = plan_checks(&cilium("1.19.7"), Some(&prior), &interrupted, budget).await;
+        assert!(!finish.has_errors(), "{:?}", summaries(&finish));
+        let back = plan_checks(&cilium("1.18.4"), Some(&prior), &interrupted, budget).await;
+        assert!(!back.has_errors(), "{:?}", summaries(&back));
+        let finished =
+            plan_checks(&cilium("1.20.2"), Some(&prior), &Private::default(), budget).await;
+        assert!(
+            !finished.has_errors(),
+            "from a deployed 1.19.7: {:?}",
+            summaries(&finished)
+        );
     }
 
     #[test]

@@ -144,10 +144,11 @@ pub trait ChartResource:
     fn settle(_config: &Value, _prior: &Value, _proposed: &mut Value) {}
     /// Plan-time checks that may read outside the configuration (a chart repository),
     /// best-effort within `budget`: never an error because something could not be read. `prior`
-    /// is the prior state (`None` on a create).
+    /// is the prior state (`None` on a create), `private` its private state as refreshed.
     fn plan_checks<'a>(
         &'a self,
         _prior: Option<&'a Self>,
+        _private: &'a crate::resources::private::Private,
         _budget: std::time::Duration,
     ) -> BoxFuture<'a, Diagnostics> {
         Box::pin(async { Diagnostics::new() })

@@ -100,6 +100,7 @@ pub fn refresh_as<K: ChartResource>(
     if o.unhealthy().is_empty() {
         private.unready_revision = None;
     }
+    private.deployed_before = o.deployed_before.clone();
     let fields = ReleaseFields {
         status: release.status.clone(),
         revision: release.revision,

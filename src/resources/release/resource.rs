@@ -258,7 +258,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
             let planned = decode::<K>(&resp.planned_state, Unknowns::AsNull).ok();
             if let Some(planned) = planned {
                 let found = planned
-                    .plan_checks(prior.as_ref(), PLAN_PREFLIGHT_BUDGET)
+                    .plan_checks(prior.as_ref(), &private, PLAN_PREFLIGHT_BUDGET)
                     .await;
                 resp.diagnostics.extend(found);
             }

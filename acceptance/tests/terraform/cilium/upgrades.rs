@@ -3,7 +3,8 @@
 //! - one minor up: the pre-flight DaemonSet is seen ready on every node, then gone, before the
 //!   agents change; `upgradeCompatibility` keeps the first minor; the next plan is empty;
 //! - two minors up: refused at plan naming the minor in between; `upgrade_path_check = false`
-//!   lets it through with a warning;
+//!   lets it through with a warning; after an upgrade killed half-way, judged from the version
+//!   deployed before it too;
 //! - an image one node cannot pull: the pre-flight fails naming the node, the image and the
 //!   reason, before the agent DaemonSet changes;
 //! - a node stuck mid-rollout (pre-flight off): named, and `rollback_on_failure` rolls back;
@@ -211,6 +212,74 @@ async fn two_minors_up_fail_at_plan_naming_the_minor_between() {
         "a warning, not an error: {}",
         plan.text()
     );
+
+    // An upgrade to 1.19.7 killed half-way (its record written, `pending-upgrade`; the agents
+    // still run 1.18.4): 1.20.2 next would skip 1.19 on the nodes, refused as before; finishing
+    // the upgrade is not.
+    record_pending_upgrade(&client, "1.19.7").await;
+    ws.write("main.tf", &root(&cluster, &cilium_at("1.20.2", "")));
+    let plan = ws.run(&["plan", "-no-color"]);
+    let text = plan.flat();
+    assert!(
+        !plan.success
+            && text.contains("Cilium 1.18.4 cannot be upgraded to 1.20.2 in one step")
+            && text.contains("The newest release record, 1.19.7, did not finish (pending-upgrade)"),
+        "{}",
+        plan.text()
+    );
+    ws.write("main.tf", &root(&cluster, &cilium_at("1.19.7", "")));
+    let plan = ws.ok(&["plan", "-no-color"]);
+    assert!(!plan.flat().contains("in one step"), "{}", plan.text());
+}
+
+/// Writes the record of an upgrade of release `cilium` to `chart_version` that never finished,
+/// as a runner killed mid-upgrade leaves it: the next revision, `pending-upgrade`, while the
+/// one that ran stays `deployed`.
+async fn record_pending_upgrade(client: &kube::Client, chart_version: &str) {
+    use base64::Engine;
+    use std::io::{Read, Write};
+    let (revision, _, _) = newest_record(client, "cilium").await.expect("a record");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), NS);
+    let mut secret = secrets
+        .get(&format!("sh.helm.release.v1.cilium.v{revision}"))
+        .await
+        .expect("record");
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let field = &secret.data.as_ref().expect("data")["release"].0;
+    let gz = b64.decode(field.trim_ascii()).expect("base64");
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(gz.as_slice())
+        .read_to_end(&mut raw)
+        .expect("gunzip");
+    let mut record: Value = serde_json::from_slice(&raw).expect("json");
+    let next = revision + 1;
+    record["version"] = next.into();
+    record["info"]["status"] = "pending-upgrade".into();
+    record["chart"]["metadata"]["version"] = chart_version.into();
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(record.to_string().as_bytes()).expect("gzip");
+    let encoded = b64.encode(enc.finish().expect("gzip"));
+    let name = format!("sh.helm.release.v1.cilium.v{next}");
+    secret.metadata = kube::api::ObjectMeta {
+        name: Some(name),
+        labels: secret.metadata.labels.map(|mut l| {
+            l.insert("version".into(), next.to_string());
+            l.insert("status".into(), "pending-upgrade".into());
+            l
+        }),
+        ..Default::default()
+    };
+    secret.data = Some(
+        [(
+            "release".to_owned(),
+            k8s_openapi::ByteString(encoded.into_bytes()),
+        )]
+        .into(),
+    );
+    secrets
+        .create(&kube::api::PostParams::default(), &secret)
+        .await
+        .expect("write the pending record");
 }
 
 on_both_clis!(async an_image_one_node_cannot_pull_fails_at_preflight_before_the_daemonset_changes);
