@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use crate::framework::{Attribute, AttributeType, Nesting, Schema, Signature};
+use crate::framework::{Attribute, AttributeType, Block, NestedBlock, Nesting, Schema, Signature};
 use crate::values::Type;
 
 /// `docs/index.md`.
@@ -24,7 +24,7 @@ pub fn provider_page(schema: &Schema, example: &str, guide: &str) -> String {
         "## Example Usage\n\n```terraform\n{}\n```\n",
         example.trim_end()
     );
-    render_attributes(&mut out, &schema.block.attributes);
+    render_attributes(&mut out, &schema.block);
     out
 }
 
@@ -54,7 +54,7 @@ pub fn type_page(
         "## Example Usage\n\n```terraform\n{}\n```\n",
         example.trim_end()
     );
-    render_attributes(&mut out, &schema.block.attributes);
+    render_attributes(&mut out, &schema.block);
     if let Some(import) = import {
         let _ = writeln!(
             out,
@@ -171,13 +171,52 @@ fn hcl_type(ty: &Type) -> String {
     }
 }
 
-fn render_attributes(out: &mut String, attributes: &[Attribute]) {
+fn render_attributes(out: &mut String, block: &Block) {
     let _ = writeln!(
         out,
         "<!-- schema generated from the provider's schema; edit the descriptions in src/ -->\n## Schema\n"
     );
-    render_sections(out, attributes, true, "");
-    render_nested(out, attributes, "");
+    render_sections(out, &block.attributes, true, "");
+    render_blocks(out, &block.blocks);
+    render_nested(out, &block.attributes, "");
+    for b in &block.blocks {
+        let _ = writeln!(
+            out,
+            "<a id=\"nestedblock--{0}\"></a>\n### Nested Schema for `{0}`\n",
+            b.type_name
+        );
+        let prefix = format!("{}--", b.type_name);
+        render_sections(out, &b.block.attributes, false, &prefix);
+        render_nested(out, &b.block.attributes, &prefix);
+    }
+}
+
+/// The nested blocks of the top level (`cluster { ... }`), as tfplugindocs lists them: under
+/// "Blocks", each linking to its own section (`nestedblock--<name>`).
+fn render_blocks(out: &mut String, blocks: &[NestedBlock]) {
+    if blocks.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "### Blocks\n");
+    for b in blocks {
+        let kind = match b.nesting {
+            Nesting::Single | Nesting::Group => "Block",
+            Nesting::List => "Block List",
+            Nesting::Set => "Block Set",
+            Nesting::Map => "Block Map",
+        };
+        let limit = match (b.min_items, b.max_items) {
+            (0, 1) | (0, 0) => ", Optional".to_owned(),
+            (min, 0) => format!(", Min: {min}"),
+            (min, max) => format!(", Min: {min}, Max: {max}"),
+        };
+        let _ = writeln!(
+            out,
+            "- `{0}` ({kind}{limit}) {1} (see [below for nested schema](#nestedblock--{0}))",
+            b.type_name, b.block.description
+        );
+    }
+    out.push('\n');
 }
 
 /// The Required / Optional / Read-Only lists of one object level (headings at the top level, labels

@@ -58,7 +58,7 @@ pub fn engine_diagnostic(what: &str, e: &EngineError) -> Diagnostic {
     }
     diagnosis(&mut detail, &e.diagnosis);
     if e.interrupted {
-        detail.push_str("\n\nNothing is left running: the bootstrap Job was deleted and the Lease released. Apply again to finish.");
+        detail.push_str("\n\nNo installer keeps running: the bootstrap Job was deleted and the Lease released. What Helm applied before it stopped stays applied: if it had started, its release record says `pending-*` and the workloads may be part-way through the change (the next plan shows it). Apply again to finish.");
     }
     section(&mut detail, "Also", &e.warnings, "  - ");
     Diagnostic::error(format!("Failed to {what}"), detail)

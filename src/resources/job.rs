@@ -143,16 +143,25 @@ impl JobInput {
             ),
             None => {}
         }
-        if self
-            .affinity
-            .as_ref()
-            .is_some_and(|a| !a.is_object() && !a.is_null())
-        {
-            d.error_at(
+        match self.affinity.as_ref().filter(|a| !a.is_null()) {
+            Some(Json::Object(fields)) => {
+                if let Some(other) = fields
+                    .keys()
+                    .find(|k| !AFFINITY_FIELDS.contains(&k.as_str()))
+                {
+                    d.error_at(
+                        at().then_attr("affinity"),
+                        "Invalid affinity",
+                        format!("{other:?} is not a field of a Kubernetes affinity: use `nodeAffinity`, `podAffinity` or `podAntiAffinity`."),
+                    );
+                }
+            }
+            Some(_) => d.error_at(
                 at().then_attr("affinity"),
                 "Invalid affinity",
                 "`affinity` must be a Kubernetes affinity object, e.g. `{ nodeAffinity = { ... } }`.",
-            );
+            ),
+            None => {}
         }
     }
 }
@@ -175,11 +184,25 @@ fn toleration_problem(t: &Json) -> Option<String> {
                 .join(", ")
         ));
     }
-    match fields.get("operator").and_then(Json::as_str) {
-        Some("Exists" | "Equal") | None => None,
-        Some(op) => Some(format!("operator {op:?}: use `Exists` or `Equal`.")),
+    if let Some(op) = fields
+        .get("operator")
+        .and_then(Json::as_str)
+        .filter(|op| !matches!(*op, "Exists" | "Equal"))
+    {
+        return Some(format!("operator {op:?}: use `Exists` or `Equal`."));
+    }
+    // The API server refuses any other effect (an empty one matches every effect).
+    match fields.get("effect").and_then(Json::as_str) {
+        Some("" | "NoSchedule" | "PreferNoSchedule" | "NoExecute") | None => None,
+        Some(effect) => Some(format!(
+            "effect {effect:?}: use `NoSchedule`, `PreferNoSchedule` or `NoExecute` (or leave it out to match every effect)."
+        )),
     }
 }
+
+/// The fields of a Kubernetes `Affinity`: a misspelt one would be dropped by the API server
+/// without a word, and the pod scheduled anywhere.
+const AFFINITY_FIELDS: &[&str] = &["nodeAffinity", "podAffinity", "podAntiAffinity"];
 
 /// The settings the engine runs the bootstrap pod with: the provider's `defaults`, the Talos
 /// defaults (host network, `endpoint`) as `flavor` keeps them, and the user's `job`. What the run

@@ -70,7 +70,7 @@ impl ClusterError {
     pub fn hint(&self) -> &'static str {
         match self {
             ClusterError::NotConfigured | ClusterError::InvalidConfig(_) => {
-                "Check the provider \"talosboot\" block."
+                "Check the connection settings: the resource's `cluster` when it sets one, else the provider \"talosboot\" block."
             }
             ClusterError::ConfigUnknown => {
                 "The kubeconfig comes from a resource that is created in this same apply."
@@ -455,6 +455,23 @@ pub(crate) async fn load_config(source: &ConfigSource) -> Result<kube::Config, C
             None,
         ),
     };
+    if let Some(wanted) = &context {
+        // kube would say "failed to load current context" of a context that was asked for.
+        if !kubeconfig.contexts.iter().any(|c| &c.name == wanted) {
+            let names: Vec<String> = kubeconfig
+                .contexts
+                .iter()
+                .map(|c| format!("{:?}", c.name))
+                .collect();
+            return Err(ClusterError::InvalidConfig(format!(
+                "`config_context` {wanted:?} is not a context of the kubeconfig, which has {}",
+                match names.is_empty() {
+                    true => "none".to_owned(),
+                    false => names.join(", "),
+                }
+            )));
+        }
+    }
     let options = KubeConfigOptions {
         context,
         ..Default::default()
@@ -544,6 +561,24 @@ mod tests {
         assert!(
             describe_cause(&Flattened).starts_with("x509: certificate signed by unknown authority")
         );
+    }
+
+    #[tokio::test]
+    async fn a_context_the_kubeconfig_lacks_is_named_with_those_it_has() {
+        let yaml = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\ncontexts:\n- name: admin@talos-sim\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user:\n    token: t0k3n\ncurrent-context: admin@talos-sim\n";
+        let source = |context: &str| ConfigSource::KubeconfigRaw {
+            yaml: yaml.into(),
+            context: Some(context.into()),
+        };
+        let Err(ClusterError::InvalidConfig(message)) = load_config(&source("admin@nope")).await
+        else {
+            panic!("a missing context is an invalid configuration");
+        };
+        assert_eq!(
+            message,
+            "`config_context` \"admin@nope\" is not a context of the kubeconfig, which has \"admin@talos-sim\""
+        );
+        assert!(load_config(&source("admin@talos-sim")).await.is_ok());
     }
 
     #[tokio::test]

@@ -154,7 +154,7 @@ fn bad_job_inputs_are_refused_on_their_attribute() {
     let job = job_of(json!({
         "image": {"pull_policy": "Sometimes"},
         "apply_method": "kubectl",
-        "tolerations": [{"key": "a", "operator": "Maybe"}, {"key": "b", "seconds": 3}],
+        "tolerations": [{"key": "a", "operator": "Maybe"}, {"key": "b", "seconds": 3}, {"key": "c", "operator": "Exists", "effect": "NoSchedul"}],
         "affinity": "zone-a",
     }));
     let mut d = Diagnostics::new();
@@ -171,8 +171,17 @@ fn bad_job_inputs_are_refused_on_their_attribute() {
             "job.image.pull_policy",
             "job.tolerations[0]",
             "job.tolerations[1]",
+            "job.tolerations[2]",
             "job.affinity",
         ]
+    );
+    let misspelt = job_of(json!({"affinity": {"nodeAfinity": {}}}));
+    let mut d = Diagnostics::new();
+    misspelt.validate(&mut d);
+    assert!(
+        d.iter()
+            .any(|d| d.detail.contains("\"nodeAfinity\" is not a field")),
+        "{d:?}"
     );
     let not_a_list = job_of(json!({"tolerations": {"key": "a"}}));
     let mut d = Diagnostics::new();

@@ -319,9 +319,71 @@ impl ReleaseCommon {
     }
 }
 
+/// `set`, `set_sensitive` and `set_wo` entries of the configuration whose `value` is null (not
+/// merely unknown): an error on each, since Helm would set the key to an empty value, replacing
+/// what runs (a credential, for the sensitive ones). `terraform query -generate-config-out` writes
+/// `value = null` for every value it cannot read back, to be filled in. Read from the
+/// configuration itself: its model cannot tell null from unknown at validate.
+pub fn validate_null_set_values(config: &crate::values::Value, d: &mut Diagnostics) {
+    use crate::values::Value;
+    for attr in ["set", "set_sensitive", "set_wo"] {
+        let entries = match config.attr(attr) {
+            Some(Value::List(items) | Value::Set(items) | Value::Tuple(items)) => items,
+            _ => continue,
+        };
+        for (i, entry) in entries.iter().enumerate() {
+            if entry.attr("value").is_some_and(Value::is_null) && !entry.is_unknown() {
+                let name = match entry.attr("name") {
+                    Some(Value::String(n)) => format!(" (`{n}`)"),
+                    _ => String::new(),
+                };
+                d.error_at(
+                    AttributePath::attr(attr).then_index(i as i64).then_attr("value"),
+                    "Missing set value",
+                    format!("{attr}[{i}].value{name} is null: Helm would set the key to an empty value, replacing what runs. Give the value (for a secret, from an ephemeral variable or a write-only source), or remove the entry to leave the key as the chart and `values` have it."),
+                );
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_null_set_value_is_an_error_on_its_path_and_an_unknown_one_is_not() {
+        use crate::values::Value;
+        let entry = |value: Value| {
+            Value::object([("name", Value::from("auth.password")), ("value", value)])
+        };
+        let config = Value::object([
+            (
+                "set_wo",
+                Value::List(vec![entry(Value::unknown()), entry(Value::Null)]),
+            ),
+            ("set", Value::List(vec![entry(Value::from("x"))])),
+        ]);
+        let mut d = Diagnostics::new();
+        validate_null_set_values(&config, &mut d);
+        let found: Vec<_> = d.iter().collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            found[0].attribute,
+            Some(
+                AttributePath::attr("set_wo")
+                    .then_index(1)
+                    .then_attr("value")
+            )
+        );
+        assert!(
+            found[0]
+                .detail
+                .starts_with("set_wo[1].value (`auth.password`) is null"),
+            "{}",
+            found[0].detail
+        );
+    }
 
     #[test]
     fn helm_times_become_unix_seconds() {

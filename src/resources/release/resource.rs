@@ -189,6 +189,7 @@ impl<K: ChartResource> Resource for ReleaseResource<K> {
         if let Some(m) = decoded::<K>(config, "configuration", diagnostics) {
             super::validate(&m, diagnostics);
         }
+        super::common::validate_null_set_values(config, diagnostics);
         // The same checks the provider block has, on `cluster.<name>`, before any plan.
         crate::resources::fleet::validate_cluster(config, diagnostics);
     }
