@@ -36,6 +36,9 @@ pub enum Signature {
     RbacEscalation,
     Forbidden,
     Deadline,
+    /// A container that keeps crashing where crashing means it cannot run (Cilium's pre-flight
+    /// check): judged by its restarts, not a text ([`Diagnosis::crash_loop`]).
+    CrashLoop,
 }
 
 impl Signature {
@@ -44,6 +47,7 @@ impl Signature {
         matches!(
             self,
             Signature::SysModule
+                | Signature::CrashLoop
                 | Signature::CgroupMount
                 | Signature::ServiceIpTimeout
                 | Signature::KubePrismRefused
@@ -84,6 +88,21 @@ fn dial_to(ip: &str) -> String {
 }
 
 impl Diagnosis {
+    /// `container` of `pod` crashed `restarts` times and is backing off (`CrashLoopBackOff`),
+    /// where that alone means it cannot run; `shown` is how its state reads.
+    pub fn crash_loop(pod: &str, container: &str, restarts: i32, shown: &str) -> Diagnosis {
+        Diagnosis {
+            kind: Signature::CrashLoop,
+            signature: shown.to_owned(),
+            cause: format!(
+                "container {container} of pod {pod} crashed {restarts} times and Kubernetes is backing off its restarts (CrashLoopBackOff)"
+            ),
+            fix: format!(
+                "read why in its log (the last lines are above when the kubelet had any; all of them: `kubectl logs {pod} -c {container} --previous` in the release's namespace) and fix that on the node (often its kernel, or an image built for another architecture) before the upgrade"
+            ),
+        }
+    }
+
     /// Judges an API timeout again with `cluster_ip`, the `kubernetes` Service's ClusterIP read
     /// from the cluster: a dial to it is the Service-IP timeout whatever the Service CIDR; a dial
     /// elsewhere (the default address on a cluster whose Service CIDR is another) is the

@@ -18,7 +18,7 @@ use super::running_config::kube_proxy_replacement_on;
 use crate::cluster::Kube;
 use crate::cluster::engine::{BootstrapNamespace, EngineError, JobSettings};
 use crate::cluster::helm::install::{ChartInstall, install_or_upgrade, release, uninstall};
-use crate::cluster::readiness::{Kind, NotReady, WorkloadRef, wait_ready};
+use crate::cluster::readiness::{Kind, NotReady, WorkloadRef, wait_ready_failing_crash_loops};
 
 /// The release the check is installed as (the upgrade guide's name).
 pub const RELEASE: &str = "cilium-preflight";
@@ -28,6 +28,10 @@ pub const DAEMON_SET: &str = "cilium-pre-flight-check";
 const POD_SELECTOR: &str = "k8s-app=cilium-pre-flight-check";
 /// The agent DaemonSet whose nodes the check must cover.
 const AGENT: &str = "cilium";
+/// Restarts after which a check pod backing off fails the check: the pod only starts the new
+/// image, so crashing at all means the agents would crash there too (the kubelet's back-off makes
+/// two restarts about half a minute).
+const CRASH_LOOP_RESTARTS: i32 = 2;
 
 /// What the check installs: the Cilium chart the upgrade installs, and the values it merges.
 pub struct Preflight<'a> {
@@ -148,12 +152,12 @@ async fn check(
         namespace: namespace.to_owned(),
         name: DAEMON_SET.into(),
     };
-    let rollouts = wait_ready(
+    let rollouts = wait_ready_failing_crash_loops(
         clients,
         namespace,
         std::slice::from_ref(&workload),
         POD_SELECTOR,
-        false,
+        CRASH_LOOP_RESTARTS,
         deadline,
         cancel,
     )

@@ -99,6 +99,9 @@ struct State {
     /// The wait is for the CNI itself (nodes must turn Ready): its own pods may wait for the
     /// network for a while, that is not a mistake.
     installing_cni: bool,
+    /// Restarts after which a container backing off (`CrashLoopBackOff`) ends the wait: for
+    /// pods whose crashing means they cannot run ([`wait_ready_failing_crash_loops`]).
+    crash_loop_restarts: Option<i32>,
 }
 
 impl State {
@@ -112,6 +115,7 @@ impl State {
             nodes: BTreeMap::new(),
             pods: BTreeMap::new(),
             inspected: BTreeSet::new(),
+            crash_loop_restarts: None,
             preexisting: None,
             log_tail: Vec::new(),
             events: Vec::new(),
@@ -338,7 +342,7 @@ async fn inspect(clients: &Kube, namespace: &str, state: &mut State) -> Option<D
         }
     }
     let pods: Api<Pod> = Api::namespaced(clients.client.clone(), namespace);
-    let crashed: Vec<(String, String, i32, bool, String)> = state
+    let crashed: Vec<(String, String, i32, bool, bool, String)> = state
         .stuck_pods()
         .flat_map(|p| {
             let name = key(p);
@@ -349,24 +353,35 @@ async fn inspect(clients: &Kube, namespace: &str, state: &mut State) -> Option<D
                 .map(move |c| {
                     let text = describe_container(c);
                     let previous = c.state.as_ref().is_some_and(|s| s.terminated.is_none());
+                    let backing_off = c
+                        .state
+                        .as_ref()
+                        .and_then(|s| s.waiting.as_ref())
+                        .is_some_and(|w| w.reason.as_deref() == Some("CrashLoopBackOff"));
                     (
                         name.clone(),
                         c.name.clone(),
                         c.restart_count,
                         previous,
+                        backing_off,
                         text,
                     )
                 })
                 .collect::<Vec<_>>()
         })
         .collect();
-    for (pod, container, restarts, previous, text) in crashed {
+    for (pod, container, restarts, previous, backing_off, text) in crashed {
         if let Some(d) = diagnose([text.as_str()]).filter(Diagnosis::is_permanent) {
             return Some(d);
         }
+        let gives_up = backing_off
+            && state
+                .crash_loop_restarts
+                .is_some_and(|limit| restarts >= limit);
         if !state
             .inspected
             .insert((pod.clone(), container.clone(), restarts))
+            && !gives_up
         {
             continue;
         }
@@ -390,6 +405,9 @@ async fn inspect(clients: &Kube, namespace: &str, state: &mut State) -> Option<D
             }
             state.log_tail = lines;
         }
+        if gives_up {
+            return Some(Diagnosis::crash_loop(&pod, &container, restarts, &text));
+        }
     }
     None
 }
@@ -411,7 +429,41 @@ pub async fn wait_ready(
         workloads,
         pods,
         nodes,
+        crash_loop_restarts: None,
     };
+    wait_watched(clients, watched, deadline, cancel).await
+}
+
+/// [`wait_ready`] for pods whose crashing means they cannot run (Cilium's pre-flight check, which
+/// only starts the new image): a container backing off (`CrashLoopBackOff`) after `restarts`
+/// restarts ends the wait, with its last log lines, whatever they say. Other waits leave crash
+/// loops to `timeout` unless a known failure shows, since components such as `hubble-relay`
+/// restart a few times while the agents come up.
+pub async fn wait_ready_failing_crash_loops(
+    clients: &Kube,
+    namespace: &str,
+    workloads: &[WorkloadRef],
+    pods: &str,
+    restarts: i32,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<Vec<Rollout>, NotReady> {
+    let watched = Watched {
+        namespace,
+        workloads,
+        pods,
+        nodes: false,
+        crash_loop_restarts: Some(restarts),
+    };
+    wait_watched(clients, watched, deadline, cancel).await
+}
+
+async fn wait_watched(
+    clients: &Kube,
+    watched: Watched<'_>,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<Vec<Rollout>, NotReady> {
     let waited = watch_until_ready(clients, watched, deadline, cancel).await;
     match waited {
         Ok(rollouts) => Ok(rollouts),
@@ -429,6 +481,7 @@ struct Watched<'a> {
     workloads: &'a [WorkloadRef],
     pods: &'a str,
     nodes: bool,
+    crash_loop_restarts: Option<i32>,
 }
 
 async fn watch_until_ready(
@@ -442,6 +495,7 @@ async fn watch_until_ready(
         workloads,
         pods,
         nodes,
+        crash_loop_restarts,
     } = watched;
     let s = &clients.stream;
     // Every object of the kind in the namespace; the pods only as far as the selector names them.
@@ -460,6 +514,7 @@ async fn watch_until_ready(
     );
     tokio::pin!(ds, deploy, sts, job_stream, node_stream, pod_stream);
     let mut state = State::new(nodes);
+    state.crash_loop_restarts = crash_loop_restarts;
     let deadline = tokio::time::Instant::from_std(deadline);
     let mut synced = [false; 6];
     let mut event_check =

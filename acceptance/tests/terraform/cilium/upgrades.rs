@@ -5,8 +5,9 @@
 //! - two minors up: refused at plan naming the minor in between; `upgrade_path_check = false`
 //!   lets it through with a warning; after an upgrade killed half-way, judged from the version
 //!   deployed before it too;
-//! - an image one node cannot pull: the pre-flight fails naming the node, the image and the
-//!   reason, before the agent DaemonSet changes;
+//! - an image one node cannot pull, then one that crashes there: the pre-flight fails naming the
+//!   node, the image and the reason (the crash loop without waiting for `timeout`), before the
+//!   agent DaemonSet changes;
 //! - a node stuck mid-rollout (pre-flight off): named, and `rollback_on_failure` rolls back;
 //! - a failed create, then an apply: the agent DaemonSet is never removed;
 //! - an adoption that would flip `kubeProxyReplacement` of the running Cilium: refused.
@@ -325,8 +326,34 @@ async fn an_image_one_node_cannot_pull_fails_at_preflight_before_the_daemonset_c
         "the check is removed after a failure too"
     );
 
-    // Once the node can pull it, the same apply goes through.
+    // The node pulls it, but the new agent crashes there: the check fails once the pod backs
+    // off, with no known signature to wait for, not at `timeout`.
     talos.clear_image_pull_failure("*cilium/cilium:v1.20.2*", None);
+    talos.set_crash_loop("*cilium/cilium:v1.20.2*", Some(vec![node.clone()]));
+    let started = std::time::Instant::now();
+    let out = ws.run(&["apply", "-auto-approve", "-no-color"]);
+    assert!(!out.success, "{}", out.text());
+    let text = out.flat();
+    for needle in [
+        "pre-flight check of Cilium 1.20.2",
+        "Kubernetes is backing off its restarts (CrashLoopBackOff)",
+        "Nothing was upgraded: Cilium 1.19.7",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in: {text}");
+    }
+    assert!(
+        !text.contains("Not ready within the timeout"),
+        "ended by the crash loop after {:?}: {text}",
+        started.elapsed()
+    );
+    assert_eq!(
+        agent_daemonset(&client).await.1,
+        generation,
+        "agents unchanged"
+    );
+
+    // Once the image runs there, the same apply goes through.
+    talos.clear_crash_loop("*cilium/cilium:v1.20.2*", None);
     ws.apply();
     assert!(!ws.plan_has_changes());
 }
