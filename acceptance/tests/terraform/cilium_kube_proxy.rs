@@ -92,6 +92,27 @@ async fn replacement_off_with_kube_proxy_installs_talos_values_for_kube_proxy() 
         "the agents use the `kubernetes` Service, which kube-proxy routes"
     );
     assert!(!ws.plan_has_changes());
+
+    // Imported again, the state says what the release's values say: no `true -> false` that
+    // would read as a flip of the Service dataplane.
+    ws.ok(&["state", "rm", "talosboot_cilium.this"]);
+    ws.ok(&[
+        "import",
+        "-no-color",
+        "talosboot_cilium.this",
+        "kube-system/cilium",
+    ]);
+    let state = ws.state_text();
+    assert!(
+        state.contains("\"kube_proxy_replacement\": false"),
+        "{state}"
+    );
+    let plan = ws.ok(&["plan", "-no-color"]);
+    assert!(
+        !plan.flat().contains("kube_proxy_replacement"),
+        "{}",
+        plan.text()
+    );
 }
 
 on_both_clis!(async replacement_off_without_kube_proxy_is_an_error_at_plan_naming_the_input);

@@ -38,6 +38,17 @@ pub type CiliumResource = ReleaseResource<Cilium>;
 
 impl ChartResource for Cilium {
     const TYPE_NAME: &'static str = schema::TYPE_NAME;
+
+    /// As every chart resource's, but `kube_proxy_replacement` is left to the refresh right after,
+    /// which records what the release's values say (`readiness::record`) instead of the default.
+    fn for_import(namespace: &str, name: &str) -> Self {
+        let mut m = Cilium::default();
+        m.common.name = Some(name.into());
+        m.common.namespace = Some(namespace.into());
+        let mut m = m.with_defaults();
+        m.kube_proxy_replacement = None;
+        m
+    }
     const VALUE_INPUTS: &'static [&'static str] = plan::VALUE_INPUTS;
     const KEEP_VALUES_HINT: &'static str = " With `talos_defaults = true` (the default) the Talos values are merged under yours: to install exactly the values that run now, set `talos_defaults = false` and put what `helm get values` shows into `values`.";
 

@@ -18,7 +18,7 @@ pub fn from_helm_release(req: &MoveRequest, d: &mut Diagnostics) -> Option<(Cili
         );
         return None;
     }
-    let state = Cilium {
+    let mut state = Cilium {
         common: ReleaseCommon {
             chart: Some("cilium".into()),
             ..h.common
@@ -26,6 +26,8 @@ pub fn from_helm_release(req: &MoveRequest, d: &mut Diagnostics) -> Option<(Cili
         ..Default::default()
     }
     .with_defaults();
+    // What the release's values say, recorded by the refresh that follows (`readiness::record`).
+    state.kube_proxy_replacement = None;
     Some((state, private))
 }
 

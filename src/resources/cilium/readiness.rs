@@ -43,8 +43,16 @@ pub fn readiness(cilium: &Cilium, release: Option<&HelmRelease>) -> Readiness {
 
 /// Writes the components, agents and nodes into the state.
 pub fn record(cilium: &mut Cilium, o: &Observed) {
-    // States written before the input existed: those installs replaced kube-proxy.
-    cilium.kube_proxy_replacement.get_or_insert(true);
+    // A state without it (an import or move, or one written before the input existed): what
+    // the release's values say, so the next plan shows no flip the cluster never had; a
+    // release whose values do not set it runs the chart's default, off.
+    if cilium.kube_proxy_replacement.is_none() {
+        cilium.kube_proxy_replacement = Some(
+            o.release
+                .as_ref()
+                .map_or(true, |r| r.kube_proxy_replacement.unwrap_or(false)),
+        );
+    }
     // An import or move takes the minor the release already passes: a plan then keeps it.
     if cilium.upgrade_compatibility.is_none() {
         cilium.upgrade_compatibility = o

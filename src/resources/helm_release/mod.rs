@@ -214,6 +214,7 @@ mod tests {
             objects: Vec::new(),
             apply_method: None,
             upgrade_compatibility: None,
+            kube_proxy_replacement: None,
         };
         let r = c.readiness(Some(&release));
         assert_eq!(r.workloads.len(), 2);

@@ -156,6 +156,7 @@ mod tests {
             objects: Vec::new(),
             apply_method: method,
             upgrade_compatibility: None,
+            kube_proxy_replacement: None,
         }
     }
 

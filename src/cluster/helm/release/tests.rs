@@ -23,6 +23,30 @@ fn gzip_record_decodes_with_chart_and_status() {
 }
 
 #[test]
+fn the_kube_proxy_replacement_is_read_from_the_values_as_the_chart_reads_it() {
+    let decoded = |config: serde_json::Value| {
+        let mut r = record();
+        r["config"] = config;
+        decode_release(&encode_release_for_tests(&r))
+            .expect("decodes")
+            .kube_proxy_replacement
+    };
+    assert_eq!(
+        decoded(serde_json::json!({"kubeProxyReplacement": "true"})),
+        Some(true)
+    );
+    assert_eq!(
+        decoded(serde_json::json!({"kubeProxyReplacement": false})),
+        Some(false)
+    );
+    assert_eq!(
+        decoded(serde_json::json!({})),
+        None,
+        "unset: the chart's default"
+    );
+}
+
+#[test]
 fn record_without_gzip_decodes_too() {
     let plain = base64::engine::general_purpose::STANDARD
         .encode(serde_json::to_vec(&record()).expect("json"));
