@@ -50,7 +50,7 @@ pub fn record(cilium: &mut Cilium, o: &Observed) {
         cilium.kube_proxy_replacement = Some(
             o.release
                 .as_ref()
-                .map_or(true, |r| r.kube_proxy_replacement.unwrap_or(false)),
+                .is_none_or(|r| r.kube_proxy_replacement.unwrap_or(false)),
         );
     }
     // An import or move takes the minor the release already passes: a plan then keeps it.
