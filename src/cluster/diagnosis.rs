@@ -271,6 +271,14 @@ const TABLE: &[Row] = &[
         detail: None,
     },
     Row {
+        // Before the not-ready rows: a node whose kubelet stopped reporting carries both taints.
+        kind: Signature::NotReadyTaint,
+        all: &["untolerated taint", "node.kubernetes.io/unreachable"],
+        cause: "the nodes are unreachable: the node controller taints a node `node.kubernetes.io/unreachable` once its kubelet stops reporting, so no pod is scheduled there",
+        fix: "check the nodes (`kubectl get nodes`, then the machine itself: powered off, its network cut, the kubelet stopped); apply again once they report Ready",
+        detail: None,
+    },
+    Row {
         kind: Signature::NotReadyTaint,
         all: &["untolerated taint {node.kubernetes.io/not-ready"],
         cause: "no node is Ready: nodes carry the not-ready taint until the CNI (Cilium) runs, so ordinary pods cannot be scheduled yet",

@@ -267,6 +267,14 @@ fn every_known_signature_is_recognised() {
             "Job was active longer than specified deadline (DeadlineExceeded)",
             "timeout",
         ),
+        (
+            "0/3 nodes are available: 3 node(s) had untolerated taint {node.kubernetes.io/unreachable: }.",
+            "unreachable",
+        ),
+        (
+            "0/3 nodes are available: 3 node(s) had untolerated taint {node.kubernetes.io/not-ready: }.",
+            "not-ready taint",
+        ),
     ];
     for (text, cause_word) in cases {
         let d = diagnose([text]).unwrap_or_else(|| panic!("{text} not recognised"));
