@@ -36,6 +36,9 @@ pub enum Signature {
     RbacEscalation,
     Forbidden,
     Deadline,
+    /// Nodes the node controller marked unreachable (their kubelet stopped reporting): may pass
+    /// (a node rebooting), so it ends no wait, it only explains one that timed out.
+    NodesUnreachable,
     /// A container that keeps crashing where crashing means it cannot run (Cilium's pre-flight
     /// check): judged by its restarts, not a text ([`Diagnosis::crash_loop`]).
     CrashLoop,
@@ -90,7 +93,13 @@ fn dial_to(ip: &str) -> String {
 impl Diagnosis {
     /// `container` of `pod` crashed `restarts` times and is backing off (`CrashLoopBackOff`),
     /// where that alone means it cannot run; `shown` is how its state reads.
-    pub fn crash_loop(pod: &str, container: &str, restarts: i32, shown: &str) -> Diagnosis {
+    pub fn crash_loop(
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        restarts: i32,
+        shown: &str,
+    ) -> Diagnosis {
         Diagnosis {
             kind: Signature::CrashLoop,
             signature: shown.to_owned(),
@@ -98,7 +107,7 @@ impl Diagnosis {
                 "container {container} of pod {pod} crashed {restarts} times and Kubernetes is backing off its restarts (CrashLoopBackOff)"
             ),
             fix: format!(
-                "read why in its log (the last lines are above when the kubelet had any; all of them: `kubectl logs {pod} -c {container} --previous` in the release's namespace) and fix that on the node (often its kernel, or an image built for another architecture) before the upgrade"
+                "read why in its log (the last lines are above when the kubelet had any; all of them: `kubectl -n {namespace} logs {pod} -c {container} --previous`) and fix that, on the node (often its kernel) or in the image values (an image built for another architecture), before the upgrade"
             ),
         }
     }
@@ -271,18 +280,18 @@ const TABLE: &[Row] = &[
         detail: None,
     },
     Row {
-        // Before the not-ready rows: a node whose kubelet stopped reporting carries both taints.
-        kind: Signature::NotReadyTaint,
-        all: &["untolerated taint", "node.kubernetes.io/unreachable"],
-        cause: "the nodes are unreachable: the node controller taints a node `node.kubernetes.io/unreachable` once its kubelet stops reporting, so no pod is scheduled there",
-        fix: "check the nodes (`kubectl get nodes`, then the machine itself: powered off, its network cut, the kubelet stopped); apply again once they report Ready",
-        detail: None,
-    },
-    Row {
         kind: Signature::NotReadyTaint,
         all: &["untolerated taint {node.kubernetes.io/not-ready"],
         cause: "no node is Ready: nodes carry the not-ready taint until the CNI (Cilium) runs, so ordinary pods cannot be scheduled yet",
         fix: "install Cilium first: make this resource `depends_on` the `talosboot_cilium` resource",
+        detail: None,
+    },
+    Row {
+        // After the not-ready row: a cluster without a CNI and a node down names both taints.
+        kind: Signature::NodesUnreachable,
+        all: &["untolerated taint", "node.kubernetes.io/unreachable"],
+        cause: "nodes are unreachable: the node controller taints a node `node.kubernetes.io/unreachable` once its kubelet stops reporting, and no pod is scheduled there",
+        fix: "check those nodes (`kubectl get nodes`, then the machines: powered off, network cut, kubelet stopped, or rebooting); apply again once they report Ready",
         detail: None,
     },
     Row {

@@ -58,9 +58,11 @@ pub const SETTINGS: &[Setting] = &[
     // `routingMode: ""` renders `tunnel`, `tunnelProtocol: ""` the agent's `vxlan`.
     critical("routingMode", "routing-mode", "tunnel"),
     critical("tunnelProtocol", "tunnel-protocol", "vxlan"),
-    // Unset, the agents reach the API through the `kubernetes` Service.
-    critical("k8sServiceHost", "k8s-service-host", ""),
-    critical("k8sServicePort", "k8s-service-port", ""),
+    // Cilium's chart passes these to the agents as environment variables, not through the
+    // ConfigMap: a `k8s-service-host` there comes from `extraConfig`, whose own value an unset
+    // one does not say.
+    setting("k8sServiceHost", "k8s-service-host", true),
+    setting("k8sServicePort", "k8s-service-port", true),
     critical("cluster.name", "cluster-name", "default"),
     critical("cluster.id", "cluster-id", "0"),
     setting("ipv4.enabled", "enable-ipv4", false),
@@ -141,11 +143,16 @@ fn running_value(setting: &Setting, raw: &str) -> String {
 }
 
 /// How the chart renders `setting` from `values`: what they set, else its default
-/// ([`Setting::chart_default`]); `None` when neither says. The flag: from the default.
+/// ([`Setting::chart_default`]); `None` when neither says. The flag: from the default. An empty
+/// string is unset too: Cilium's own `values.yaml` has `routingMode: ""` and `tunnelProtocol: ""`,
+/// which its templates render as their defaults (`default "tunnel"`), so values pasted from
+/// `helm show values` mean the defaults.
 fn planned_value(setting: &Setting, values: &Json) -> Option<(String, bool)> {
-    match lookup(values, setting.value_path).and_then(|v| rendered(setting, v)) {
-        Some(v) => Some((v, false)),
-        None => setting.chart_default.map(|d| (d.to_owned(), true)),
+    let set = lookup(values, setting.value_path).and_then(|v| rendered(setting, v));
+    match (set, setting.chart_default) {
+        (Some(v), Some(default)) if v.is_empty() => Some((default.to_owned(), true)),
+        (Some(v), _) => Some((v, false)),
+        (None, default) => default.map(|d| (d.to_owned(), true)),
     }
 }
 
@@ -261,14 +268,20 @@ mod tests {
                     "routingMode (cilium-config `routing-mode`): \"native\" -> \"tunnel\"{unset}"
                 ),
                 format!(
-                    "k8sServiceHost (cilium-config `k8s-service-host`): \"localhost\" -> \"\"{unset}"
-                ),
-                format!(
                     "cluster.name (cilium-config `cluster-name`): \"prod-eu1\" -> \"default\"{unset}"
                 ),
                 format!("cluster.id (cilium-config `cluster-id`): \"7\" -> \"0\"{unset}"),
             ],
-            "a setting with no known default (hubble.enabled) is not compared when unset"
+            "a setting with no known default (hubble.enabled, k8sServiceHost) is not compared when unset"
+        );
+        let pasted = json!({"routingMode": "", "tunnelProtocol": ""});
+        assert!(
+            changes(
+                &config(&[("routing-mode", "tunnel"), ("tunnel-protocol", "vxlan")]),
+                &pasted
+            )
+            .is_empty(),
+            "the chart renders \"\" as its default"
         );
         assert!(found.iter().all(|c| c.setting.critical && c.by_default));
         let kept = json!({"routingMode": "native", "cluster": {"name": "prod-eu1", "id": 7},

@@ -202,15 +202,22 @@ pub async fn observe(clients: &Kube, s: &Subject<'_>) -> Result<Observed, Engine
             let read = || {
                 helm::release::deployed_release(clients.client.clone(), &clients.endpoint, ns, name)
             };
-            clients
+            // Best effort: a stuck release must stay readable (refresh, import, recovery) even
+            // when its older record cannot be; the upgrade path then judges from the newest.
+            match clients
                 .retry_if(
                     "read the release",
                     crate::cluster::ClusterError::is_transient,
                     read,
                 )
                 .await
-                .map_err(|e| EngineError::api(helm::READ_RELEASE, e))?
-                .map(|d| d.chart_version)
+            {
+                Ok(deployed) => deployed.map(|d| d.chart_version),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the release's last deployed record could not be read");
+                    None
+                }
+            }
         }
         _ => None,
     };

@@ -268,7 +268,7 @@ fn every_known_signature_is_recognised() {
             "timeout",
         ),
         (
-            "0/3 nodes are available: 3 node(s) had untolerated taint {node.kubernetes.io/unreachable: }.",
+            "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 2 node(s) had untolerated taint(s).",
             "unreachable",
         ),
         (

@@ -48,10 +48,10 @@ pub struct HelmRelease {
     /// The user-supplied `upgradeCompatibility` value (Cilium's chart: the minor first
     /// installed), the one value read by name: not a secret, and what an import or move keeps.
     pub upgrade_compatibility: Option<String>,
-    /// Whether the user-supplied values turn Cilium's kube-proxy replacement on
-    /// (`kubeProxyReplacement`, read as the chart reads it); `None` when they do not set it (the
-    /// chart's default, off). Not a secret: what an import records as `kube_proxy_replacement`.
-    pub kube_proxy_replacement: Option<bool>,
+    /// The user-supplied `kubeProxyReplacement` value (Cilium's chart), `None` when the values do
+    /// not set it: read by name like `upgradeCompatibility`, not a secret, what an import of
+    /// Cilium records as `kube_proxy_replacement`.
+    pub kube_proxy_replacement: Option<serde_json::Value>,
 }
 
 /// An object of a release's manifest, as the manifest names it.
@@ -365,7 +365,7 @@ pub fn decode_release(release_field: &[u8]) -> Result<HelmRelease, HelmDecodeErr
             .config
             .as_ref()
             .and_then(|c| c.get("kubeProxyReplacement"))
-            .map(|v| crate::cluster::cilium::running_config::kube_proxy_replacement_on(Some(v))),
+            .cloned(),
     })
 }
 

@@ -406,7 +406,9 @@ async fn inspect(clients: &Kube, namespace: &str, state: &mut State) -> Option<D
             state.log_tail = lines;
         }
         if gives_up {
-            return Some(Diagnosis::crash_loop(&pod, &container, restarts, &text));
+            return Some(Diagnosis::crash_loop(
+                namespace, &pod, &container, restarts, &text,
+            ));
         }
     }
     None

@@ -7,6 +7,7 @@
 //! ([`super::prerequisites`]).
 
 use super::model::{Agents, Cilium, Component};
+use crate::cluster::cilium::running_config::kube_proxy_replacement_on;
 use crate::cluster::helm::release::HelmRelease;
 use crate::cluster::readiness::{Kind, WorkloadRef};
 use crate::resources::release::{Observed, Readiness};
@@ -50,7 +51,7 @@ pub fn record(cilium: &mut Cilium, o: &Observed) {
         cilium.kube_proxy_replacement = Some(
             o.release
                 .as_ref()
-                .is_none_or(|r| r.kube_proxy_replacement.unwrap_or(false)),
+                .is_none_or(|r| kube_proxy_replacement_on(r.kube_proxy_replacement.as_ref())),
         );
     }
     // An import or move takes the minor the release already passes: a plan then keeps it.

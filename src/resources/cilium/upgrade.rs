@@ -135,9 +135,9 @@ pub async fn plan_checks(
         if before != newest && before != wanted {
             let status = prior
                 .and_then(|p| p.common.status.clone())
-                .unwrap_or_default();
+                .map_or_else(|| "unfinished".to_owned(), |s| s.to_string());
             let note = format!(
-                " The newest release record, {newest}, did not finish ({status}): until an upgrade to it succeeds, the agents may still run {before}, the version deployed before it."
+                " Judged from {before}: the newest release record, {newest}, did not finish ({status}), and until an upgrade to it succeeds agents may still run {before}, the version deployed before it."
             );
             // No versions listed: only the path's own diagnostics, no newest-patch advice.
             for mut d in path_diagnostics(&before, &wanted, &[], planned.upgrade_path_check()) {
@@ -374,7 +374,7 @@ mod tests {
             found.iter().any(|(error, summary, detail)| *error
                 && summary == "Cilium 1.18.4 cannot be upgraded to 1.20.2 in one step"
                 && detail.contains(
-                    "The newest release record, 1.19.7, did not finish (pending-upgrade)"
+                    "the newest release record, 1.19.7, did not finish (pending-upgrade)"
                 )),
             "{found:?}"
         );

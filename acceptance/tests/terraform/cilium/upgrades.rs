@@ -224,7 +224,7 @@ async fn two_minors_up_fail_at_plan_naming_the_minor_between() {
     assert!(
         !plan.success
             && text.contains("Cilium 1.18.4 cannot be upgraded to 1.20.2 in one step")
-            && text.contains("The newest release record, 1.19.7, did not finish (pending-upgrade)"),
+            && text.contains("the newest release record, 1.19.7, did not finish (pending-upgrade)"),
         "{}",
         plan.text()
     );
