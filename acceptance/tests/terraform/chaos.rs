@@ -557,6 +557,20 @@ async fn check_flux_state(
     Ok(())
 }
 
+/// Whether the newest record of release `cilium` carries talosboot's failed-create mark.
+async fn newest_marked_failed_create(client: &kube::Client) -> bool {
+    let Some(&newest) = release_records(client).await.keys().max() else {
+        return false;
+    };
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .get_opt(&format!("sh.helm.release.v1.cilium.v{newest}"))
+        .await
+        .ok()
+        .flatten()
+        .and_then(|s| s.metadata.annotations)
+        .is_some_and(|a| a.contains_key("talosboot.dev/failed-create"))
+}
+
 /// State versus cluster: nothing claimed that is not there, nothing there that is forgotten.
 async fn check_state(ws: &Workspace, client: &kube::Client) -> Result<(), String> {
     let records = release_records(client).await;
@@ -590,9 +604,20 @@ async fn check_state(ws: &Workspace, client: &kube::Client) -> Result<(), String
             }
             Ok(())
         }
-        None if live => Err(format!(
-            "the release exists ({records:?}) but the state lost it"
-        )),
+        // The window of a tainted object's replacement (destroy-first) whose CLI dies between
+        // the destroy, which only forgets a release its failed create marked, and the create,
+        // which resumes a marked release: the mark tells the truth the state cannot.
+        // A release never deployed (`pending-install`, `failed`) is taken over by the next create.
+        None if live
+            && records
+                .values()
+                .any(|s| s == "deployed" || s == "superseded")
+            && !newest_marked_failed_create(client).await =>
+        {
+            Err(format!(
+                "the release exists ({records:?}) but the state lost it"
+            ))
+        }
         None => Ok(()),
     }
 }
