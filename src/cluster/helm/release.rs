@@ -523,7 +523,16 @@ pub(super) async fn newest_record(
     endpoint: &str,
     name: &str,
 ) -> Result<Option<(i64, String)>, ClusterError> {
-    let params = ListParams::default().labels(&format!("owner=helm,name={name}"));
+    newest_labelled(secrets, endpoint, &format!("owner=helm,name={name}")).await
+}
+
+/// `(revision, Secret name)` of the highest revision among the records `selector` lists.
+async fn newest_labelled(
+    secrets: &Api<Secret>,
+    endpoint: &str,
+    selector: &str,
+) -> Result<Option<(i64, String)>, ClusterError> {
+    let params = ListParams::default().labels(selector);
     let revisions = secrets
         .list_metadata(&params)
         .await
@@ -549,18 +558,8 @@ pub async fn deployed_release(
     name: &str,
 ) -> Result<Option<HelmRelease>, ClusterError> {
     let secrets: Api<Secret> = Api::namespaced(client, namespace);
-    let params = ListParams::default().labels(&format!("owner=helm,name={name},status=deployed"));
-    let listed = secrets
-        .list_metadata(&params)
-        .await
-        .map_err(|e| ClusterError::from_kube(e, endpoint))?;
-    let Some(secret_name) = listed
-        .items
-        .iter()
-        .filter_map(|m| Some((revision_of(&m.metadata.labels)?, m.metadata.name.clone()?)))
-        .max_by_key(|(revision, _)| *revision)
-        .map(|(_, secret_name)| secret_name)
-    else {
+    let selector = format!("owner=helm,name={name},status=deployed");
+    let Some((_, secret_name)) = newest_labelled(&secrets, endpoint, &selector).await? else {
         return Ok(None);
     };
     match secrets.get_opt(&secret_name).await {
